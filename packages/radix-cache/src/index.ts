@@ -1,0 +1,5 @@
+export { RadixCacheError, RadixCacheErrorCode } from './errors/radixCacheError.js'
+export type { BlockHasher } from './hashing/blockHasher.js'
+export { computeBlockHashes } from './hashing/blockHasher.js'
+export { sglangBlockHasher, type SglangBlockHasherOptions } from './hashing/sglangBlockHasher.js'
+export { xxh3BlockHasher, type Xxh3BlockHasherOptions } from './hashing/xxh3BlockHasher.js'
