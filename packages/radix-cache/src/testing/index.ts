@@ -1,1 +1,17 @@
-export {}
+/**
+ * Test helpers for code that embeds `@kvc/radix-cache`: a naive reference model, an invariant
+ * checker, and fast-check command arbitraries for model-based tests. Needs `fast-check` (a peer
+ * dependency of this subpath only).
+ *
+ * @packageDocumentation
+ */
+export { RadixReferenceModel } from './referenceModel.js'
+export { cachedPages, checkRadixInvariants } from './invariants.js'
+export {
+  radixCommands,
+  radixModelSetup,
+  type RadixCommandsOptions,
+  type RadixModelConfig,
+  type RadixModelState,
+  type RadixRealState,
+} from './commands.js'

@@ -1,0 +1,1162 @@
+import type { KvAllocator } from '../allocator/kvAllocator.js'
+import { RadixCacheError, RadixCacheErrorCode } from '../errors/radixCacheError.js'
+import type { KvEvent } from '../events/kvEvents.js'
+import type { BlockHasher } from '../hashing/blockHasher.js'
+import { sglangBlockHasher } from '../hashing/sglangBlockHasher.js'
+import { EvictionHeap } from './evictionHeap.js'
+import {
+  EVICTION_POLICIES,
+  type EvictGranularity,
+  type EvictionPolicy,
+  type EvictResult,
+  type InsertOptions,
+  type InsertResult,
+  type MatchOptions,
+  type MatchResult,
+  type NodeHandle,
+  type NodeInfo,
+  type RadixCacheOptions,
+  type RadixCacheStats,
+} from './types.js'
+
+// A handle packs (generation, slot): handle = gen * 2^26 + slot. `handle & SLOT_MASK` recovers the
+// slot because ToInt32 keeps the low 32 bits of any integer below 2^53.
+const SLOT_BITS = 26
+const SLOT_SPAN = 2 ** SLOT_BITS
+const SLOT_MASK = SLOT_SPAN - 1
+const MAX_NODES = SLOT_SPAN
+
+const EMPTY_INDICES = new Int32Array(0)
+const EMPTY_TOKENS = new Uint32Array(0)
+
+const POLICY_CODE: Record<EvictionPolicy, number> = {
+  lru: 0,
+  lfu: 1,
+  fifo: 2,
+  mru: 3,
+  filo: 4,
+  priority: 5,
+  slru: 6,
+}
+
+/**
+ * A paged radix tree over token ids: the prefix cache of an LLM serving engine, with SGLang's
+ * semantics (`RadixCache`) in camelCase.
+ *
+ * - Only page-aligned prefixes enter the tree; matches are page multiples.
+ * - `insert` returns how many tokens were already present and **never frees**: the caller owns
+ *   its duplicate KV slots for `[protectedLen, prefixLen)` and its unaligned tail, and frees them
+ *   (SGLang's ownership rule: the tree owns the page-aligned committed prefix, the request owns
+ *   the rest).
+ * - `matchPrefix` splits a node at the match boundary and refreshes access times (unless
+ *   `readOnly`); lock the returned `lastNode` while using the prefix.
+ * - Locks walk to the root and move sizes between evictable and protected on 0↔1 transitions.
+ * - The evictable-leaf order is kept in an indexed heap, updated incrementally: an `evict` that
+ *   removes `k` leaves costs O(k log n).
+ *
+ * @example
+ * ```ts
+ * import { RadixCache, PagedAllocator } from '@kvc/radix-cache'
+ * const pool = new PagedAllocator({ size: 1024, pageSize: 4 })
+ * const cache = new RadixCache({ pageSize: 4, allocator: pool })
+ * const prompt = Uint32Array.of(1, 2, 3, 4, 5, 6, 7, 8, 9)
+ * const slots = pool.alloc(prompt.length)
+ * const { prefixLen, alignedLen } = cache.insert(prompt, slots) // 0, 8: slot of token 9 stays ours
+ * const hit = cache.matchPrefix(Uint32Array.of(1, 2, 3, 4, 5, 6, 7, 8, 42))
+ * console.log(hit.length, hit.indices) // 8, the first 8 slots
+ * cache.incLockRef(hit.lastNode)       // protect while in use
+ * cache.decLockRef(hit.lastNode)
+ * cache.evict(8)                        // frees the slots back to `pool`
+ * ```
+ */
+export class RadixCache {
+  /** Tokens per page. */
+  readonly pageSize: number
+  /** Eviction order of unlocked leaves. */
+  readonly evictionPolicy: EvictionPolicy
+  /** Whole-leaf or page-by-page eviction. */
+  readonly evictGranularity: EvictGranularity
+  /** Whether KV slot indices are stored per token. */
+  readonly trackValues: boolean
+
+  readonly #now: () => number
+  readonly #onEvent: ((event: KvEvent) => void) | undefined
+  readonly #hasEvents: boolean
+  readonly #hasher: BlockHasher | undefined
+  readonly #allocator: KvAllocator | undefined
+  readonly #policy: number
+  readonly #slruThreshold: number
+  readonly #trimPages: boolean
+
+  // Node storage: struct of arrays indexed by slot, grown by doubling.
+  #capacity: number
+  #gen: Float64Array
+  #parent: Int32Array
+  #lockRef: Int32Array
+  #childCount: Int32Array
+  #chainNext: Int32Array
+  #childKey: Float64Array
+  #pathLen: Float64Array
+  #lastAccess: Float64Array
+  #created: Float64Array
+  #accessSeq: Float64Array
+  #createSeq: Float64Array
+  #hitCount: Float64Array
+  #priority: Float64Array
+  #ns: Int32Array
+  #isRoot: Uint8Array
+  #keys: Uint32Array[]
+  #values: (Int32Array | undefined)[]
+  #children: (Map<number, number> | undefined)[]
+  #digests: (Uint8Array[] | undefined)[]
+  #freeSlots: Int32Array
+  #freeTop = 0
+  #nextSlot = 0
+  #liveNodes = 0
+
+  readonly #heap: EvictionHeap
+  #nsIds = new Map<string, number>()
+  #nsNames: string[] = []
+  #nsRoots: number[] = []
+
+  #evictable = 0
+  #protected = 0
+  #seq = 0
+  #eventId = 0
+  #path: Int32Array = new Int32Array(64)
+
+  // Counters.
+  #matchCalls = 0
+  #matchQueried = 0
+  #matchHit = 0
+  #insertCalls = 0
+  #insertedTokens = 0
+  #splits = 0
+  #evictCalls = 0
+  #evictedTokens = 0
+  #evictedNodes = 0
+  #eventsEmitted = 0
+
+  constructor(options: RadixCacheOptions = {}) {
+    const pageSize = options.pageSize ?? 1
+    if (!Number.isInteger(pageSize) || pageSize <= 0) {
+      throw invalidOption(`pageSize must be a positive integer, got ${String(pageSize)}`, pageSize)
+    }
+    const policy = options.evictionPolicy ?? 'lru'
+    if (!EVICTION_POLICIES.includes(policy)) {
+      throw invalidOption(
+        `evictionPolicy must be one of ${EVICTION_POLICIES.join(', ')}, got ${String(policy)}`,
+        policy,
+      )
+    }
+    const granularity = options.evictGranularity ?? 'leaf'
+    if (granularity !== 'leaf' && granularity !== 'page') {
+      throw invalidOption(
+        `evictGranularity must be 'leaf' or 'page', got ${String(granularity)}`,
+        granularity,
+      )
+    }
+    const slru = options.slruProtectedThreshold ?? 2
+    if (!Number.isFinite(slru)) throw invalidOption(`slruProtectedThreshold must be finite`, slru)
+    const initial = options.initialNodeCapacity ?? 1024
+    if (!Number.isInteger(initial) || initial < 1 || initial > MAX_NODES) {
+      throw invalidOption(`initialNodeCapacity must be an integer in [1, 2^26], got ${initial}`, initial)
+    }
+    if (options.now !== undefined && typeof options.now !== 'function') {
+      throw invalidOption('now must be a function returning milliseconds', options.now)
+    }
+    this.pageSize = pageSize
+    this.evictionPolicy = policy
+    this.evictGranularity = granularity
+    this.trackValues = options.trackValues ?? true
+    this.#now = options.now ?? defaultNow
+    this.#onEvent = options.onEvent
+    this.#hasEvents = typeof options.onEvent === 'function'
+    this.#hasher = this.#hasEvents ? (options.blockHasher ?? sglangBlockHasher()) : options.blockHasher
+    this.#allocator = this.trackValues ? options.allocator : undefined
+    this.#policy = POLICY_CODE[policy]
+    this.#slruThreshold = slru
+    this.#trimPages = granularity === 'page'
+
+    const cap = initial
+    this.#capacity = cap
+    this.#gen = new Float64Array(cap).fill(1)
+    this.#parent = new Int32Array(cap).fill(-1)
+    this.#lockRef = new Int32Array(cap)
+    this.#childCount = new Int32Array(cap)
+    this.#chainNext = new Int32Array(cap).fill(-1)
+    this.#childKey = new Float64Array(cap)
+    this.#pathLen = new Float64Array(cap)
+    this.#lastAccess = new Float64Array(cap)
+    this.#created = new Float64Array(cap)
+    this.#accessSeq = new Float64Array(cap)
+    this.#createSeq = new Float64Array(cap)
+    this.#hitCount = new Float64Array(cap)
+    this.#priority = new Float64Array(cap)
+    this.#ns = new Int32Array(cap)
+    this.#isRoot = new Uint8Array(cap)
+    this.#keys = new Array(cap).fill(EMPTY_TOKENS)
+    this.#values = new Array(cap).fill(undefined)
+    this.#children = new Array(cap).fill(undefined)
+    this.#digests = new Array(cap).fill(undefined)
+    this.#freeSlots = new Int32Array(cap)
+    this.#heap = new EvictionHeap(cap)
+    this.#namespaceRoot('', true)
+  }
+
+  // ---------------------------------------------------------------------------------------------
+  // Public API
+
+  /**
+   * Insert `tokens` (page-aligned part only) with their KV slot indices `values` (one per token,
+   * same length as `tokens`; required when `trackValues`). Returns the number of tokens that were
+   * already present: the caller frees its own slots for them. Insert never frees.
+   *
+   * @example
+   * ```ts
+   * const cache = new RadixCache({ pageSize: 2, trackValues: false })
+   * cache.insert([1, 2, 3, 4]).prefixLen    // 0
+   * cache.insert([1, 2, 3, 4, 5]).prefixLen // 4 (token 5 is an unaligned tail: not inserted)
+   * ```
+   */
+  insert(tokens: ArrayLike<number>, values?: ArrayLike<number>, options?: InsertOptions): InsertResult {
+    const key = toTokenArray(tokens)
+    const vals = this.#checkValues(key, values)
+    const extraKey = options?.extraKey ?? ''
+    const priority = options?.priority ?? 0
+    if (typeof extraKey !== 'string') {
+      throw invalidOption(`extraKey must be a string, got ${typeof extraKey}`, extraKey)
+    }
+    if (typeof priority !== 'number' || !Number.isFinite(priority)) {
+      throw invalidOption(`priority must be a finite number, got ${String(priority)}`, priority)
+    }
+    const countHit = options?.chunked !== true
+    this.#insertCalls++
+    const ps = this.pageSize
+    const total = key.length - (key.length % ps)
+    let node = this.#namespaceRoot(extraKey, total > 0)
+    if (total === 0) return { prefixLen: 0, lastNode: this.#handle(node), alignedLen: 0 }
+
+    const now = this.#now()
+    const keys = this.#keys
+    this.#lastAccess[node] = now
+    let off = 0
+    while (off < total) {
+      const child = this.#findChild(node, key, off)
+      if (child < 0) break
+      const ckey = keys[child]!
+      const clen = ckey.length
+      const lim = Math.min(clen, total - off)
+      let i = ps
+      while (i < lim && ckey[i] === key[off + i]) i++
+      const m = i - (i % ps)
+      let next = child
+      if (m < clen) next = this.#split(child, m)
+      this.#touch(next, now)
+      if (countHit) this.#hitCount[next]!++
+      if (priority > this.#priority[next]!) this.#priority[next] = priority
+      if (this.#heap.has(next)) this.#reheap(next)
+      node = next
+      off += m
+      if (m < clen) break
+    }
+    const prefixLen = off
+    if (off < total) {
+      node = this.#newLeaf(node, key, off, total, vals, now, priority, countHit)
+      this.#insertedTokens += total - off
+    }
+    return { prefixLen, lastNode: this.#handle(node), alignedLen: total }
+  }
+
+  /**
+   * Longest cached page-aligned prefix of `tokens`. Splits the last node at the match boundary
+   * and refreshes access times along the path, unless `readOnly`.
+   *
+   * @example
+   * ```ts
+   * const cache = new RadixCache({ pageSize: 2, trackValues: false })
+   * cache.insert([1, 2, 3, 4])
+   * cache.matchPrefix([1, 2, 3, 9]).length                   // 2
+   * cache.matchPrefix([1, 2, 3, 4], { readOnly: true }).length // 4
+   * ```
+   */
+  matchPrefix(tokens: ArrayLike<number>, options?: MatchOptions): MatchResult {
+    const key = toTokenArray(tokens)
+    const extraKey = options?.extraKey ?? ''
+    if (typeof extraKey !== 'string') {
+      throw invalidOption(`extraKey must be a string, got ${typeof extraKey}`, extraKey)
+    }
+    const readOnly = options?.readOnly === true
+    const ps = this.pageSize
+    const total = key.length - (key.length % ps)
+    this.#matchCalls++
+    this.#matchQueried += total
+    const nsId = this.#nsIds.get(extraKey)
+    let node = nsId === undefined ? this.#nsRoots[0]! : this.#nsRoots[nsId]!
+    if (nsId === undefined || total === 0) {
+      return { length: 0, indices: EMPTY_INDICES, lastNode: this.#handle(node) }
+    }
+    const now = readOnly ? 0 : this.#now()
+    if (!readOnly) this.#lastAccess[node] = now
+    const keys = this.#keys
+    let path = this.#path
+    let depth = 0
+    let lastTake = 0
+    let off = 0
+    while (off < total) {
+      const child = this.#findChild(node, key, off)
+      if (child < 0) break
+      const ckey = keys[child]!
+      const clen = ckey.length
+      const lim = Math.min(clen, total - off)
+      let i = ps
+      while (i < lim && ckey[i] === key[off + i]) i++
+      const m = i - (i % ps)
+      let next = child
+      if (m < clen && !readOnly) next = this.#split(child, m)
+      if (!readOnly) {
+        this.#touch(next, now)
+        if (this.#heap.has(next)) this.#reheap(next)
+      }
+      if (depth === path.length) path = this.#growPath()
+      path[depth++] = next
+      lastTake = m
+      off += m
+      if (m < clen) break
+      node = next
+    }
+    this.#matchHit += off
+    const lastNode = depth > 0 ? path[depth - 1]! : node
+    let indices = EMPTY_INDICES
+    if (this.trackValues && off > 0) {
+      indices = new Int32Array(off)
+      const values = this.#values
+      let w = 0
+      for (let d = 0; d < depth; d++) {
+        const v = values[path[d]!]!
+        if (d === depth - 1 && lastTake < v.length) {
+          indices.set(v.subarray(0, lastTake), w)
+          w += lastTake
+        } else {
+          indices.set(v, w)
+          w += v.length
+        }
+      }
+    }
+    // A read-only partial match ends inside a node that was not split; report its parent as
+    // the last node (the deepest node wholly inside the match).
+    const handleNode =
+      readOnly && depth > 0 && lastTake < keys[lastNode]!.length ? this.#parent[lastNode]! : lastNode
+    return { length: off, indices, lastNode: this.#handle(handleNode) }
+  }
+
+  /**
+   * Lock `node` and its ancestors against eviction. Returns the tokens moved from evictable to
+   * protected (nodes whose `lockRef` went 0 → 1).
+   *
+   * @example
+   * ```ts
+   * const cache = new RadixCache({ trackValues: false })
+   * const { lastNode } = cache.insert([1, 2, 3])
+   * cache.incLockRef(lastNode) // 3
+   * cache.protectedSize()      // 3
+   * ```
+   */
+  incLockRef(node: NodeHandle): number {
+    let n = this.#slotOf(node)
+    const lockRef = this.#lockRef
+    const isRoot = this.#isRoot
+    const parent = this.#parent
+    const keys = this.#keys
+    let delta = 0
+    while (isRoot[n] === 0) {
+      if (lockRef[n] === 0) {
+        const len = keys[n]!.length
+        delta += len
+        if (this.#heap.has(n)) this.#heap.remove(n)
+      }
+      lockRef[n]!++
+      n = parent[n]!
+    }
+    this.#evictable -= delta
+    this.#protected += delta
+    return delta
+  }
+
+  /**
+   * Release one lock on `node` and its ancestors. Returns the tokens moved back from protected to
+   * evictable. Throws `LOCK_UNDERFLOW` (changing nothing) when `node` is not locked.
+   *
+   * @example
+   * ```ts
+   * const cache = new RadixCache({ trackValues: false })
+   * const { lastNode } = cache.insert([1, 2, 3])
+   * cache.incLockRef(lastNode)
+   * cache.decLockRef(lastNode) // 3
+   * ```
+   */
+  decLockRef(node: NodeHandle): number {
+    let n = this.#slotOf(node)
+    const lockRef = this.#lockRef
+    const isRoot = this.#isRoot
+    if (isRoot[n] === 0 && lockRef[n] === 0) {
+      throw new RadixCacheError(
+        RadixCacheErrorCode.LockUnderflow,
+        `decLockRef on node ${node} whose lockRef is already 0`,
+        node,
+      )
+    }
+    const parent = this.#parent
+    const keys = this.#keys
+    const childCount = this.#childCount
+    let delta = 0
+    while (isRoot[n] === 0) {
+      if (lockRef[n] === 1) {
+        delta += keys[n]!.length
+        lockRef[n] = 0
+        if (childCount[n] === 0) this.#pushHeap(n)
+      } else {
+        lockRef[n]!--
+      }
+      n = parent[n]!
+    }
+    this.#evictable += delta
+    this.#protected -= delta
+    return delta
+  }
+
+  /**
+   * Evict at least `numTokens` tokens (or everything evictable) from unlocked leaves, in policy
+   * order, cascading to parents that become evictable leaves. KV slots go back to the
+   * `allocator`. With `evictGranularity: 'page'` the last leaf is trimmed from its tail so that
+   * the call frees `numTokens` rounded up to a page.
+   *
+   * @example
+   * ```ts
+   * const cache = new RadixCache({ pageSize: 2, trackValues: false, evictGranularity: 'page' })
+   * cache.insert([1, 2, 3, 4, 5, 6])
+   * cache.evict(1) // { evictedTokens: 2, evictedNodes: 1 }
+   * cache.totalSize() // 4
+   * ```
+   */
+  evict(numTokens: number): EvictResult {
+    if (typeof numTokens !== 'number' || Number.isNaN(numTokens) || numTokens < 0) {
+      throw invalidOption(`numTokens must be a non-negative number, got ${String(numTokens)}`, numTokens)
+    }
+    this.#evictCalls++
+    const heap = this.#heap
+    const keys = this.#keys
+    const ps = this.pageSize
+    let evicted = 0
+    let nodes = 0
+    while (evicted < numTokens && heap.size > 0) {
+      const x = heap.peek()
+      const len = keys[x]!.length
+      const need = numTokens - evicted
+      if (this.#trimPages && len > need) {
+        const trim = Math.ceil(need / ps) * ps
+        if (trim < len) {
+          this.#split(x, len - trim)
+          heap.remove(x)
+          // Deleting the tail makes the upper part a childless, unlocked leaf: back in the heap.
+          this.#deleteLeaf(x)
+          evicted += trim
+          nodes++
+          break
+        }
+      }
+      heap.remove(x)
+      this.#deleteLeaf(x)
+      evicted += len
+      nodes++
+    }
+    this.#evictedTokens += evicted
+    this.#evictedNodes += nodes
+    return { evictedTokens: evicted, evictedNodes: nodes }
+  }
+
+  /** Tokens in the tree (`evictableSize() + protectedSize()`). */
+  totalSize(): number {
+    return this.#evictable + this.#protected
+  }
+
+  /** Tokens in unlocked nodes. */
+  evictableSize(): number {
+    return this.#evictable
+  }
+
+  /** Tokens in locked nodes. */
+  protectedSize(): number {
+    return this.#protected
+  }
+
+  /**
+   * Tokens on the path root → `node` (what a session holding a lock on `node` keeps resident).
+   *
+   * @example
+   * ```ts
+   * const cache = new RadixCache({ trackValues: false })
+   * cache.tokensUnder(cache.insert([1, 2, 3]).lastNode) // 3
+   * ```
+   */
+  tokensUnder(node: NodeHandle): number {
+    return this.#pathLen[this.#slotOf(node)]!
+  }
+
+  /** Whether `node` is a live handle of this cache. */
+  isValid(node: NodeHandle): boolean {
+    if (typeof node !== 'number' || !Number.isInteger(node) || node < 0) return false
+    const slot = node & SLOT_MASK
+    return slot < this.#nextSlot && this.#gen[slot] === Math.floor(node / SLOT_SPAN) && this.#isLive(slot)
+  }
+
+  /**
+   * Drop every node and emit `AllBlocksCleared`. The KV slots of the tree go back to the
+   * allocator; namespace roots (and handles to them) survive. Refused with `RESET_WHILE_LOCKED` while any node is locked (like SGLang's
+   * `/flush_cache`, which is refused while requests run).
+   */
+  reset(): void {
+    if (this.#protected > 0) {
+      throw new RadixCacheError(
+        RadixCacheErrorCode.ResetWhileLocked,
+        `reset() while ${this.#protected} tokens are locked`,
+        this.#protected,
+      )
+    }
+    if (this.#allocator !== undefined) {
+      for (let s = 0; s < this.#nextSlot; s++) {
+        const v = this.#values[s]
+        if (this.#isLive(s) && this.#isRoot[s] === 0 && v !== undefined && v.length > 0)
+          this.#allocator.free(v)
+      }
+    }
+    this.#heap.clear()
+    // Namespace roots survive a reset (so handles to them stay valid); every other node goes.
+    this.#freeTop = 0
+    this.#liveNodes = 0
+    for (let s = 0; s < this.#nextSlot; s++) {
+      this.#children[s] = undefined
+      this.#childCount[s] = 0
+      this.#digests[s] = undefined
+      this.#chainNext[s] = -1
+      if (this.#isRoot[s] === 1) {
+        this.#liveNodes++
+        continue
+      }
+      if (this.#parent[s]! >= 0) this.#gen[s]!++
+      this.#keys[s] = EMPTY_TOKENS
+      this.#values[s] = undefined
+      this.#parent[s] = -1
+      this.#lockRef[s] = 0
+      this.#freeSlots[this.#freeTop++] = s
+    }
+    this.#evictable = 0
+    this.#protected = 0
+    this.#matchCalls = 0
+    this.#matchQueried = 0
+    this.#matchHit = 0
+    this.#insertCalls = 0
+    this.#insertedTokens = 0
+    this.#splits = 0
+    this.#evictCalls = 0
+    this.#evictedTokens = 0
+    this.#evictedNodes = 0
+    if (this.#hasEvents) this.#emit({ type: 'AllBlocksCleared', eventId: this.#eventId++ })
+  }
+
+  /** Counters since construction or the last reset. */
+  stats(): RadixCacheStats {
+    return {
+      totalSize: this.totalSize(),
+      evictableSize: this.#evictable,
+      protectedSize: this.#protected,
+      nodeCount: this.#liveNodes - this.#nsRoots.length,
+      evictableLeaves: this.#heap.size,
+      matchCalls: this.#matchCalls,
+      matchQueriedTokens: this.#matchQueried,
+      matchHitTokens: this.#matchHit,
+      hitRatio: this.#matchQueried > 0 ? this.#matchHit / this.#matchQueried : 0,
+      insertCalls: this.#insertCalls,
+      insertedTokens: this.#insertedTokens,
+      splits: this.#splits,
+      evictCalls: this.#evictCalls,
+      evictedTokens: this.#evictedTokens,
+      evictedNodes: this.#evictedNodes,
+      eventsEmitted: this.#eventsEmitted,
+    }
+  }
+
+  // ---------------------------------------------------------------------------------------------
+  // Inspection (read-only)
+
+  /** The root of a namespace (`''`, the default, always exists). `undefined` if never used. */
+  rootNode(extraKey = ''): NodeHandle | undefined {
+    const id = this.#nsIds.get(extraKey)
+    return id === undefined ? undefined : this.#handle(this.#nsRoots[id]!)
+  }
+
+  /** Namespaces that have a root (the default `''` first). */
+  namespaces(): string[] {
+    return this.#nsNames.slice()
+  }
+
+  /** Children of `node`, in insertion order of their first pages. */
+  childrenOf(node: NodeHandle): NodeHandle[] {
+    const s = this.#slotOf(node)
+    const out: NodeHandle[] = []
+    const map = this.#children[s]
+    if (map === undefined) return out
+    for (const head of map.values()) {
+      for (let c = head; c !== -1; c = this.#chainNext[c]!) out.push(this.#handle(c))
+    }
+    return out
+  }
+
+  /** A read-only snapshot of one node. */
+  nodeInfo(node: NodeHandle): NodeInfo {
+    const s = this.#slotOf(node)
+    const v = this.#values[s]
+    const p = this.#parent[s]!
+    return {
+      handle: node,
+      parent: p < 0 ? undefined : this.#handle(p),
+      isRoot: this.#isRoot[s] === 1,
+      extraKey: this.#nsNames[this.#ns[s]!]!,
+      tokens: this.#keys[s]!.slice(),
+      values: v === undefined ? undefined : v.slice(),
+      pathLength: this.#pathLen[s]!,
+      lockRef: this.#lockRef[s]!,
+      lastAccessTime: this.#lastAccess[s]!,
+      creationTime: this.#created[s]!,
+      hitCount: this.#hitCount[s]!,
+      priority: this.#priority[s]!,
+      childCount: this.#childCount[s]!,
+      evictableLeaf: this.#heap.has(s),
+    }
+  }
+
+  /**
+   * Chained block hashes of the pages of `node`'s own edge (not its ancestors), as carried by
+   * its `BlockStored` events. Empty unless the cache emits events.
+   */
+  blockHashesOf(node: NodeHandle): bigint[] {
+    const s = this.#slotOf(node)
+    const d = this.#digests[s]
+    if (d === undefined || this.#hasher === undefined) return []
+    const hasher = this.#hasher
+    return d.map((x) => hasher.blockId(x))
+  }
+
+  /**
+   * Check the internal heap against the tree (used by the invariant checker in `/testing`).
+   * Returns a list of problems; empty when consistent.
+   * @internal
+   */
+  _checkInternals(): string[] {
+    const problems: string[] = []
+    let leaves = 0
+    let evictable = 0
+    let prot = 0
+    for (let s = 0; s < this.#nextSlot; s++) {
+      if (!this.#isLive(s) || this.#isRoot[s] === 1) continue
+      const len = this.#keys[s]!.length
+      if (this.#lockRef[s] === 0) evictable += len
+      else prot += len
+      if (len === 0 || len % this.pageSize !== 0) problems.push(`node ${s} has length ${len}`)
+      const isLeaf = this.#lockRef[s] === 0 && this.#childCount[s] === 0
+      if (isLeaf) leaves++
+      if (isLeaf !== this.#heap.has(s))
+        problems.push(`node ${s}: evictable leaf ${isLeaf}, in heap ${!isLeaf}`)
+      const p = this.#parent[s]!
+      if (this.#pathLen[s] !== this.#pathLen[p]! + len) problems.push(`node ${s}: pathLen mismatch`)
+      if (this.trackValues && this.#values[s]?.length !== len) problems.push(`node ${s}: values length`)
+      let count = 0
+      const map = this.#children[s]
+      if (map !== undefined)
+        for (const h of map.values()) for (let c = h; c !== -1; c = this.#chainNext[c]!) count++
+      if (count !== this.#childCount[s])
+        problems.push(`node ${s}: childCount ${this.#childCount[s]} != ${count}`)
+      const pos = this.#heap.positionOf(s)
+      if (pos >= 0) {
+        const par = (pos - 1) >> 1
+        if (pos > 0 && this.#heap.less(s, this.#heap.at(par))) problems.push(`heap order broken at ${pos}`)
+      }
+    }
+    if (leaves !== this.#heap.size)
+      problems.push(`heap size ${this.#heap.size} != evictable leaves ${leaves}`)
+    if (evictable !== this.#evictable) problems.push(`evictableSize ${this.#evictable} != ${evictable}`)
+    if (prot !== this.#protected) problems.push(`protectedSize ${this.#protected} != ${prot}`)
+    return problems
+  }
+
+  // ---------------------------------------------------------------------------------------------
+  // Internals
+
+  #handle(slot: number): NodeHandle {
+    return (this.#gen[slot]! * SLOT_SPAN + slot) as NodeHandle
+  }
+
+  #isLive(slot: number): boolean {
+    return this.#isRoot[slot] === 1 || this.#parent[slot]! >= 0
+  }
+
+  #slotOf(node: NodeHandle): number {
+    if (typeof node !== 'number' || !Number.isInteger(node) || node < 0) {
+      throw new RadixCacheError(RadixCacheErrorCode.UnknownNode, `not a node handle: ${String(node)}`, node)
+    }
+    const slot = node & SLOT_MASK
+    if (slot >= this.#nextSlot || this.#gen[slot] !== Math.floor(node / SLOT_SPAN) || !this.#isLive(slot)) {
+      throw new RadixCacheError(
+        RadixCacheErrorCode.UnknownNode,
+        `node handle ${node} is not a live node of this cache (evicted, reset, or from another cache)`,
+        node,
+      )
+    }
+    return slot
+  }
+
+  #checkValues(key: Uint32Array, values: ArrayLike<number> | undefined): Int32Array | undefined {
+    if (!this.trackValues) {
+      if (values !== undefined) {
+        throw new RadixCacheError(
+          RadixCacheErrorCode.ValuesNotTracked,
+          'this cache was created with trackValues: false and does not store values',
+          values,
+        )
+      }
+      return undefined
+    }
+    if (values === undefined) {
+      throw new RadixCacheError(
+        RadixCacheErrorCode.ValuesRequired,
+        'insert needs one KV slot index per token (or create the cache with trackValues: false)',
+        values,
+      )
+    }
+    if (values.length !== key.length) {
+      throw new RadixCacheError(
+        RadixCacheErrorCode.ValuesLengthMismatch,
+        `values has ${values.length} entries for ${key.length} tokens`,
+        values.length,
+      )
+    }
+    if (values instanceof Int32Array) return values
+    const out = new Int32Array(values.length)
+    for (let i = 0; i < values.length; i++) {
+      const v = values[i]!
+      if (!Number.isInteger(v) || v < 0 || v > 0x7fffffff) {
+        throw new RadixCacheError(
+          RadixCacheErrorCode.ValuesLengthMismatch,
+          `values[${i}] = ${v} is not a KV slot index (integer in [0, 2^31))`,
+          v,
+        )
+      }
+      out[i] = v
+    }
+    return out
+  }
+
+  #pageKey(key: Uint32Array, off: number): number {
+    const ps = this.pageSize
+    if (ps === 1) return key[off]!
+    let h = 0x811c9dc5 ^ ps
+    for (let i = 0; i < ps; i++) h = Math.imul(h ^ key[off + i]!, 0x01000193)
+    return h & 0x3fffffff
+  }
+
+  #findChild(node: number, key: Uint32Array, off: number): number {
+    const map = this.#children[node]
+    if (map === undefined) return -1
+    let c = map.get(this.#pageKey(key, off))
+    if (c === undefined) return -1
+    const ps = this.pageSize
+    const keys = this.#keys
+    const next = this.#chainNext
+    while (c !== -1) {
+      const ck = keys[c]!
+      let i = 0
+      while (i < ps && ck[i] === key[off + i]) i++
+      if (i === ps) return c
+      c = next[c]!
+    }
+    return -1
+  }
+
+  #touch(node: number, now: number): void {
+    this.#lastAccess[node] = now
+    this.#accessSeq[node] = ++this.#seq
+  }
+
+  #orderKeys(n: number): void {
+    // Fills the heap's sort keys for node n according to the policy.
+    let a: number
+    let b: number
+    let c: number
+    const la = this.#lastAccess[n]!
+    const as = this.#accessSeq[n]!
+    switch (this.#policy) {
+      case 0: // lru
+        a = la
+        b = as
+        c = 0
+        break
+      case 1: // lfu
+        a = this.#hitCount[n]!
+        b = la
+        c = as
+        break
+      case 2: // fifo
+        a = this.#created[n]!
+        b = this.#createSeq[n]!
+        c = 0
+        break
+      case 3: // mru
+        a = -la
+        b = -as
+        c = 0
+        break
+      case 4: // filo
+        a = -this.#created[n]!
+        b = -this.#createSeq[n]!
+        c = 0
+        break
+      case 5: // priority
+        a = this.#priority[n]!
+        b = la
+        c = as
+        break
+      default: // slru
+        a = this.#hitCount[n]! >= this.#slruThreshold ? 1 : 0
+        b = la
+        c = as
+        break
+    }
+    this.#ka = a
+    this.#kb = b
+    this.#kc = c
+  }
+
+  #ka = 0
+  #kb = 0
+  #kc = 0
+
+  #pushHeap(n: number): void {
+    this.#orderKeys(n)
+    this.#heap.push(n, this.#ka, this.#kb, this.#kc)
+  }
+
+  #reheap(n: number): void {
+    this.#orderKeys(n)
+    this.#heap.update(n, this.#ka, this.#kb, this.#kc)
+  }
+
+  #growPath(): Int32Array {
+    const p = new Int32Array(this.#path.length * 2)
+    p.set(this.#path)
+    this.#path = p
+    return p
+  }
+
+  #allocSlot(): number {
+    if (this.#freeTop > 0) return this.#freeSlots[--this.#freeTop]!
+    if (this.#nextSlot === this.#capacity) this.#grow()
+    return this.#nextSlot++
+  }
+
+  #grow(): void {
+    const cap = this.#capacity
+    if (cap >= MAX_NODES) {
+      throw new RadixCacheError(RadixCacheErrorCode.OutOfMemory, `more than ${MAX_NODES} tree nodes`, cap)
+    }
+    const n = Math.min(MAX_NODES, cap * 2)
+    this.#gen = growF64(this.#gen, n, 1)
+    this.#parent = growI32(this.#parent, n, -1)
+    this.#lockRef = growI32(this.#lockRef, n, 0)
+    this.#childCount = growI32(this.#childCount, n, 0)
+    this.#chainNext = growI32(this.#chainNext, n, -1)
+    this.#childKey = growF64(this.#childKey, n, 0)
+    this.#pathLen = growF64(this.#pathLen, n, 0)
+    this.#lastAccess = growF64(this.#lastAccess, n, 0)
+    this.#created = growF64(this.#created, n, 0)
+    this.#accessSeq = growF64(this.#accessSeq, n, 0)
+    this.#createSeq = growF64(this.#createSeq, n, 0)
+    this.#hitCount = growF64(this.#hitCount, n, 0)
+    this.#priority = growF64(this.#priority, n, 0)
+    this.#ns = growI32(this.#ns, n, 0)
+    const r = new Uint8Array(n)
+    r.set(this.#isRoot)
+    this.#isRoot = r
+    for (let i = cap; i < n; i++) {
+      this.#keys.push(EMPTY_TOKENS)
+      this.#values.push(undefined)
+      this.#children.push(undefined)
+      this.#digests.push(undefined)
+    }
+    this.#freeSlots = growI32(this.#freeSlots, n, 0)
+    this.#heap.growNodes(n)
+    this.#capacity = n
+  }
+
+  #namespaceRoot(extraKey: string, create: boolean): number {
+    const id = this.#nsIds.get(extraKey)
+    if (id !== undefined) return this.#nsRoots[id]!
+    if (!create) return this.#nsRoots[0]!
+    const s = this.#allocSlot()
+    const nsId = this.#nsNames.length
+    this.#nsIds.set(extraKey, nsId)
+    this.#nsNames.push(extraKey)
+    this.#nsRoots.push(s)
+    this.#isRoot[s] = 1
+    this.#parent[s] = -1
+    this.#lockRef[s] = 0
+    this.#childCount[s] = 0
+    this.#pathLen[s] = 0
+    this.#ns[s] = nsId
+    this.#keys[s] = EMPTY_TOKENS
+    this.#values[s] = this.trackValues ? EMPTY_INDICES : undefined
+    this.#children[s] = undefined
+    this.#digests[s] = undefined
+    this.#liveNodes++
+    return s
+  }
+
+  #linkChild(parent: number, child: number, ck: number): void {
+    let map = this.#children[parent]
+    if (map === undefined) {
+      map = new Map()
+      this.#children[parent] = map
+    }
+    const head = map.get(ck)
+    this.#chainNext[child] = head === undefined ? -1 : head
+    map.set(ck, child)
+    this.#childKey[child] = ck
+    this.#childCount[parent]!++
+  }
+
+  #unlinkChild(parent: number, child: number): void {
+    const map = this.#children[parent]!
+    const ck = this.#childKey[child]!
+    const head = map.get(ck)!
+    const next = this.#chainNext
+    if (head === child) {
+      if (next[child] === -1) map.delete(ck)
+      else map.set(ck, next[child]!)
+    } else {
+      let p = head
+      while (next[p] !== child) p = next[p]!
+      next[p] = next[child]!
+    }
+    next[child] = -1
+    this.#childCount[parent]!--
+  }
+
+  /** Replace `oldChild` by `newChild` at the same place of `parent`'s child chain. */
+  #replaceChild(parent: number, oldChild: number, newChild: number): void {
+    const map = this.#children[parent]!
+    const ck = this.#childKey[oldChild]!
+    const next = this.#chainNext
+    if (map.get(ck) === oldChild) map.set(ck, newChild)
+    else {
+      let p = map.get(ck)!
+      while (next[p] !== oldChild) p = next[p]!
+      next[p] = newChild
+    }
+    next[newChild] = next[oldChild]!
+    next[oldChild] = -1
+    this.#childKey[newChild] = ck
+  }
+
+  /**
+   * Split `child` at `m` tokens (a page multiple, 0 < m < len): a new upper node takes the first
+   * `m` tokens and inherits the lock count and order attributes; `child` keeps the suffix (and its
+   * identity). Sizes do not change.
+   */
+  #split(child: number, m: number): number {
+    const up = this.#allocSlot()
+    const p = this.#parent[child]!
+    const ckey = this.#keys[child]!
+    this.#keys[up] = ckey.subarray(0, m)
+    this.#keys[child] = ckey.subarray(m)
+    const v = this.#values[child]
+    if (v !== undefined) {
+      this.#values[up] = v.subarray(0, m)
+      this.#values[child] = v.subarray(m)
+    } else this.#values[up] = undefined
+    const d = this.#digests[child]
+    if (d !== undefined) {
+      const pages = m / this.pageSize
+      this.#digests[up] = d.slice(0, pages)
+      this.#digests[child] = d.slice(pages)
+    } else this.#digests[up] = undefined
+    this.#parent[up] = p
+    this.#isRoot[up] = 0
+    this.#ns[up] = this.#ns[child]!
+    this.#lockRef[up] = this.#lockRef[child]!
+    this.#pathLen[up] = this.#pathLen[child]! - (ckey.length - m)
+    this.#lastAccess[up] = this.#lastAccess[child]!
+    this.#created[up] = this.#created[child]!
+    this.#accessSeq[up] = this.#accessSeq[child]!
+    this.#createSeq[up] = this.#createSeq[child]!
+    this.#hitCount[up] = this.#hitCount[child]!
+    this.#priority[up] = this.#priority[child]!
+    this.#replaceChild(p, child, up)
+    this.#children[up] = undefined
+    this.#childCount[up] = 0
+    this.#parent[child] = up
+    this.#linkChild(up, child, this.#pageKey(this.#keys[child]!, 0))
+    this.#liveNodes++
+    this.#splits++
+    return up
+  }
+
+  #newLeaf(
+    parent: number,
+    key: Uint32Array,
+    from: number,
+    to: number,
+    vals: Int32Array | undefined,
+    now: number,
+    priority: number,
+    countHit: boolean,
+  ): number {
+    const s = this.#allocSlot()
+    const len = to - from
+    this.#keys[s] = key.slice(from, to)
+    this.#values[s] = vals === undefined ? undefined : vals.slice(from, to)
+    this.#parent[s] = parent
+    this.#isRoot[s] = 0
+    this.#ns[s] = this.#ns[parent]!
+    this.#lockRef[s] = 0
+    this.#pathLen[s] = this.#pathLen[parent]! + len
+    this.#lastAccess[s] = now
+    this.#created[s] = now
+    this.#accessSeq[s] = ++this.#seq
+    this.#createSeq[s] = this.#seq
+    this.#hitCount[s] = countHit ? 1 : 0
+    this.#priority[s] = priority
+    this.#children[s] = undefined
+    this.#childCount[s] = 0
+    const parentWasLeaf = this.#heap.has(parent)
+    this.#linkChild(parent, s, this.#pageKey(key, from))
+    if (parentWasLeaf) this.#heap.remove(parent)
+    this.#liveNodes++
+    this.#evictable += len
+    this.#pushHeap(s)
+    if (this.#hasEvents) this.#storeEvents(s, parent)
+    else this.#digests[s] = undefined
+    return s
+  }
+
+  #storeEvents(s: number, parent: number): void {
+    const hasher = this.#hasher!
+    const ps = this.pageSize
+    const key = this.#keys[s]!
+    const pages = key.length / ps
+    const nsName = this.#nsNames[this.#ns[s]!]!
+    const extraKey = nsName === '' ? undefined : nsName
+    const pd = this.#digests[parent]
+    let prev: Uint8Array | undefined =
+      this.#isRoot[parent] === 1 || pd === undefined ? undefined : pd[pd.length - 1]
+    const digests: Uint8Array[] = new Array(pages)
+    for (let p = 0; p < pages; p++) {
+      const page = key.subarray(p * ps, (p + 1) * ps)
+      const d = hasher.hashBlock(prev, page, extraKey)
+      digests[p] = d
+      this.#emit({
+        type: 'BlockStored',
+        eventId: this.#eventId++,
+        blockHashes: [hasher.blockId(d)],
+        parentBlockHash: prev === undefined ? null : hasher.blockId(prev),
+        tokenIds: Array.from(page),
+        blockSize: ps,
+        extraKey: extraKey ?? null,
+      })
+      prev = d
+    }
+    this.#digests[s] = digests
+  }
+
+  #emit(event: KvEvent): void {
+    this.#eventsEmitted++
+    this.#onEvent!(event)
+  }
+
+  /** Remove an unlocked, childless node (already out of the heap). */
+  #deleteLeaf(x: number): void {
+    const p = this.#parent[x]!
+    const len = this.#keys[x]!.length
+    const v = this.#values[x]
+    if (this.#allocator !== undefined && v !== undefined && v.length > 0) this.#allocator.free(v)
+    if (this.#hasEvents) {
+      const d = this.#digests[x]
+      if (d !== undefined) {
+        const hasher = this.#hasher!
+        for (let i = 0; i < d.length; i++) {
+          this.#emit({ type: 'BlockRemoved', eventId: this.#eventId++, blockHashes: [hasher.blockId(d[i]!)] })
+        }
+      }
+    }
+    this.#unlinkChild(p, x)
+    this.#evictable -= len
+    this.#keys[x] = EMPTY_TOKENS
+    this.#values[x] = undefined
+    this.#children[x] = undefined
+    this.#digests[x] = undefined
+    this.#parent[x] = -1
+    this.#gen[x]!++
+    this.#freeSlots[this.#freeTop++] = x
+    this.#liveNodes--
+    if (this.#isRoot[p] === 0 && this.#childCount[p] === 0 && this.#lockRef[p] === 0) this.#pushHeap(p)
+  }
+}
+
+function defaultNow(): number {
+  return performance.now()
+}
+
+function invalidOption(message: string, value: unknown): RadixCacheError {
+  return new RadixCacheError(RadixCacheErrorCode.InvalidOption, message, value)
+}
+
+/**
+ * Validate token ids and return them as a `Uint32Array` (zero-copy for a `Uint32Array`).
+ * @internal
+ */
+export function toTokenArray(tokens: ArrayLike<number>): Uint32Array {
+  if (tokens instanceof Uint32Array) return tokens
+  if (tokens === null || typeof tokens !== 'object' || typeof tokens.length !== 'number') {
+    throw new RadixCacheError(
+      RadixCacheErrorCode.InvalidToken,
+      `tokens must be an array of token ids, got ${tokens === null ? 'null' : typeof tokens}`,
+      tokens,
+    )
+  }
+  const n = tokens.length
+  const out = new Uint32Array(n)
+  for (let i = 0; i < n; i++) {
+    const t = tokens[i]!
+    if (!Number.isInteger(t) || t < 0 || t > 0xffffffff) {
+      throw new RadixCacheError(
+        RadixCacheErrorCode.InvalidToken,
+        `token ${String(t)} at index ${i} is not an integer in [0, 2^32)`,
+        t,
+      )
+    }
+    out[i] = t
+  }
+  return out
+}
+
+function growI32(a: Int32Array, n: number, fill: number): Int32Array {
+  const b = new Int32Array(n)
+  if (fill !== 0) b.fill(fill, a.length)
+  b.set(a)
+  return b
+}
+
+function growF64(a: Float64Array, n: number, fill: number): Float64Array {
+  const b = new Float64Array(n)
+  if (fill !== 0) b.fill(fill, a.length)
+  b.set(a)
+  return b
+}

@@ -1,0 +1,164 @@
+import type { KvAllocator } from '../allocator/kvAllocator.js'
+import type { BlockHasher } from '../hashing/blockHasher.js'
+import type { KvEvent } from '../events/kvEvents.js'
+
+declare const nodeHandleBrand: unique symbol
+
+/**
+ * An opaque handle to a tree node. Handles stay valid while the node exists (a locked node is
+ * never evicted); a handle to an evicted node is refused with `UNKNOWN_NODE`.
+ */
+export type NodeHandle = number & { readonly [nodeHandleBrand]: true }
+
+/**
+ * Eviction order, as in SGLang (`evict_policy.py`); smaller priority tuples are evicted first:
+ *
+ * | policy | order key |
+ * |---|---|
+ * | `lru` | last access time |
+ * | `lfu` | (hit count, last access time) |
+ * | `fifo` | creation time |
+ * | `mru` | −last access time |
+ * | `filo` | −creation time |
+ * | `priority` | (priority, last access time) |
+ * | `slru` | (hit count ≥ `slruProtectedThreshold` ? 1 : 0, last access time) |
+ *
+ * Ties are broken by a logical access (or creation) counter, so the order is total and
+ * deterministic even with a coarse clock.
+ */
+export type EvictionPolicy = 'lru' | 'lfu' | 'fifo' | 'mru' | 'filo' | 'priority' | 'slru'
+
+/** All eviction policies, in documentation order. */
+export const EVICTION_POLICIES: readonly EvictionPolicy[] = [
+  'lru',
+  'lfu',
+  'fifo',
+  'mru',
+  'filo',
+  'priority',
+  'slru',
+]
+
+/**
+ * `'leaf'` (default, SGLang's behaviour) removes whole leaves and may free up to a leaf more than
+ * asked; `'page'` trims the chosen leaf from its tail page by page, so an eviction frees what was
+ * asked rounded up to one page.
+ */
+export type EvictGranularity = 'leaf' | 'page'
+
+/** Options of the {@link RadixCache} constructor. */
+export interface RadixCacheOptions {
+  /** Tokens per page (default 1). Only page-aligned prefixes enter the tree. */
+  readonly pageSize?: number
+  /** Eviction order (default `'lru'`). */
+  readonly evictionPolicy?: EvictionPolicy
+  /** Whole leaves (default) or page-by-page trimming. */
+  readonly evictGranularity?: EvictGranularity
+  /**
+   * Store the caller's KV slot indices (`values`) per token (default `true`). With `false` the
+   * cache tracks token ids and lengths only (routers, simulators) and `insert` refuses values.
+   */
+  readonly trackValues?: boolean
+  /** Clock in milliseconds (default `performance.now`). Injected for deterministic tests. */
+  readonly now?: () => number
+  /** Receives a KV event for every change of the tree (per page, as SGLang emits them). */
+  readonly onEvent?: (event: KvEvent) => void
+  /** Block hasher for event hashes (default: SGLang's SHA-256 chain, used only with `onEvent`). */
+  readonly blockHasher?: BlockHasher
+  /** Pool that receives the KV slots of evicted nodes (only with `trackValues`). */
+  readonly allocator?: KvAllocator
+  /** `slru`: hit count from which a node is in the protected segment (SGLang: 2). */
+  readonly slruProtectedThreshold?: number
+  /** Initial node capacity (grows by doubling). */
+  readonly initialNodeCapacity?: number
+}
+
+/** Options of {@link RadixCache.insert}. */
+export interface InsertOptions {
+  /** Namespace (LoRA id, cache salt...). Different namespaces never share nodes. */
+  readonly extraKey?: string
+  /** Priority for the `priority` policy; raised to the max along the path (default 0). */
+  readonly priority?: number
+  /** A chunked-prefill insert does not count as a hit (SGLang skips `hit_count` then). */
+  readonly chunked?: boolean
+}
+
+/** Options of {@link RadixCache.matchPrefix}. */
+export interface MatchOptions {
+  /** Namespace to match in. */
+  readonly extraKey?: string
+  /** Do not split nodes and do not refresh access times (routers, dry runs). */
+  readonly readOnly?: boolean
+}
+
+/** Result of {@link RadixCache.insert}. */
+export interface InsertResult {
+  /** Tokens that were already in the tree (the caller frees its duplicate slots for them). */
+  readonly prefixLen: number
+  /** The deepest node of the inserted (page-aligned) key. */
+  readonly lastNode: NodeHandle
+  /** Page-aligned length that entered the tree; `tokens[alignedLen:]` stays the caller's. */
+  readonly alignedLen: number
+}
+
+/** Result of {@link RadixCache.matchPrefix}. */
+export interface MatchResult {
+  /** Matched tokens (a multiple of `pageSize`). */
+  readonly length: number
+  /** KV slot indices of the matched tokens (empty without `trackValues`). */
+  readonly indices: Int32Array
+  /** The deepest matched node (a root when nothing matched); lock it while using the prefix. */
+  readonly lastNode: NodeHandle
+}
+
+/** Result of {@link RadixCache.evict}. */
+export interface EvictResult {
+  /** Tokens removed from the tree. */
+  readonly evictedTokens: number
+  /** Nodes removed from the tree (a trimmed leaf counts once). */
+  readonly evictedNodes: number
+}
+
+/** Counters since construction (or the last {@link RadixCache.reset}). */
+export interface RadixCacheStats {
+  readonly totalSize: number
+  readonly evictableSize: number
+  readonly protectedSize: number
+  readonly nodeCount: number
+  readonly evictableLeaves: number
+  readonly matchCalls: number
+  /** Tokens asked for in matches (page-aligned). */
+  readonly matchQueriedTokens: number
+  readonly matchHitTokens: number
+  /** `matchHitTokens / matchQueriedTokens` (0 when nothing was queried). */
+  readonly hitRatio: number
+  readonly insertCalls: number
+  readonly insertedTokens: number
+  readonly splits: number
+  readonly evictCalls: number
+  readonly evictedTokens: number
+  readonly evictedNodes: number
+  readonly eventsEmitted: number
+}
+
+/** A read-only view of one node (for inspection, printing and invariant checks). */
+export interface NodeInfo {
+  readonly handle: NodeHandle
+  readonly parent: NodeHandle | undefined
+  readonly isRoot: boolean
+  readonly extraKey: string
+  /** This node's edge tokens (a copy). */
+  readonly tokens: Uint32Array
+  /** This node's KV slot indices (a copy), `undefined` without `trackValues`. */
+  readonly values: Int32Array | undefined
+  /** Tokens on the path root → this node, inclusive. */
+  readonly pathLength: number
+  readonly lockRef: number
+  readonly lastAccessTime: number
+  readonly creationTime: number
+  readonly hitCount: number
+  readonly priority: number
+  readonly childCount: number
+  /** Unlocked, not a root, no children: a candidate of the next eviction. */
+  readonly evictableLeaf: boolean
+}
