@@ -86,6 +86,11 @@ describe('insert and match', () => {
     expect(Array.from(c.matchPrefix([1, 2, 3, 4, 7, 7]).indices)).toEqual([10, 11, 20, 21])
     expect(Array.from(c.matchPrefix([1, 2, 3, 4, 5, 6]).indices)).toEqual([10, 11, 20, 21, 30, 31])
     expect(c.matchPrefix([1, 2, 3, 4, 5, 6], { readOnly: true }).indices.length).toBe(6)
+    const row = new Int32Array(8).fill(-1)
+    const hit = c.matchPrefix([1, 2, 3, 4, 5, 6, 7], { into: row })
+    expect(hit.indices.buffer).toBe(row.buffer)
+    expect(Array.from(row)).toEqual([10, 11, 20, 21, 30, 31, -1, -1])
+    expectCode(() => c.matchPrefix([1, 2, 3, 4, 5, 6], { into: new Int32Array(4) }), 'INVALID_OPTION')
   })
 
   it('keeps namespaces apart', () => {

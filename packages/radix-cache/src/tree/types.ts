@@ -89,6 +89,12 @@ export interface MatchOptions {
   readonly extraKey?: string
   /** Do not split nodes and do not refresh access times (routers, dry runs). */
   readonly readOnly?: boolean
+  /**
+   * Write the matched KV slot indices into this array (from index 0) instead of allocating one,
+   * for example a request's `req_to_token` row. It needs room for the page-aligned length of
+   * `tokens`; `indices` is then a view of it.
+   */
+  readonly into?: Int32Array
 }
 
 /** Result of {@link RadixCache.insert}. */
