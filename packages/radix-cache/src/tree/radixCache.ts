@@ -332,7 +332,7 @@ export class RadixCache {
     }
     this.#matchHit += off
     const lastNode = depth > 0 ? path[depth - 1]! : node
-    let indices = EMPTY_INDICES
+    let indices: Int32Array = EMPTY_INDICES
     if (this.trackValues && off > 0) {
       indices = into === undefined ? new Int32Array(off) : into.subarray(0, off)
       const values = this.#values
