@@ -7,7 +7,7 @@ import { cachedPages, checkRadixInvariants } from './invariants.js'
 import { RadixReferenceModel } from './referenceModel.js'
 
 /** One held lock, mirrored on both sides of a model run. */
-interface HeldLock {
+export interface HeldLock {
   readonly tokens: readonly number[]
   readonly ns: string
   readonly length: number
@@ -35,7 +35,9 @@ export interface RadixModelConfig {
   readonly poolPages?: number
 }
 
-type Cmd = fc.Command<RadixModelState, RadixRealState>
+/** A command of a radix-cache model run. */
+export type RadixCommand = fc.Command<RadixModelState, RadixRealState>
+type Cmd = RadixCommand
 
 function fail(message: string): never {
   throw new Error(message)

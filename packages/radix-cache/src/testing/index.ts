@@ -8,7 +8,9 @@
 export { RadixReferenceModel } from './referenceModel.js'
 export { cachedPages, checkRadixInvariants } from './invariants.js'
 export {
+  type HeldLock,
   radixCommands,
+  type RadixCommand,
   radixModelSetup,
   type RadixCommandsOptions,
   type RadixModelConfig,
