@@ -1,0 +1,1246 @@
+import { type NodeHandle, PagedAllocator, RadixCache, RadixCacheError } from '@kvc/radix-cache'
+import { SessionCacheError, type SessionCacheErrorCode } from '../errors/sessionCacheError.js'
+import { DEFAULT_EVICTION_BUCKETS, Histogram } from '../metrics/histogram.js'
+import type {
+  CacheReqResult,
+  EnsureFreeResult,
+  EvictIdleOptions,
+  EvictIdleResult,
+  EvictionEvent,
+  FinishOptions,
+  KvPool,
+  OpenSessionOptions,
+  PoolAccounting,
+  RequestInit,
+  RequestPhase,
+  SessionCacheOptions,
+  SessionCacheStats,
+  SessionGranularity,
+  SessionMatchResult,
+  SessionRequest,
+  SessionSlot,
+  SessionStatus,
+} from './types.js'
+
+const EMPTY_I32 = new Int32Array(0)
+const EMPTY_U32 = new Uint32Array(0)
+
+/** Internal, mutable request state; callers see it through {@link SessionRequest}. */
+class RequestState implements SessionRequest {
+  readonly rid: string
+  readonly sessionId: string | undefined
+  extraKey: string | undefined
+  /** Normalized namespace ('' = default). */
+  ns: string
+  readonly priority: number
+  readonly originInputIds: Uint32Array
+  readonly outputIds: number[] = []
+  /** origin + output tokens; capacity grows by doubling. */
+  buf: Uint32Array
+  len: number
+  reqToToken: Int32Array = EMPTY_I32
+  cacheProtectedLen = 0
+  kvCommittedLen = 0
+  kvAllocatedLen = 0
+  lastNode: NodeHandle | undefined = undefined
+  cachedTokens = 0
+  extra: unknown = undefined
+  phase: RequestPhase = 'created'
+  /** Session mode, later turn: running on the row lent by its session slot. */
+  restored = false
+  /** Session mode, restored: the slot's `kvAllocatedLen` when lent (its pages stay the slot's on abort). */
+  slotAllocated = 0
+
+  constructor(
+    rid: string,
+    tokens: Uint32Array,
+    sessionId: string | undefined,
+    extraKey: string | undefined,
+    priority: number,
+  ) {
+    this.rid = rid
+    this.sessionId = sessionId
+    this.extraKey = extraKey
+    this.ns = extraKey ?? ''
+    this.priority = priority
+    const buf = new Uint32Array(tokens.length + 64)
+    buf.set(tokens)
+    this.buf = buf
+    this.len = tokens.length
+    this.originInputIds = buf.subarray(0, tokens.length)
+  }
+
+  get tokenIds(): Uint32Array {
+    return this.buf.subarray(0, this.len)
+  }
+
+  get prefixIndices(): Int32Array {
+    return this.reqToToken.subarray(0, this.kvCommittedLen)
+  }
+}
+
+/** Internal session slot; callers see snapshots ({@link SessionSlot}, {@link SessionStatus}). */
+class Slot {
+  readonly sessionId: string
+  readonly ns: string
+  lastNode: NodeHandle | undefined = undefined
+  lastAccessTime: number
+  /** Logical LRU tie-break. */
+  seq: number
+  extra: unknown
+  /** Committed token ids of the session (a view of the last finished request's tokens). */
+  committed: Uint32Array = EMPTY_U32
+  turns = 0
+  activeRid: string | undefined = undefined
+  // Session mode only: the parked row and its ownership split.
+  row: Int32Array | undefined = undefined
+  protectedLen = 0
+  allocatedLen = 0
+
+  constructor(sessionId: string, ns: string, extra: unknown, now: number, seq: number) {
+    this.sessionId = sessionId
+    this.ns = ns
+    this.extra = extra
+    this.lastAccessTime = now
+    this.seq = seq
+  }
+}
+
+function fail(code: SessionCacheErrorCode, message: string, value?: unknown): never {
+  throw new SessionCacheError(code, message, value)
+}
+
+function defaultNow(): number {
+  return performance.now()
+}
+
+/**
+ * Session-aware KV retention over a {@link RadixCache}: the request-level cache operations of a
+ * serving engine (SGLang's `match_prefix`, `cache_unfinished_req`, `cache_finished_req`) plus
+ * streaming sessions whose KV survives between turns.
+ *
+ * **Block mode** (`granularity: 'block'`, default; seed 000): every turn's committed tokens enter
+ * the tree; a session is a {@link SessionSlot} — metadata plus one lock on the deepest node of
+ * its committed prefix. The lock moves forward each turn (increment the new node first, then
+ * decrement the old). Releasing a session only drops that lock; the tree's LRU then sheds its
+ * pages block by block, and a later turn re-prefills only the pages it lost.
+ *
+ * **Session mode** (`granularity: 'session'`): the legacy streaming-session behaviour, for
+ * comparison. The slot owns `[cacheProtectedLen, kvAllocatedLen)` outside the tree; later turns
+ * bypass the tree; release (or eviction under pressure) frees the whole tail at once.
+ *
+ * Ownership (SGLang's rule, both modes): the tree owns a request's page-aligned prefix
+ * `[0, cacheProtectedLen)`; the request owns the rest. Every path frees only request-owned
+ * slots, through the {@link KvPool}; duplicates of tokens the tree already held are freed on
+ * insert, and unfinished requests re-match and adopt the tree's indices.
+ *
+ * Memory pressure reaches the tree through {@link SessionCache.ensureFree}, which
+ * {@link SessionCache.prefill} and {@link SessionCache.decode} call before allocating, like
+ * SGLang's `evict_from_tree_cache`: evict the shortfall from the tree; when nothing evictable is
+ * left, release idle sessions least-recently-used first (block mode: their pages become
+ * evictable and only the shortfall is evicted; session mode: each drop frees a whole tail).
+ *
+ * @example
+ * ```ts
+ * import { SessionCache } from '@kvc/session-cache'
+ * const sc = new SessionCache({ poolSize: 4096, pageSize: 4 })
+ * sc.openSession('chat-1')
+ *
+ * // Turn 1: a 10-token prompt, prefilled in two chunks, then 3 generated tokens.
+ * const t1 = sc.createRequest({ rid: 't1', sessionId: 'chat-1', inputIds: [1, 2, 3, 4, 5, 6, 7, 8, 9, 10] })
+ * sc.matchPrefix(t1)                           // nothing cached yet
+ * sc.prefill(t1, 6)
+ * sc.cacheUnfinishedReq(t1, { chunked: true }) // pages [1..4] enter the tree, t1 adopts them
+ * sc.prefill(t1, 4)
+ * sc.cacheUnfinishedReq(t1)
+ * for (const tok of [11, 12, 13]) sc.decode(t1, tok)
+ * sc.cacheFinishedReq(t1)                      // 12 committed tokens: 12 in the tree, session locks them
+ *
+ * // Turn 2 extends the conversation; the tree serves its prefix.
+ * const t2 = sc.createRequest({ rid: 't2', sessionId: 'chat-1', inputIds: [...t1.tokenIds, 14, 15] })
+ * sc.matchPrefix(t2).length                    // 12
+ * sc.getSessionStatus('chat-1')?.residentTokens // 12
+ * ```
+ */
+export class SessionCache {
+  /** `'block'` or the legacy `'session'` mode. */
+  readonly granularity: SessionGranularity
+  /** The wrapped radix tree. */
+  readonly cache: RadixCache
+  /** The KV slot pool. */
+  readonly pool: KvPool
+  /** Tokens per page. */
+  readonly pageSize: number
+
+  readonly #legacy: boolean
+  readonly #now: () => number
+  readonly #releaseExtra: ((extra: unknown, sessionId: string) => void) | undefined
+  readonly #onEviction: ((event: EvictionEvent) => void) | undefined
+  readonly #releasedMemory: number
+  readonly #slots = new Map<string, Slot>()
+  readonly #released = new Map<string, 'released' | 'evicted'>()
+  readonly #requests = new Map<string, RequestState>()
+  readonly #created = new WeakSet<object>()
+  readonly #hist: Histogram
+  #seq = 0
+
+  #sessionsOpened = 0
+  #sessionsReleased = 0
+  #sessionsEvicted = 0
+  #sessionTurns = 0
+  #requestsFinished = 0
+  #requestsAborted = 0
+  #evictions = 0
+  #evictedTokens = 0
+  #releasedTokens = 0
+  #reprefillTokens = 0
+
+  constructor(options: SessionCacheOptions = {}) {
+    if (options === null || typeof options !== 'object')
+      fail('INVALID_OPTION', 'options must be an object', options)
+    const granularity = options.granularity ?? 'block'
+    if (granularity !== 'block' && granularity !== 'session') {
+      fail(
+        'INVALID_OPTION',
+        `granularity must be 'block' or 'session', got ${String(granularity)}`,
+        granularity,
+      )
+    }
+    if (options.now !== undefined && typeof options.now !== 'function') {
+      fail('INVALID_OPTION', 'now must be a function returning milliseconds', options.now)
+    }
+    for (const key of ['releaseExtra', 'onEviction'] as const) {
+      if (options[key] !== undefined && typeof options[key] !== 'function') {
+        fail('INVALID_OPTION', `${key} must be a function`, options[key])
+      }
+    }
+    const releasedMemory = options.releasedMemory ?? 65536
+    if (!Number.isInteger(releasedMemory) || releasedMemory < 0) {
+      fail(
+        'INVALID_OPTION',
+        `releasedMemory must be a non-negative integer, got ${releasedMemory}`,
+        releasedMemory,
+      )
+    }
+    const now = options.now ?? defaultNow
+    let pool = options.pool
+    if (pool !== undefined) {
+      const p = pool as Partial<KvPool>
+      if (
+        typeof p.free !== 'function' ||
+        typeof p.allocExtend !== 'function' ||
+        typeof p.availableSize !== 'function' ||
+        !Number.isInteger(p.size) ||
+        !Number.isInteger(p.pageSize) ||
+        (p.pageSize ?? 0) <= 0
+      ) {
+        fail(
+          'INVALID_OPTION',
+          'pool must implement KvPool (size, pageSize, availableSize, allocExtend, free)',
+          pool,
+        )
+      }
+      if (options.pageSize !== undefined && options.pageSize !== pool.pageSize) {
+        fail(
+          'INVALID_OPTION',
+          `pageSize ${options.pageSize} differs from pool.pageSize ${pool.pageSize}`,
+          options.pageSize,
+        )
+      }
+    }
+    let cache = options.cache
+    if (cache !== undefined) {
+      if (!(cache instanceof RadixCache)) fail('INVALID_OPTION', 'cache must be a RadixCache', cache)
+      if (pool === undefined) {
+        fail(
+          'INVALID_OPTION',
+          'a given cache needs the pool it frees evicted slots into (options.pool)',
+          cache,
+        )
+      }
+      if (!cache.trackValues) fail('INVALID_OPTION', 'the cache must track values (trackValues: true)', cache)
+      if (cache.pageSize !== pool.pageSize) {
+        fail(
+          'INVALID_OPTION',
+          `cache.pageSize ${cache.pageSize} differs from pool.pageSize ${pool.pageSize}`,
+          cache,
+        )
+      }
+    } else {
+      if (pool === undefined) {
+        const pageSize = options.pageSize ?? 1
+        if (!Number.isInteger(pageSize) || pageSize <= 0) {
+          fail('INVALID_OPTION', `pageSize must be a positive integer, got ${String(pageSize)}`, pageSize)
+        }
+        const size = options.poolSize
+        if (!Number.isInteger(size) || size! < 0 || size! % pageSize !== 0 || size! > 2 ** 31 - 1) {
+          fail(
+            'INVALID_OPTION',
+            `poolSize must be a non-negative multiple of pageSize (${pageSize}) below 2^31, got ${String(size)}`,
+            size,
+          )
+        }
+        pool = new PagedAllocator({ size: size!, pageSize })
+      }
+      try {
+        cache = new RadixCache({
+          pageSize: pool.pageSize,
+          allocator: pool,
+          now,
+          ...(options.evictionPolicy !== undefined ? { evictionPolicy: options.evictionPolicy } : {}),
+          ...(options.evictGranularity !== undefined ? { evictGranularity: options.evictGranularity } : {}),
+        })
+      } catch (e) {
+        if (e instanceof RadixCacheError) fail('INVALID_OPTION', e.message, e.value)
+        throw e
+      }
+    }
+    this.#hist = new Histogram(options.evictionBuckets ?? DEFAULT_EVICTION_BUCKETS)
+    this.granularity = granularity
+    this.cache = cache
+    this.pool = pool
+    this.pageSize = pool.pageSize
+    this.#legacy = granularity === 'session'
+    this.#now = now
+    this.#releaseExtra = options.releaseExtra
+    this.#onEviction = options.onEviction
+    this.#releasedMemory = releasedMemory
+  }
+
+  // ---------------------------------------------------------------------------------------------
+  // Sessions
+
+  /**
+   * Open a streaming session. Its requests carry `sessionId`; one may be in flight at a time.
+   * Refused with `SESSION_EXISTS` while the id is open (an id may be reopened after release).
+   *
+   * @example
+   * ```ts
+   * const sc = new SessionCache({ poolSize: 1024 })
+   * sc.openSession('agent-7', { extraKey: 'lora-a', extra: { mambaIdx: 3 } })
+   * ```
+   */
+  openSession(sessionId: string, options: OpenSessionOptions = {}): SessionStatus {
+    if (typeof sessionId !== 'string' || sessionId.length === 0) {
+      fail('INVALID_REQUEST', `sessionId must be a non-empty string, got ${String(sessionId)}`, sessionId)
+    }
+    if (options === null || typeof options !== 'object')
+      fail('INVALID_OPTION', 'options must be an object', options)
+    const extraKey = options.extraKey
+    if (extraKey !== undefined && typeof extraKey !== 'string') {
+      fail('INVALID_OPTION', `extraKey must be a string, got ${typeof extraKey}`, extraKey)
+    }
+    if (this.#slots.has(sessionId)) fail('SESSION_EXISTS', `session ${sessionId} is already open`, sessionId)
+    const slot = new Slot(sessionId, extraKey ?? '', options.extra, this.#now(), ++this.#seq)
+    this.#slots.set(sessionId, slot)
+    this.#released.delete(sessionId)
+    this.#sessionsOpened++
+    return this.#status(slot)
+  }
+
+  /**
+   * Whether `sessionId` is open.
+   *
+   * @example
+   * ```ts
+   * if (!sc.hasSession('agent-7')) sc.openSession('agent-7') // e.g. after it was evicted
+   * ```
+   */
+  hasSession(sessionId: string): boolean {
+    return this.#slots.has(sessionId)
+  }
+
+  /**
+   * Release a session (close or timeout): decrement its lock, run the `extra` release hook, drop
+   * the slot. Block mode frees nothing directly — the tree's LRU sheds the pages lazily — and
+   * returns 0; session mode frees the slot's tail at once and returns its size (page-rounded).
+   * Refused with `UNKNOWN_SESSION`, `SESSION_RELEASED` (releasing twice) or `SESSION_BUSY`
+   * (a request of the session is in flight).
+   *
+   * @example
+   * ```ts
+   * sc.releaseSession('agent-7') // 0 in block mode
+   * sc.releaseSession('agent-7') // throws SessionCacheError SESSION_RELEASED
+   * ```
+   */
+  releaseSession(sessionId: string): number {
+    const slot = this.#requireSession(sessionId)
+    if (slot.activeRid !== undefined) {
+      fail('SESSION_BUSY', `session ${sessionId} has request ${slot.activeRid} in flight`, sessionId)
+    }
+    this.#sessionsReleased++
+    const freed = this.#dropSlot(slot, 'released')
+    this.#releasedTokens += freed
+    this.#runExtraHook(slot)
+    return freed
+  }
+
+  /**
+   * A session's residency, or `undefined` when it is not open. `residentTokens` comes from the
+   * tree in block mode (`tokensUnder(lastNode)`).
+   *
+   * @example
+   * ```ts
+   * const s = sc.getSessionStatus('agent-7')
+   * if (s?.resident) console.log(s.residentTokens, s.lastAccessTime)
+   * ```
+   */
+  getSessionStatus(sessionId: string): SessionStatus | undefined {
+    const slot = this.#slots.get(sessionId)
+    return slot === undefined ? undefined : this.#status(slot)
+  }
+
+  /**
+   * Every open session's status, in opening order.
+   *
+   * @example
+   * ```ts
+   * const resident = sc.listSessionStatuses().filter((s) => s.resident).map((s) => s.sessionId)
+   * ```
+   */
+  listSessionStatuses(): SessionStatus[] {
+    const out: SessionStatus[] = []
+    for (const slot of this.#slots.values()) out.push(this.#status(slot))
+    return out
+  }
+
+  /**
+   * A snapshot of a session's slot, or `undefined` when it is not open.
+   *
+   * @example
+   * ```ts
+   * const slot = sc.getSessionSlot('agent-7')
+   * if (slot?.lastNode !== undefined) sc.cache.tokensUnder(slot.lastNode)
+   * ```
+   */
+  getSessionSlot(sessionId: string): SessionSlot | undefined {
+    const s = this.#slots.get(sessionId)
+    if (s === undefined) return undefined
+    return {
+      sessionId: s.sessionId,
+      extraKey: s.ns === '' ? undefined : s.ns,
+      lastNode: s.lastNode,
+      lastAccessTime: s.lastAccessTime,
+      extra: s.extra,
+      committedLen: s.committed.length,
+      turns: s.turns,
+      activeRid: s.activeRid,
+    }
+  }
+
+  /**
+   * Release idle sessions (no request in flight): every one idle for at least `idleMs` (TTL),
+   * then, under pressure, least-recently-used first until `free + evictable >= needTokens`
+   * (sessions that hold no KV are skipped for pressure). Block mode: their locks go, their pages
+   * become evictable block by block, nothing is freed here. Session mode: each release frees the
+   * slot's tail and counts as one eviction.
+   *
+   * @example
+   * ```ts
+   * sc.evictIdleSessions({ idleMs: 60_000 })       // TTL reaping
+   * sc.evictIdleSessions({ needTokens: 32_768 })   // make 32K tokens obtainable
+   * ```
+   */
+  evictIdleSessions(options: EvictIdleOptions = {}): EvictIdleResult {
+    if (options === null || typeof options !== 'object')
+      fail('INVALID_OPTION', 'options must be an object', options)
+    const { idleMs, needTokens } = options
+    if (idleMs !== undefined && (typeof idleMs !== 'number' || Number.isNaN(idleMs) || idleMs < 0)) {
+      fail('INVALID_OPTION', `idleMs must be a non-negative number, got ${String(idleMs)}`, idleMs)
+    }
+    if (needTokens !== undefined && (!Number.isInteger(needTokens) || needTokens < 0)) {
+      fail(
+        'INVALID_OPTION',
+        `needTokens must be a non-negative integer, got ${String(needTokens)}`,
+        needTokens,
+      )
+    }
+    const released: string[] = []
+    const dropped: Slot[] = []
+    let freed = 0
+    if (idleMs !== undefined) {
+      const now = this.#now()
+      const victims: Slot[] = []
+      for (const s of this.#slots.values()) {
+        if (s.activeRid === undefined && now - s.lastAccessTime >= idleMs) victims.push(s)
+      }
+      victims.sort((a, b) => a.lastAccessTime - b.lastAccessTime || a.seq - b.seq)
+      for (const v of victims) {
+        freed += this.#evictSlot(v)
+        released.push(v.sessionId)
+        dropped.push(v)
+      }
+    }
+    if (needTokens !== undefined) {
+      while (this.pool.availableSize() + this.cache.evictableSize() < needTokens) {
+        const v = this.#lruIdle()
+        if (v === undefined) break
+        freed += this.#evictSlot(v)
+        released.push(v.sessionId)
+        dropped.push(v)
+      }
+    }
+    for (const s of dropped) this.#runExtraHook(s)
+    return { released, freedTokens: freed }
+  }
+
+  // ---------------------------------------------------------------------------------------------
+  // Requests
+
+  /**
+   * Build the state of a new request (nothing is cached or allocated yet). Session checks run
+   * at admission ({@link SessionCache.matchPrefix}).
+   *
+   * @example
+   * ```ts
+   * const req = sc.createRequest({ rid: 'r1', inputIds: [5, 6, 7, 8], extraKey: 'lora-a' })
+   * req.phase // 'created'
+   * ```
+   */
+  createRequest(init: RequestInit): SessionRequest {
+    if (init === null || typeof init !== 'object')
+      fail('INVALID_REQUEST', 'request init must be an object', init)
+    const { rid, sessionId, extraKey, inputIds } = init
+    const priority = init.priority ?? 0
+    if (typeof rid !== 'string' || rid.length === 0) {
+      fail('INVALID_REQUEST', `rid must be a non-empty string, got ${String(rid)}`, rid)
+    }
+    if (sessionId !== undefined && (typeof sessionId !== 'string' || sessionId.length === 0)) {
+      fail('INVALID_REQUEST', `sessionId must be a non-empty string, got ${String(sessionId)}`, sessionId)
+    }
+    if (extraKey !== undefined && typeof extraKey !== 'string') {
+      fail('INVALID_REQUEST', `extraKey must be a string, got ${typeof extraKey}`, extraKey)
+    }
+    if (typeof priority !== 'number' || !Number.isFinite(priority)) {
+      fail('INVALID_REQUEST', `priority must be a finite number, got ${String(priority)}`, priority)
+    }
+    const tokens = toTokens(inputIds)
+    if (tokens.length === 0) fail('INVALID_REQUEST', 'inputIds must hold at least one token', inputIds)
+    const req = new RequestState(rid, tokens, sessionId, extraKey, priority)
+    this.#created.add(req)
+    return req
+  }
+
+  /**
+   * Admit a request (first call) or re-match it (retry). A pure forward to the radix cache's
+   * `matchPrefix` over `tokenIds[0 : len - 1]` (at least one token is left to compute the
+   * logits, as SGLang caps it); the result is written to the request's row, and `lastNode` is
+   * locked while the request runs (`cacheProtectedLen = kvCommittedLen = length`).
+   *
+   * A session turn is first checked: the session must be open and idle, its namespace must
+   * match, and the tokens must strictly extend the session's committed tokens
+   * (`PREFIX_MISMATCH`). In session mode a later turn restores the slot's row instead (the
+   * tree is bypassed, `fromSlot`).
+   *
+   * Retry (chunked-prefill restore, invariant I3): calling it again on a running request
+   * returns the same indices unless another request inserted more of its tokens meanwhile; then
+   * the request adopts the tree's indices (its own duplicate slots are freed) and the lock moves
+   * (new node first).
+   *
+   * @example
+   * ```ts
+   * const req = sc.createRequest({ rid: 'r1', inputIds: prompt })
+   * const { length, indices } = sc.matchPrefix(req) // cached prefix, locked
+   * sc.matchPrefix(req).indices                     // identical (retry)
+   * ```
+   */
+  matchPrefix(req: SessionRequest): SessionMatchResult {
+    const r = this.#requireRequest(req, true)
+    if (r.phase === 'running') return this.#rematch(r)
+    if (this.#requests.has(r.rid)) fail('DUPLICATE_REQUEST', `request ${r.rid} is already in flight`, r.rid)
+    let slot: Slot | undefined
+    let ns = r.extraKey ?? ''
+    if (r.sessionId !== undefined) {
+      slot = this.#requireSession(r.sessionId)
+      if (slot.activeRid !== undefined) {
+        fail(
+          'SESSION_BUSY',
+          `session ${slot.sessionId} already has request ${slot.activeRid} in flight (one at a time)`,
+          r.sessionId,
+        )
+      }
+      if (r.extraKey !== undefined && r.extraKey !== slot.ns) {
+        fail(
+          'NAMESPACE_MISMATCH',
+          `request ${r.rid} has extraKey ${JSON.stringify(r.extraKey)}, its session ${JSON.stringify(slot.ns)}`,
+          r.extraKey,
+        )
+      }
+      const c = slot.committed
+      let ok = r.len > c.length
+      for (let i = 0; ok && i < c.length; i++) if (r.buf[i] !== c[i]) ok = false
+      if (!ok) {
+        fail(
+          'PREFIX_MISMATCH',
+          `request ${r.rid} (${r.len} tokens) does not strictly extend the ${c.length} tokens session ${slot.sessionId} committed`,
+          r.rid,
+        )
+      }
+      ns = slot.ns
+    }
+    // Every check passed: admit.
+    const now = this.#now()
+    r.ns = ns
+    r.extraKey = ns === '' ? undefined : ns
+    r.phase = 'running'
+    this.#requests.set(r.rid, r)
+    let length: number
+    let fromSlot = false
+    if (slot !== undefined) {
+      slot.activeRid = r.rid
+      slot.lastAccessTime = now
+      slot.seq = ++this.#seq
+      r.extra = slot.extra
+    }
+    if (this.#legacy && slot !== undefined && slot.row !== undefined) {
+      // Legacy restore: the slot lends its row; the tree is not consulted.
+      r.reqToToken = slot.row
+      r.cacheProtectedLen = slot.protectedLen
+      r.kvCommittedLen = slot.committed.length
+      r.kvAllocatedLen = slot.allocatedLen
+      r.restored = true
+      r.slotAllocated = slot.allocatedLen
+      r.lastNode = slot.lastNode!
+      this.cache.incLockRef(r.lastNode)
+      length = r.kvCommittedLen
+      fromSlot = true
+    } else {
+      const m = this.cache.matchPrefix(r.buf.subarray(0, r.len - 1), { extraKey: ns })
+      length = m.length
+      this.#ensureRow(r, Math.max(length, r.len))
+      r.reqToToken.set(m.indices, 0)
+      r.cacheProtectedLen = length
+      r.kvCommittedLen = length
+      r.kvAllocatedLen = length
+      this.cache.incLockRef(m.lastNode)
+      r.lastNode = m.lastNode
+    }
+    r.cachedTokens = length
+    let reprefill = 0
+    if (slot !== undefined) {
+      reprefill = Math.max(0, slot.committed.length - length)
+      this.#reprefillTokens += reprefill
+    }
+    return {
+      length,
+      indices: r.reqToToken.slice(0, length),
+      lastNode: r.lastNode!,
+      fromSlot,
+      reprefillTokens: reprefill,
+    }
+  }
+
+  /**
+   * Compute (allocate and commit) the next `numTokens` prompt positions of a running request,
+   * one prefill chunk. Calls {@link SessionCache.ensureFree} for the pages it needs first.
+   * Returns the new slots. Refused with `INVALID_REQUEST` past the prompt; `OUT_OF_MEMORY` when
+   * the pool cannot hold the chunk even after evicting.
+   *
+   * @example
+   * ```ts
+   * sc.matchPrefix(req)
+   * sc.prefill(req, 512)                          // first chunk
+   * sc.cacheUnfinishedReq(req, { chunked: true })
+   * ```
+   */
+  prefill(req: SessionRequest, numTokens: number): Int32Array {
+    const r = this.#requireRequest(req, false)
+    if (!Number.isInteger(numTokens) || numTokens < 0) {
+      fail('INVALID_REQUEST', `numTokens must be a non-negative integer, got ${String(numTokens)}`, numTokens)
+    }
+    const target = r.kvCommittedLen + numTokens
+    if (target > r.originInputIds.length) {
+      fail(
+        'INVALID_REQUEST',
+        `prefill of ${numTokens} tokens from ${r.kvCommittedLen} passes the ${r.originInputIds.length}-token prompt`,
+        numTokens,
+      )
+    }
+    const from = r.kvCommittedLen
+    this.#extendTo(r, target)
+    r.kvCommittedLen = target
+    return r.reqToToken.subarray(from, target)
+  }
+
+  /**
+   * One decode step of a running request whose prompt is fully prefilled: the forward pass
+   * computes the KV of the last token (a new slot, after {@link SessionCache.ensureFree}) and
+   * produces `tokenId`, appended to `outputIds`. The first call after the prefill only records
+   * the token the prefill produced, as in SGLang (so a finished request has committed
+   * `prompt + output - 1` tokens).
+   *
+   * @example
+   * ```ts
+   * sc.prefill(req, req.originInputIds.length - req.kvCommittedLen)
+   * for (const tok of generated) sc.decode(req, tok)
+   * ```
+   */
+  decode(req: SessionRequest, tokenId: number): void {
+    const r = this.#requireRequest(req, false)
+    if (!Number.isInteger(tokenId) || tokenId < 0 || tokenId > 0xffffffff) {
+      fail('INVALID_REQUEST', `token ${String(tokenId)} is not an integer in [0, 2^32)`, tokenId)
+    }
+    const expect = r.outputIds.length > 0 ? r.len - 1 : r.len
+    if (r.kvCommittedLen !== expect) {
+      fail(
+        'INVALID_REQUEST',
+        `decode before the prompt is prefilled (${r.kvCommittedLen} of ${r.originInputIds.length} tokens)`,
+        r.rid,
+      )
+    }
+    if (r.outputIds.length > 0) {
+      this.#extendTo(r, r.len)
+      r.kvCommittedLen = r.len
+    }
+    if (r.len === r.buf.length) {
+      const b = new Uint32Array(r.buf.length * 2)
+      b.set(r.buf)
+      r.buf = b
+    }
+    r.buf[r.len++] = tokenId
+    r.outputIds.push(tokenId)
+  }
+
+  /**
+   * After a prefill chunk (`chunked: true`) or the end of the prefill of a request that is not
+   * finished: insert the computed tokens (page-aligned) into the tree, free the request's
+   * duplicate slots for tokens the tree already held, re-match to adopt the tree's canonical
+   * indices, and move the request's lock to the new node (new first, then old).
+   * `cacheProtectedLen` becomes the aligned length; the partial tail page stays the request's.
+   * Block mode does this for every request, session turn or not (seed 000 §3.3); session mode
+   * skips later session turns (legacy).
+   *
+   * @example
+   * ```ts
+   * sc.prefill(req, 100)
+   * sc.cacheUnfinishedReq(req, { chunked: true }).protectedLen // 96 with pageSize 16
+   * ```
+   */
+  cacheUnfinishedReq(req: SessionRequest, options: { readonly chunked?: boolean } = {}): CacheReqResult {
+    const r = this.#requireRequest(req, false)
+    if (options === null || typeof options !== 'object')
+      fail('INVALID_OPTION', 'options must be an object', options)
+    if (r.restored)
+      return { insertedTokens: 0, prefixLen: 0, freedTokens: 0, protectedLen: r.cacheProtectedLen }
+    const chunked = options.chunked === true
+    const c = r.kvCommittedLen
+    const tokens = r.buf.subarray(0, c)
+    const res = this.cache.insert(tokens, r.reqToToken.subarray(0, c), {
+      extraKey: r.ns,
+      priority: r.priority,
+      chunked,
+    })
+    const p = r.cacheProtectedLen
+    let freed = 0
+    if (res.prefixLen > p) {
+      this.pool.free(r.reqToToken.subarray(p, res.prefixLen))
+      freed = res.prefixLen - p
+    }
+    const aligned = res.alignedLen
+    if (aligned > p) {
+      const m = this.cache.matchPrefix(tokens.subarray(0, aligned), { extraKey: r.ns })
+      if (m.length !== aligned) {
+        throw new Error(`session-cache: re-match found ${m.length} of ${aligned} just-inserted tokens`)
+      }
+      r.reqToToken.set(m.indices.subarray(p), p)
+      this.#moveRequestLock(r, m.lastNode)
+      r.cacheProtectedLen = aligned
+    }
+    return {
+      insertedTokens: aligned - res.prefixLen,
+      prefixLen: res.prefixLen,
+      freedTokens: freed,
+      protectedLen: r.cacheProtectedLen,
+    }
+  }
+
+  /**
+   * Finish a request: insert its committed tokens `tokenIds[0:kvCommittedLen)` (page-aligned)
+   * into the tree, free its duplicate slots and its unaligned tail, and drop its lock. For a
+   * session turn (block mode) the session's lock then moves to the new deepest node —
+   * increment the new node first, then decrement the old (seed 000 §6.2 risk 2) — and the slot
+   * records the committed tokens. Session mode parks a session turn's row in the slot instead
+   * (no insert, no free). Refused with `REQUEST_FINISHED` when called twice.
+   *
+   * @example
+   * ```ts
+   * sc.cacheFinishedReq(req)                        // committed tokens now in the tree
+   * sc.cacheFinishedReq(req)                        // throws REQUEST_FINISHED
+   * ```
+   */
+  cacheFinishedReq(req: SessionRequest, options: FinishOptions = {}): CacheReqResult {
+    const r = this.#requireRequest(req, false)
+    if (options === null || typeof options !== 'object')
+      fail('INVALID_OPTION', 'options must be an object', options)
+    const slot = r.sessionId === undefined ? undefined : this.#slots.get(r.sessionId)
+    const c = r.kvCommittedLen
+    let result: CacheReqResult
+    let replacedExtra = false
+    let oldExtra: unknown
+    if (slot !== undefined && 'extra' in options && options.extra !== slot.extra) {
+      replacedExtra = slot.extra !== undefined
+      oldExtra = slot.extra
+    }
+    if (this.#legacy && slot !== undefined) {
+      // Legacy: park the whole row in the slot; the tree only ever holds the first prompt.
+      this.#moveSessionLock(slot, r.lastNode!)
+      slot.row = r.reqToToken
+      slot.protectedLen = r.cacheProtectedLen
+      slot.allocatedLen = r.kvAllocatedLen
+      this.cache.decLockRef(r.lastNode!)
+      result = { insertedTokens: 0, prefixLen: 0, freedTokens: 0, protectedLen: r.cacheProtectedLen }
+    } else {
+      const res = this.cache.insert(r.buf.subarray(0, c), r.reqToToken.subarray(0, c), {
+        extraKey: r.ns,
+        priority: r.priority,
+      })
+      const p = r.cacheProtectedLen
+      let freed = 0
+      if (res.prefixLen > p) {
+        this.pool.free(r.reqToToken.subarray(p, res.prefixLen))
+        freed += res.prefixLen - p
+      }
+      const aligned = res.alignedLen
+      if (r.kvAllocatedLen > aligned) {
+        this.pool.free(r.reqToToken.subarray(aligned, r.kvAllocatedLen))
+        freed += this.#ceilPage(r.kvAllocatedLen) - aligned
+      }
+      if (slot !== undefined) this.#moveSessionLock(slot, res.lastNode)
+      this.cache.decLockRef(r.lastNode!)
+      result = {
+        insertedTokens: aligned - res.prefixLen,
+        prefixLen: res.prefixLen,
+        freedTokens: freed,
+        protectedLen: aligned,
+      }
+    }
+    if (slot !== undefined) {
+      slot.committed = r.buf.subarray(0, c)
+      slot.turns++
+      slot.activeRid = undefined
+      slot.lastAccessTime = this.#now()
+      slot.seq = ++this.#seq
+      if ('extra' in options) slot.extra = options.extra
+      this.#sessionTurns++
+    }
+    r.phase = 'finished'
+    r.lastNode = undefined
+    this.#requests.delete(r.rid)
+    this.#requestsFinished++
+    if (replacedExtra && this.#releaseExtra !== undefined) this.#releaseExtra(oldExtra, slot!.sessionId)
+    return result
+  }
+
+  /**
+   * Abort a request (client abort, retraction, out of memory): free every request-owned slot,
+   * drop its lock, insert nothing. A session turn leaves its session as it was before the turn
+   * (session mode: pages the slot lent stay the slot's). A request that was never admitted is
+   * just marked aborted.
+   *
+   * @example
+   * ```ts
+   * try { sc.prefill(req, 4096) } catch { sc.abortReq(req) }
+   * ```
+   */
+  abortReq(req: SessionRequest): void {
+    const r = this.#requireRequest(req, true)
+    if (r.phase === 'created') {
+      r.phase = 'aborted'
+      this.#requestsAborted++
+      return
+    }
+    const from = r.restored ? this.#ceilPage(r.slotAllocated) : r.cacheProtectedLen
+    if (r.kvAllocatedLen > from) this.pool.free(r.reqToToken.subarray(from, r.kvAllocatedLen))
+    this.cache.decLockRef(r.lastNode!)
+    if (r.sessionId !== undefined) {
+      const slot = this.#slots.get(r.sessionId)
+      if (slot !== undefined) slot.activeRid = undefined
+    }
+    r.phase = 'aborted'
+    r.lastNode = undefined
+    this.#requests.delete(r.rid)
+    this.#requestsAborted++
+  }
+
+  /**
+   * Requests admitted and not yet finished or aborted, in admission order.
+   *
+   * @example
+   * ```ts
+   * for (const r of sc.inFlightRequests()) console.log(r.rid, r.kvCommittedLen)
+   * ```
+   */
+  inFlightRequests(): SessionRequest[] {
+    return Array.from(this.#requests.values())
+  }
+
+  // ---------------------------------------------------------------------------------------------
+  // Memory pressure
+
+  /**
+   * Make `numTokens` slots free, like SGLang's `evict_from_tree_cache` before an allocation:
+   * evict the shortfall from the tree (block-level: the tree's LRU sheds leaves, or pages with
+   * `evictGranularity: 'page'`); when nothing is evictable, release the least-recently-used idle
+   * session that holds KV and go on (block mode: its pages become evictable; session mode: its
+   * tail is freed at once). Never touches a request in flight or a locked page.
+   *
+   * @example
+   * ```ts
+   * const { ok, freedTokens } = sc.ensureFree(2048)
+   * if (!ok) console.log('still short: everything left is in use')
+   * ```
+   */
+  ensureFree(numTokens: number): EnsureFreeResult {
+    if (!Number.isInteger(numTokens) || numTokens < 0) {
+      fail('INVALID_OPTION', `numTokens must be a non-negative integer, got ${String(numTokens)}`, numTokens)
+    }
+    const res = this.#ensureFree(numTokens)
+    for (const s of res.dropped) this.#runExtraHook(s)
+    return { ok: res.ok, available: res.available, freedTokens: res.freed, releasedSessions: res.released }
+  }
+
+  /**
+   * Evict at least `numTokens` unlocked tokens from the tree (`RadixCache.evict`), recorded as one
+   * eviction. Returns the tokens freed.
+   *
+   * @example
+   * ```ts
+   * sc.evict(64) // e.g. 64 with pageSize 16 and evictGranularity 'page'
+   * ```
+   */
+  evict(numTokens: number): number {
+    if (typeof numTokens !== 'number' || Number.isNaN(numTokens) || numTokens < 0) {
+      fail('INVALID_OPTION', `numTokens must be a non-negative number, got ${String(numTokens)}`, numTokens)
+    }
+    return this.#evictTree(numTokens)
+  }
+
+  // ---------------------------------------------------------------------------------------------
+  // Accounting and counters
+
+  /**
+   * The pool accounting identity `free + evictable + protected + requestOwned + sessionHeld ==
+   * poolSize` (SGLang's idle memory check), with its terms.
+   *
+   * @example
+   * ```ts
+   * const acc = sc.poolAccounting()
+   * if (!acc.balanced) throw new Error(`KV pool leak: ${JSON.stringify(acc)}`)
+   * ```
+   */
+  poolAccounting(): PoolAccounting {
+    let requestOwned = 0
+    for (const r of this.#requests.values()) {
+      requestOwned += this.#ceilPage(r.kvAllocatedLen) - r.cacheProtectedLen
+    }
+    let sessionHeld = 0
+    for (const s of this.#slots.values()) sessionHeld += this.#heldBySlot(s)
+    const free = this.pool.availableSize()
+    const evictable = this.cache.evictableSize()
+    const prot = this.cache.protectedSize()
+    const poolSize = this.pool.size
+    return {
+      poolSize,
+      free,
+      evictable,
+      protected: prot,
+      requestOwned,
+      sessionHeld,
+      balanced: free + evictable + prot + requestOwned + sessionHeld === poolSize,
+    }
+  }
+
+  /**
+   * Counters a serving engine would export (evictions, tokens freed per eviction, sessions held,
+   * resident tokens per session...).
+   *
+   * @example
+   * ```ts
+   * const { evictions, evictionHistogram, sessionsHeld } = sc.stats()
+   * console.log(evictions, evictionHistogram.mean, evictionHistogram.max, sessionsHeld)
+   * ```
+   */
+  stats(): SessionCacheStats {
+    const perSession = new Map<string, number>()
+    let resident = 0
+    for (const s of this.#slots.values()) {
+      const t = this.#residentTokens(s)
+      perSession.set(s.sessionId, t)
+      resident += t
+    }
+    return {
+      granularity: this.granularity,
+      sessionsHeld: this.#slots.size,
+      requestsInFlight: this.#requests.size,
+      sessionsOpened: this.#sessionsOpened,
+      sessionsReleased: this.#sessionsReleased,
+      sessionsEvicted: this.#sessionsEvicted,
+      sessionTurns: this.#sessionTurns,
+      requestsFinished: this.#requestsFinished,
+      requestsAborted: this.#requestsAborted,
+      evictions: this.#evictions,
+      evictedTokens: this.#evictedTokens,
+      evictionHistogram: this.#hist.snapshot(),
+      releasedTokens: this.#releasedTokens,
+      reprefillTokens: this.#reprefillTokens,
+      residentTokens: resident,
+      residentTokensPerSession: perSession,
+    }
+  }
+
+  // ---------------------------------------------------------------------------------------------
+  // Internals
+
+  #ceilPage(n: number): number {
+    const ps = this.pageSize
+    return Math.ceil(n / ps) * ps
+  }
+
+  #requireRequest(req: SessionRequest, allowCreated: boolean): RequestState {
+    if (req === null || typeof req !== 'object' || !this.#created.has(req)) {
+      fail('UNKNOWN_REQUEST', 'not a request created by this SessionCache', req)
+    }
+    const r = req as RequestState
+    if (r.phase === 'finished' || r.phase === 'aborted') {
+      fail('REQUEST_FINISHED', `request ${r.rid} is already ${r.phase}`, r.rid)
+    }
+    if (r.phase === 'created' && !allowCreated) {
+      fail('UNKNOWN_REQUEST', `request ${r.rid} was not admitted (call matchPrefix first)`, r.rid)
+    }
+    return r
+  }
+
+  #requireSession(sessionId: string): Slot {
+    const slot = this.#slots.get(sessionId)
+    if (slot !== undefined) return slot
+    const why = this.#released.get(sessionId)
+    if (why !== undefined) {
+      fail(
+        'SESSION_RELEASED',
+        `session ${sessionId} was ${why === 'evicted' ? 'evicted' : 'released'}; open it again to start over`,
+        sessionId,
+      )
+    }
+    fail('UNKNOWN_SESSION', `session ${String(sessionId)} was never opened`, sessionId)
+  }
+
+  #ensureRow(r: RequestState, n: number): void {
+    const row = r.reqToToken
+    if (row.length >= n) return
+    const grown = new Int32Array(Math.max(n, row.length * 2, 16))
+    grown.set(row.subarray(0, r.kvAllocatedLen))
+    r.reqToToken = grown
+  }
+
+  /** Give positions `[kvAllocatedLen, target)` slots (paged layout), evicting the shortfall first. */
+  #extendTo(r: RequestState, target: number): void {
+    const have = r.kvAllocatedLen
+    if (target <= have) return
+    const ps = this.pageSize
+    const pages = Math.ceil(target / ps) - Math.ceil(have / ps)
+    const need = pages * ps
+    if (need > this.pool.availableSize()) {
+      const res = this.#ensureFree(need)
+      for (const s of res.dropped) this.#runExtraHook(s)
+      if (!res.ok) {
+        fail(
+          'OUT_OF_MEMORY',
+          `request ${r.rid} needs ${need} token slots, ${res.available} free after evicting everything unlocked`,
+          need,
+        )
+      }
+    }
+    const lastLoc = have % ps === 0 ? -1 : r.reqToToken[have - 1]!
+    const slots = this.pool.allocExtend(lastLoc, target - have)
+    this.#ensureRow(r, target)
+    r.reqToToken.set(slots, have)
+    r.kvAllocatedLen = target
+  }
+
+  #rematch(r: RequestState): SessionMatchResult {
+    if (!r.restored) {
+      const m = this.cache.matchPrefix(r.buf.subarray(0, r.len - 1), { extraKey: r.ns })
+      if (m.length > r.kvCommittedLen) {
+        // Another request inserted more of our tokens: adopt the tree's slots.
+        const p = r.cacheProtectedLen
+        const end = Math.min(r.kvAllocatedLen, m.length)
+        if (end > p) this.pool.free(r.reqToToken.subarray(p, end))
+        this.#ensureRow(r, m.length)
+        r.reqToToken.set(m.indices.subarray(p), p)
+        this.#moveRequestLock(r, m.lastNode)
+        r.cacheProtectedLen = m.length
+        r.kvCommittedLen = m.length
+        if (r.kvAllocatedLen < m.length) r.kvAllocatedLen = m.length
+      }
+    }
+    const length = r.kvCommittedLen
+    r.cachedTokens = length
+    return {
+      length,
+      indices: r.reqToToken.slice(0, length),
+      lastNode: r.lastNode!,
+      fromSlot: r.restored,
+      reprefillTokens: 0,
+    }
+  }
+
+  /** Move a request's lock: increment the new node first, then decrement the old one. */
+  #moveRequestLock(r: RequestState, node: NodeHandle): void {
+    const old = r.lastNode!
+    if (node === old) return
+    this.cache.incLockRef(node)
+    this.cache.decLockRef(old)
+    r.lastNode = node
+  }
+
+  /** Move a session's lock: increment the new node first, then decrement the old one. */
+  #moveSessionLock(slot: Slot, node: NodeHandle): void {
+    const old = slot.lastNode
+    if (node === old) return
+    this.cache.incLockRef(node)
+    if (old !== undefined) this.cache.decLockRef(old)
+    slot.lastNode = node
+  }
+
+  #heldBySlot(s: Slot): number {
+    if (!this.#legacy || s.row === undefined || s.activeRid !== undefined) return 0
+    return this.#ceilPage(s.allocatedLen) - s.protectedLen
+  }
+
+  #residentTokens(s: Slot): number {
+    if (this.#legacy) return s.row === undefined ? 0 : s.committed.length
+    return s.lastNode === undefined ? 0 : this.cache.tokensUnder(s.lastNode)
+  }
+
+  #status(s: Slot): SessionStatus {
+    const residentTokens = this.#residentTokens(s)
+    return {
+      sessionId: s.sessionId,
+      resident: residentTokens > 0,
+      residentTokens,
+      committedTokens: s.committed.length,
+      heldTokens: this.#heldBySlot(s),
+      lastAccessTime: s.lastAccessTime,
+      active: s.activeRid !== undefined,
+      turns: s.turns,
+    }
+  }
+
+  /**
+   * Drop a slot: release its lock, and in session mode free its tail. Does not run the `extra`
+   * hook (callers run it once the cache is consistent). Returns the slots freed.
+   */
+  #dropSlot(slot: Slot, why: 'released' | 'evicted'): number {
+    let freed = 0
+    if (this.#legacy && slot.row !== undefined && slot.allocatedLen > slot.protectedLen) {
+      this.pool.free(slot.row.subarray(slot.protectedLen, slot.allocatedLen))
+      freed = this.#ceilPage(slot.allocatedLen) - slot.protectedLen
+    }
+    if (slot.lastNode !== undefined) this.cache.decLockRef(slot.lastNode)
+    this.#slots.delete(slot.sessionId)
+    this.#released.delete(slot.sessionId)
+    if (this.#releasedMemory > 0) {
+      this.#released.set(slot.sessionId, why)
+      if (this.#released.size > this.#releasedMemory) {
+        const oldest = this.#released.keys().next().value
+        if (oldest !== undefined) this.#released.delete(oldest)
+      }
+    }
+    return freed
+  }
+
+  /** Drop a slot under pressure or TTL: counts as an eviction (a freeing one in session mode). */
+  #evictSlot(slot: Slot): number {
+    const freed = this.#dropSlot(slot, 'evicted')
+    this.#sessionsEvicted++
+    if (freed > 0) this.#record('session', freed, freed, slot.sessionId)
+    return freed
+  }
+
+  #runExtraHook(slot: Slot): void {
+    if (slot.extra !== undefined && this.#releaseExtra !== undefined)
+      this.#releaseExtra(slot.extra, slot.sessionId)
+  }
+
+  #lruIdle(): Slot | undefined {
+    let best: Slot | undefined
+    for (const s of this.#slots.values()) {
+      if (s.activeRid !== undefined) continue
+      if (this.#legacy ? s.row === undefined && s.lastNode === undefined : s.lastNode === undefined) continue
+      if (!this.#legacy && this.cache.tokensUnder(s.lastNode!) === 0) continue
+      if (
+        best === undefined ||
+        s.lastAccessTime < best.lastAccessTime ||
+        (s.lastAccessTime === best.lastAccessTime && s.seq < best.seq)
+      ) {
+        best = s
+      }
+    }
+    return best
+  }
+
+  #ensureFree(numTokens: number): {
+    ok: boolean
+    available: number
+    freed: number
+    released: string[]
+    dropped: Slot[]
+  } {
+    let freed = 0
+    const released: string[] = []
+    const dropped: Slot[] = []
+    for (;;) {
+      const avail = this.pool.availableSize()
+      if (avail >= numTokens) break
+      const short = numTokens - avail
+      if (this.cache.evictableSize() > 0) {
+        freed += this.#evictTree(short)
+        continue
+      }
+      const v = this.#lruIdle()
+      if (v === undefined) break
+      freed += this.#evictSlot(v)
+      released.push(v.sessionId)
+      dropped.push(v)
+    }
+    const available = this.pool.availableSize()
+    return { ok: available >= numTokens, available, freed, released, dropped }
+  }
+
+  #evictTree(numTokens: number): number {
+    const res = this.cache.evict(numTokens)
+    if (res.evictedTokens > 0) this.#record('tree', numTokens, res.evictedTokens, undefined)
+    return res.evictedTokens
+  }
+
+  #record(kind: 'tree' | 'session', requested: number, freed: number, sessionId: string | undefined): void {
+    this.#evictions++
+    this.#evictedTokens += freed
+    this.#hist.observe(freed)
+    if (this.#onEviction !== undefined) {
+      this.#onEviction({ kind, requestedTokens: requested, freedTokens: freed, sessionId, time: this.#now() })
+    }
+  }
+}
+
+/** Validate token ids and return them as a `Uint32Array` (a copy). */
+function toTokens(tokens: ArrayLike<number>): Uint32Array {
+  if (tokens === null || typeof tokens !== 'object' || typeof tokens.length !== 'number') {
+    fail(
+      'INVALID_REQUEST',
+      `inputIds must be an array of token ids, got ${tokens === null ? 'null' : typeof tokens}`,
+      tokens,
+    )
+  }
+  if (tokens instanceof Uint32Array) return tokens.slice()
+  const n = tokens.length
+  const out = new Uint32Array(n)
+  for (let i = 0; i < n; i++) {
+    const t = tokens[i]!
+    if (!Number.isInteger(t) || t < 0 || t > 0xffffffff) {
+      fail('INVALID_REQUEST', `token ${String(t)} at index ${i} is not an integer in [0, 2^32)`, t)
+    }
+    out[i] = t
+  }
+  return out
+}

@@ -1,0 +1,352 @@
+import type { EvictGranularity, EvictionPolicy, KvAllocator, NodeHandle, RadixCache } from '@kvc/radix-cache'
+import type { HistogramSnapshot } from '../metrics/histogram.js'
+
+/**
+ * Where a session's KV lives between turns.
+ *
+ * - `'block'` (default, the design of seed 000): a session is metadata plus one lock on the
+ *   deepest node of its committed prefix. Every turn's committed tokens enter the radix tree;
+ *   after release (or under pressure) the tree's LRU sheds them page by page.
+ * - `'session'`: the legacy, pre-refactor behaviour (SGLang's streaming `SessionAwareCache`).
+ *   Only the first turn's prompt enters the tree; the slot owns `[cacheProtectedLen,
+ *   kvAllocatedLen)` outside the tree and frees it all at once on release. Kept to compare.
+ */
+export type SessionGranularity = 'block' | 'session'
+
+/**
+ * The KV slot pool a {@link SessionCache} allocates from and frees to: the radix package's
+ * `KvAllocator` (`free`) plus what allocation needs. The radix package's `PagedAllocator`
+ * satisfies it; a serving engine can plug its own pool in.
+ *
+ * Slots are laid out as SGLang's paged allocator lays them out: position `p` of a request's row
+ * sits at offset `p % pageSize` of its page, and a page belongs to one owner at a time (the tree,
+ * one request, or one legacy session slot). The pool must serve only this cache (otherwise the
+ * accounting identity of {@link SessionCache.poolAccounting} gets an extra term).
+ *
+ * @example
+ * ```ts
+ * import { PagedAllocator } from '@kvc/radix-cache'
+ * import type { KvPool } from '@kvc/session-cache'
+ * const pool: KvPool = new PagedAllocator({ size: 4096, pageSize: 16 })
+ * ```
+ */
+export interface KvPool extends KvAllocator {
+  /** Total token slots. */
+  readonly size: number
+  /** Tokens per page; must equal the radix cache's `pageSize`. */
+  readonly pageSize: number
+  /** Free token slots (whole free pages times `pageSize`). */
+  availableSize(): number
+  /**
+   * Slots for `numTokens` positions that continue a sequence whose last slot is `lastLoc`
+   * (`-1`: start on fresh pages): the rest of `lastLoc`'s page first, then fresh pages. Throws
+   * when the pool is short (the cache checks `availableSize` first).
+   */
+  allocExtend(lastLoc: number, numTokens: number): Int32Array
+}
+
+/** Options of the {@link SessionCache} constructor. */
+export interface SessionCacheOptions {
+  /** `'block'` (default) or the legacy `'session'` mode, see {@link SessionGranularity}. */
+  readonly granularity?: SessionGranularity
+  /**
+   * An existing radix cache to wrap. It must track values and must have been created with
+   * `allocator: pool` (the tree frees evicted slots into it), so `pool` is required with it.
+   */
+  readonly cache?: RadixCache
+  /** The KV pool (default: a `PagedAllocator` of `poolSize` slots and `pageSize`). */
+  readonly pool?: KvPool
+  /** Size in token slots of the default pool (required without `pool`; a multiple of `pageSize`). */
+  readonly poolSize?: number
+  /** Tokens per page of the default cache and pool (default 1). */
+  readonly pageSize?: number
+  /** Eviction order of the default cache (default `'lru'`). */
+  readonly evictionPolicy?: EvictionPolicy
+  /**
+   * Eviction granularity of the default cache: `'leaf'` (SGLang, default) or `'page'` (trim the
+   * least-recently-used leaf page by page, so an eviction frees what was asked rounded up to a page).
+   */
+  readonly evictGranularity?: EvictGranularity
+  /** Clock in milliseconds (default `performance.now`); shared with the default cache. */
+  readonly now?: () => number
+  /**
+   * Release hook of slot-owned `extra` state (Mamba / recurrent state...): called once per
+   * `extra` value when its session is released or evicted, or when a turn replaces it.
+   */
+  readonly releaseExtra?: (extra: unknown, sessionId: string) => void
+  /** Called after every eviction (a tree eviction that freed tokens, or a legacy session drop). */
+  readonly onEviction?: (event: EvictionEvent) => void
+  /** Upper bounds of the tokens-freed-per-eviction histogram (default {@link DEFAULT_EVICTION_BUCKETS}). */
+  readonly evictionBuckets?: readonly number[]
+  /**
+   * How many released session ids are remembered, to tell "releasing twice" (`SESSION_RELEASED`)
+   * from "never opened" (`UNKNOWN_SESSION`). Oldest forgotten first (default 65536).
+   */
+  readonly releasedMemory?: number
+}
+
+/** Options of {@link SessionCache.openSession}. */
+export interface OpenSessionOptions {
+  /** Namespace (LoRA id, cache salt) of every request of the session (default: none). */
+  readonly extraKey?: string
+  /** Initial slot-owned state, released through `releaseExtra`. */
+  readonly extra?: unknown
+}
+
+/**
+ * What a session slot keeps: metadata only in block mode (the KV is in the tree).
+ * `lastNode`, `lastAccessTime` and `extra` are the fields of seed 000 §3.1; the rest is
+ * bookkeeping.
+ */
+export interface SessionSlot {
+  /** The session id. */
+  readonly sessionId: string
+  /** Namespace of the session's requests (`undefined`: the default namespace). */
+  readonly extraKey: string | undefined
+  /**
+   * The node the session keeps locked: block mode, the deepest node of its committed,
+   * page-aligned prefix (moves forward every turn); session mode, the first turn's protected
+   * prefix. `undefined` before the first turn finished.
+   */
+  readonly lastNode: NodeHandle | undefined
+  /** Clock time of the last admission or finish of one of its requests (or of the open). */
+  readonly lastAccessTime: number
+  /** Slot-owned opaque state (released through the `releaseExtra` hook). */
+  readonly extra: unknown
+  /** Tokens the session has committed (prompt + output whose KV was computed), all turns. */
+  readonly committedLen: number
+  /** Finished turns. */
+  readonly turns: number
+  /** `rid` of the request in flight, if any (one at a time). */
+  readonly activeRid: string | undefined
+}
+
+/** A session's residency as a router or an admission check reads it (seed 000 §3.6). */
+export interface SessionStatus {
+  readonly sessionId: string
+  /** `residentTokens > 0`. */
+  readonly resident: boolean
+  /**
+   * Tokens of the session's KV that stay resident for its next turn: block mode
+   * `tokensUnder(lastNode)` (the tree is the truth); session mode the whole committed length
+   * (the slot pins it).
+   */
+  readonly residentTokens: number
+  /** Tokens the session has committed. */
+  readonly committedTokens: number
+  /** Session mode: token slots the slot owns outside the tree (page-rounded); block mode 0. */
+  readonly heldTokens: number
+  readonly lastAccessTime: number
+  /** Whether a request of the session is in flight. */
+  readonly active: boolean
+  readonly turns: number
+}
+
+/** Lifecycle of a {@link SessionRequest}. */
+export type RequestPhase = 'created' | 'running' | 'finished' | 'aborted'
+
+/**
+ * The state a serving engine tracks for one request, mirroring SGLang's `Req` (field names in
+ * camelCase). Created by {@link SessionCache.createRequest}, admitted by
+ * {@link SessionCache.matchPrefix}, grown by {@link SessionCache.prefill} /
+ * {@link SessionCache.decode}, and ended by {@link SessionCache.cacheFinishedReq} or
+ * {@link SessionCache.abortReq}. Read-only to callers: the cache owns the transitions.
+ *
+ * Ownership (SGLang's rule): positions `[0, cacheProtectedLen)` belong to the radix tree (the
+ * request keeps them alive with a lock on `lastNode`); `[cacheProtectedLen, kvAllocatedLen)`
+ * belong to the request (in session mode, for a later turn, they are lent by the session slot).
+ * Every path frees only the request-owned range.
+ */
+export interface SessionRequest {
+  /** Request id, unique among requests in flight. */
+  readonly rid: string
+  /** The streaming session this request is a turn of, if any. */
+  readonly sessionId: string | undefined
+  /** Namespace (LoRA id / cache salt); for a session turn, the session's. */
+  readonly extraKey: string | undefined
+  /** Priority for the `priority` eviction policy, raised along the path on insert (default 0). */
+  readonly priority: number
+  /** The prompt (for a session turn: the session's committed tokens plus the append). */
+  readonly originInputIds: Uint32Array
+  /** Generated tokens. */
+  readonly outputIds: readonly number[]
+  /** `originInputIds` followed by `outputIds` (SGLang's `fill_ids` once the prompt is prefilled). */
+  readonly tokenIds: Uint32Array
+  /**
+   * The request's KV slot row (SGLang's `req_to_token[req_pool_idx]`): the slot of position `p`
+   * is `reqToToken[p]`, valid for `p < kvAllocatedLen`.
+   */
+  readonly reqToToken: Int32Array
+  /**
+   * Slots of the positions whose KV is computed, `reqToToken[0:kvCommittedLen)`: the tree's
+   * canonical indices over `[0, cacheProtectedLen)`, then the request's own.
+   */
+  readonly prefixIndices: Int32Array
+  /** Page-aligned length owned by the tree and locked through `lastNode`. */
+  readonly cacheProtectedLen: number
+  /** Positions whose KV is computed (prefilled or decoded). */
+  readonly kvCommittedLen: number
+  /** Positions that have a KV slot (`>= kvCommittedLen`). */
+  readonly kvAllocatedLen: number
+  /** The node this request keeps locked (its cached prefix); `undefined` before admission and after the end. */
+  readonly lastNode: NodeHandle | undefined
+  /** Tokens reused at the last `matchPrefix` (SGLang's `cached_tokens`). */
+  readonly cachedTokens: number
+  /** Session turn: the slot's `extra`, lent for the turn. */
+  readonly extra: unknown
+  /** Lifecycle phase. */
+  readonly phase: RequestPhase
+}
+
+/** Input of {@link SessionCache.createRequest}. */
+export interface RequestInit {
+  /** Request id (a non-empty string). */
+  readonly rid: string
+  /** Prompt token ids (integers in `[0, 2^32)`, at least one). */
+  readonly inputIds: ArrayLike<number>
+  /** Session id: the request is a turn of this (open) session. */
+  readonly sessionId?: string
+  /** Namespace; for a session turn it may be omitted (the session's is used) or must match it. */
+  readonly extraKey?: string
+  /** Priority for the `priority` eviction policy (default 0). */
+  readonly priority?: number
+}
+
+/** Result of {@link SessionCache.matchPrefix}. */
+export interface SessionMatchResult {
+  /** Tokens whose KV the request reuses (a page multiple unless restored from a legacy slot). */
+  readonly length: number
+  /** Their KV slots (a copy of `reqToToken[0:length)`). */
+  readonly indices: Int32Array
+  /** The node the request now keeps locked. */
+  readonly lastNode: NodeHandle
+  /** Session mode only: the prefix came from the session slot, bypassing the tree. */
+  readonly fromSlot: boolean
+  /**
+   * Session turns: committed tokens of the session that this turn must compute again
+   * (`committedLen - length`, at least 0): pages lost to eviction, plus the unaligned tail the
+   * tree cannot hold in block mode.
+   */
+  readonly reprefillTokens: number
+}
+
+/** Result of {@link SessionCache.cacheUnfinishedReq} and {@link SessionCache.cacheFinishedReq}. */
+export interface CacheReqResult {
+  /** Tokens of the request that entered the tree with this call (0 when nothing was inserted). */
+  readonly insertedTokens: number
+  /** Tokens the tree already held (`insert`'s `prefixLen`; 0 when nothing was inserted). */
+  readonly prefixLen: number
+  /** Request-owned token slots given back to the pool (duplicates, unaligned tail), page-rounded. */
+  readonly freedTokens: number
+  /** The request's `cacheProtectedLen` afterwards. */
+  readonly protectedLen: number
+}
+
+/** Options of {@link SessionCache.cacheFinishedReq}. */
+export interface FinishOptions {
+  /**
+   * Session turn: the slot-owned state after this turn (e.g. the new Mamba state). Replaces the
+   * slot's `extra`; the previous value goes through `releaseExtra` when it differs.
+   */
+  readonly extra?: unknown
+}
+
+/** Options of {@link SessionCache.evictIdleSessions}. */
+export interface EvictIdleOptions {
+  /** Release every idle session whose last access is at least `idleMs` old (TTL). */
+  readonly idleMs?: number
+  /**
+   * Memory pressure: release idle sessions least-recently-used first until
+   * `free + evictable >= needTokens` (or none is left).
+   */
+  readonly needTokens?: number
+}
+
+/** Result of {@link SessionCache.evictIdleSessions}. */
+export interface EvictIdleResult {
+  /** Sessions released, in order. */
+  readonly released: readonly string[]
+  /** Token slots freed directly (session mode: the slots' tails; block mode: 0). */
+  readonly freedTokens: number
+}
+
+/** Result of {@link SessionCache.ensureFree}. */
+export interface EnsureFreeResult {
+  /** Whether `availableSize() >= numTokens` now. */
+  readonly ok: boolean
+  /** Free slots afterwards. */
+  readonly available: number
+  /** Tokens freed by this call (tree evictions and session-mode slot drops). */
+  readonly freedTokens: number
+  /** Sessions released by this call, least-recently-used first. */
+  readonly releasedSessions: readonly string[]
+}
+
+/**
+ * One eviction: a tree eviction (`evict` of the shortfall; block mode sheds sessions' pages this
+ * way) or, in session mode, the drop of an idle session slot with its whole tail.
+ */
+export interface EvictionEvent {
+  readonly kind: 'tree' | 'session'
+  /** Tokens the pressure asked for (tree: the `evict` argument; session: the slot's tail). */
+  readonly requestedTokens: number
+  /** Tokens freed. */
+  readonly freedTokens: number
+  /** The dropped session (`kind: 'session'`). */
+  readonly sessionId: string | undefined
+  /** Clock time. */
+  readonly time: number
+}
+
+/**
+ * The pool accounting identity (SGLang's idle memory check):
+ * `free + evictable + protected + requestOwned + sessionHeld == poolSize`.
+ */
+export interface PoolAccounting {
+  readonly poolSize: number
+  /** Free slots in the pool. */
+  readonly free: number
+  /** Tree tokens in unlocked nodes. */
+  readonly evictable: number
+  /** Tree tokens in locked nodes. */
+  readonly protected: number
+  /** Slots owned by requests in flight: `Σ ceilPage(kvAllocatedLen) - cacheProtectedLen`. */
+  readonly requestOwned: number
+  /** Session mode: slots idle session slots own outside the tree (block mode: always 0). */
+  readonly sessionHeld: number
+  /** Whether the identity holds. */
+  readonly balanced: boolean
+}
+
+/** Counters a serving engine would export. */
+export interface SessionCacheStats {
+  readonly granularity: SessionGranularity
+  /** Open sessions. */
+  readonly sessionsHeld: number
+  /** Requests admitted and not yet finished or aborted. */
+  readonly requestsInFlight: number
+  readonly sessionsOpened: number
+  /** Sessions released by the caller. */
+  readonly sessionsReleased: number
+  /** Sessions released by `evictIdleSessions` or under pressure. */
+  readonly sessionsEvicted: number
+  /** Finished session turns. */
+  readonly sessionTurns: number
+  /** Requests finished / aborted. */
+  readonly requestsFinished: number
+  readonly requestsAborted: number
+  /** Eviction events (see {@link EvictionEvent}). */
+  readonly evictions: number
+  /** Tokens freed by evictions. */
+  readonly evictedTokens: number
+  /** Tokens freed per eviction. */
+  readonly evictionHistogram: HistogramSnapshot
+  /** Session mode: tokens freed by the caller's releases (not evictions). */
+  readonly releasedTokens: number
+  /** Σ over session turns of {@link SessionMatchResult.reprefillTokens}. */
+  readonly reprefillTokens: number
+  /** Σ resident tokens over open sessions. */
+  readonly residentTokens: number
+  /** Resident tokens per open session, as in {@link SessionStatus.residentTokens}. */
+  readonly residentTokensPerSession: ReadonlyMap<string, number>
+}
