@@ -1,3 +1,5 @@
+import { RadixCacheError } from '../errors/radixCacheError.js'
+
 /**
  * A chained block hasher: the digest of page `i` depends on the tokens of page `i` and on the
  * digest of page `i - 1`, so equal block hashes mean equal prefixes (up to collisions).
@@ -29,6 +31,10 @@ export interface BlockHasher {
 /**
  * Chained block ids of every full page of `tokens` (the trailing partial page is ignored).
  *
+ * Throws a {@link RadixCacheError} with code `INVALID_OPTION` when `pageSize` is not a positive
+ * integer, and `INVALID_TOKEN` when a token is not an integer in `[0, 2^32)` (the error's `value`
+ * is the offending page size or token). A `Uint32Array` is used as is, without validation.
+ *
  * @example
  * ```ts
  * import { xxh3BlockHasher, computeBlockHashes } from '@kvc/radix-cache'
@@ -41,7 +47,30 @@ export function computeBlockHashes(
   pageSize: number,
   extraKey?: string,
 ): bigint[] {
-  const t = tokens instanceof Uint32Array ? tokens : Uint32Array.from(tokens)
+  if (!Number.isInteger(pageSize) || pageSize <= 0) {
+    throw new RadixCacheError(
+      'INVALID_OPTION',
+      `pageSize must be a positive integer, got ${String(pageSize)}`,
+      pageSize,
+    )
+  }
+  let t: Uint32Array
+  if (tokens instanceof Uint32Array) {
+    t = tokens
+  } else {
+    t = new Uint32Array(tokens.length)
+    for (let i = 0; i < tokens.length; i++) {
+      const token = tokens[i]!
+      if (!Number.isInteger(token) || token < 0 || token > 0xffffffff) {
+        throw new RadixCacheError(
+          'INVALID_TOKEN',
+          `token ${String(token)} at index ${i} is not an integer in [0, 2^32)`,
+          token,
+        )
+      }
+      t[i] = token
+    }
+  }
   const pages = Math.floor(t.length / pageSize)
   const out: bigint[] = new Array(pages)
   let parent: Uint8Array | undefined
