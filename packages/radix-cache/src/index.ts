@@ -10,7 +10,9 @@ export type {
 export type { BlockHasher } from './hashing/blockHasher.js'
 export { computeBlockHashes } from './hashing/blockHasher.js'
 export { sglangBlockHasher, type SglangBlockHasherOptions } from './hashing/sglangBlockHasher.js'
-export { xxh3BlockHasher, type Xxh3BlockHasherOptions } from './hashing/xxh3BlockHasher.js'
+export { localBlockHash, xxh3BlockHasher, type Xxh3BlockHasherOptions } from './hashing/xxh3BlockHasher.js'
+export { Sha256, sha256, sha256Words } from './hashing/sha256.js'
+export { xxh3_64 } from './hashing/xxh3.js'
 export { RadixCache } from './tree/radixCache.js'
 export {
   EVICTION_POLICIES,
