@@ -1,1 +1,12 @@
-export {}
+/**
+ * Test helpers for code that embeds `@kvc/dto-p-sync`: a fast test block hasher, a seeded PRNG, a
+ * complete D→P harness over an in-memory network, invariant checkers (P's cache, KV pool
+ * accounting, Theorem 4) and fast-check arbitraries of sync scenarios. Needs `fast-check` (a peer
+ * dependency of this subpath only).
+ *
+ * @packageDocumentation
+ */
+export { fnvBlockHasher } from './fnvBlockHasher.js'
+export { seededRandom } from './random.js'
+export { checkSyncInvariants, checkTheorem4 } from './invariants.js'
+export { SyncHarness, type SyncHarnessOptions } from './harness.js'
