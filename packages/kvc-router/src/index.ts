@@ -15,3 +15,99 @@ export {
   type AdmitResponse,
   type SloClass,
 } from './admission/contract.js'
+export {
+  DEFAULT_ADMIT_OPTIONS,
+  DEFAULT_PAUSE_HINT,
+  LeaseBook,
+  admit,
+  recommendedPauseMs,
+  type AdmitDecision,
+  type AdmitOptions,
+  type AdmitSession,
+  type AdmitWorkerState,
+  type Lease,
+  type PauseHintParams,
+} from './admission/admit.js'
+export { BlockKeys } from './residency/blockKeys.js'
+export {
+  ResidencyIndex,
+  type GapReport,
+  type IngestStatus,
+  type OverlapMode,
+  type ResidencyIndexOptions,
+  type WorkerResidencyStatus,
+} from './residency/residencyIndex.js'
+export {
+  InMemoryClusterStateStore,
+  type ClusterStateStore,
+  type SessionBinding,
+  type WorkerLoad,
+} from './cluster/stateStore.js'
+export {
+  ClusterView,
+  type CachedAdmission,
+  type CapacityReport,
+  type ClusterViewOptions,
+  type LinkHealth,
+  type WorkerInfo,
+  type WorkerRole,
+  type WorkerSpec,
+} from './cluster/clusterView.js'
+export {
+  DEFAULT_ROUTER_PARAMS,
+  resolveRouterParams,
+  type RouterParams,
+  type RouterParamsInput,
+  type SloBudget,
+} from './route/params.js'
+export type {
+  IneligibleReason,
+  IneligibleWorker,
+  PathMode,
+  RankKey,
+  RouteCandidate,
+  RouteContext,
+  RouteDecision,
+  RoutingPolicy,
+  TurnRequest,
+} from './route/types.js'
+export {
+  analyzeTurn,
+  finishDecision,
+  kvcPolicy,
+  turnKeys,
+  validateTurn,
+  type CandidateAnalysis,
+  type TurnAnalysis,
+} from './route/route.js'
+export { TurnDispatch, backoffDelayMs } from './dispatch/dispatch.js'
+export type {
+  AdmitAction,
+  DispatchAction,
+  DispatchOutcome,
+  DispatchRecord,
+  DispatchStep,
+  DoneAction,
+  FailAction,
+  SeedViaPAction,
+  SendFailureCause,
+  SendFastAction,
+  TurnFailureCause,
+  WaitAction,
+  WaitReason,
+} from './dispatch/types.js'
+export { Router, type RouterOptions } from './router/router.js'
+export { ApproxPrefixTree } from './policies/approxTree.js'
+export {
+  dataParallelCacheAwarePolicy,
+  dynamoKvCostPolicy,
+  powerOfTwoPolicy,
+  randomPolicy,
+  roundRobinPolicy,
+  sglangCacheAwarePolicy,
+  stickySessionPolicy,
+  type BaselineOptions,
+  type DynamoKvCostOptions,
+  type SglangCacheAwareOptions,
+} from './policies/baselines.js'
+export { renderDispatch, renderRoute } from './explain/render.js'

@@ -1,0 +1,713 @@
+import type { KvEvent } from '@kvc/radix-cache'
+import type { AdmitResponse } from '../admission/contract.js'
+import { RouterError, checkLength, checkOption } from '../errors/routerError.js'
+import { type IngestStatus, ResidencyIndex, type ResidencyIndexOptions } from '../residency/residencyIndex.js'
+import { type ClusterStateStore, InMemoryClusterStateStore, type WorkerLoad } from './stateStore.js'
+
+/**
+ * `prefill` (P) or `decode` (D). A colocated data-parallel worker (prefill and decode on one
+ * engine) is registered as a `decode` worker; policies that never seed (the DP baselines) send
+ * every turn straight to it.
+ *
+ * @example
+ * ```ts
+ * import type { WorkerRole } from '@kvc/kvc-router'
+ * const role: WorkerRole = 'decode'
+ * ```
+ */
+export type WorkerRole = 'prefill' | 'decode'
+
+/**
+ * How a worker is registered.
+ *
+ * @example
+ * ```ts
+ * import type { WorkerSpec } from '@kvc/kvc-router'
+ * const d0: WorkerSpec = { id: 'd0', role: 'decode', capacityTokens: 400_000 }
+ * ```
+ */
+export interface WorkerSpec {
+  readonly id: string
+  readonly role: WorkerRole
+  /** KV pool size in tokens. */
+  readonly capacityTokens: number
+  /** Default true. */
+  readonly healthy?: boolean
+  /** Whether the worker publishes KV events (default true). Without them the residency index relies on router-side updates. */
+  readonly publishesEvents?: boolean
+  /** Id of the last KV event already reflected (default -1). */
+  readonly lastEventId?: number
+}
+
+/**
+ * A capacity report from a D worker (for example from `/get_load`, `/v1/loads` or the
+ * simulator): its free and evictable tokens and the tokens reserved by admission leases.
+ *
+ * @example
+ * ```ts
+ * import type { CapacityReport } from '@kvc/kvc-router'
+ * const r: CapacityReport = { freeTokens: 120_000, evictableTokens: 60_000, reservedTokens: 4_096 }
+ * ```
+ */
+export interface CapacityReport {
+  readonly freeTokens: number
+  readonly evictableTokens: number
+  readonly reservedTokens?: number
+  readonly transferQueueDepth?: number
+  readonly retractedQueueDepth?: number
+}
+
+/**
+ * A read-only snapshot of one worker, as {@link ClusterView.worker} returns it.
+ *
+ * @example
+ * ```ts
+ * import { Router } from '@kvc/kvc-router'
+ * const router = new Router({ workers: [{ id: 'd0', role: 'decode', capacityTokens: 1000 }] })
+ * router.cluster.worker('d0').availableTokens // 1000
+ * ```
+ */
+export interface WorkerInfo {
+  readonly id: string
+  readonly role: WorkerRole
+  readonly capacityTokens: number
+  readonly healthy: boolean
+  readonly draining: boolean
+  readonly publishesEvents: boolean
+  /** Free + evictable − reserved at the last report, minus what was admitted since. */
+  readonly availableTokens: number
+  readonly transferQueueDepth: number
+  readonly retractedQueueDepth: number
+  readonly pauseUntil: number
+  readonly load: WorkerLoad
+}
+
+/**
+ * Health of the transfers from one P to one D (seed 001 §5: one P carried 99% of the transfer
+ * errors towards a hot D).
+ *
+ * @example
+ * ```ts
+ * import type { LinkHealth } from '@kvc/kvc-router'
+ * const h: LinkHealth = { consecutiveFailures: 2, failures: 5, successes: 90, lastFailureAt: 12_000 }
+ * ```
+ */
+export interface LinkHealth {
+  readonly consecutiveFailures: number
+  readonly failures: number
+  readonly successes: number
+  readonly lastFailureAt: number
+}
+
+interface WorkerState {
+  readonly id: string
+  readonly role: WorkerRole
+  readonly capacityTokens: number
+  healthy: boolean
+  draining: boolean
+  readonly publishesEvents: boolean
+  available: number
+  transferQueueDepth: number
+  retractedQueueDepth: number
+}
+
+interface MutableLink {
+  consecutiveFailures: number
+  failures: number
+  successes: number
+  lastFailureAt: number
+}
+
+/** A negative admission answer kept for the staleness budget. */
+export interface CachedAdmission {
+  readonly at: number
+  readonly needTokens: number
+  readonly response: AdmitResponse
+}
+
+/**
+ * Options of {@link ClusterView} (usually built by `Router`).
+ *
+ * @example
+ * ```ts
+ * import { ClusterView, InMemoryClusterStateStore } from '@kvc/kvc-router'
+ * const view = new ClusterView({ now: () => 0, store: new InMemoryClusterStateStore() })
+ * ```
+ */
+export interface ClusterViewOptions {
+  readonly now: () => number
+  readonly store?: ClusterStateStore
+  readonly residency?: ResidencyIndexOptions
+  readonly linkFailureThreshold?: number
+  readonly linkCooldownMs?: number
+}
+
+/**
+ * The router's pure view of the cluster: P and D workers with capacity, load, health and pause
+ * state; the residency index of the D workers; P→D link health; and, through a
+ * {@link ClusterStateStore}, the shared part (session bindings, in-flight load, pending seeds,
+ * pause hints, rejects and exclusions). Updated only by explicit calls; never reads a clock or
+ * a random source of its own.
+ *
+ * @example
+ * ```ts
+ * import { ClusterView } from '@kvc/kvc-router'
+ * let t = 0
+ * const view = new ClusterView({ now: () => t })
+ * view.addWorker({ id: 'p0', role: 'prefill', capacityTokens: 200_000 })
+ * view.addWorker({ id: 'd0', role: 'decode', capacityTokens: 400_000 })
+ * view.reportCapacity('d0', { freeTokens: 100_000, evictableTokens: 50_000 })
+ * view.worker('d0').availableTokens // 150000
+ * ```
+ */
+export class ClusterView {
+  /** The residency index over the D workers. */
+  readonly residency: ResidencyIndex
+  /** The shared state. */
+  readonly store: ClusterStateStore
+  readonly #now: () => number
+  readonly #workers = new Map<string, WorkerState>()
+  #decodeIds: string[] = []
+  #prefillIds: string[] = []
+  readonly #links = new Map<string, MutableLink>()
+  readonly #admissionCache = new Map<string, CachedAdmission>()
+  readonly #linkThreshold: number
+  readonly #linkCooldown: number
+
+  constructor(options: ClusterViewOptions) {
+    checkOption(typeof options?.now === 'function', 'now', options?.now)
+    this.#now = options.now
+    this.store = options.store ?? new InMemoryClusterStateStore()
+    this.residency = new ResidencyIndex(options.residency)
+    this.#linkThreshold = options.linkFailureThreshold ?? 2
+    this.#linkCooldown = options.linkCooldownMs ?? 30_000
+  }
+
+  /**
+   * Registers a worker. D workers also join the residency index.
+   *
+   * @throws RouterError `DUPLICATE_WORKER`, `INVALID_OPTION`, `INVALID_LENGTH`.
+   *
+   * @example
+   * ```ts
+   * import { ClusterView } from '@kvc/kvc-router'
+   * const view = new ClusterView({ now: () => 0 })
+   * view.addWorker({ id: 'd0', role: 'decode', capacityTokens: 1_000 })
+   * view.decodeIds() // ['d0']
+   * ```
+   */
+  addWorker(spec: WorkerSpec): void {
+    checkOption(typeof spec === 'object' && spec !== null, 'worker spec', spec)
+    checkOption(typeof spec.id === 'string' && spec.id.length > 0, 'worker id', spec.id)
+    checkOption(spec.role === 'prefill' || spec.role === 'decode', 'worker role', spec.role)
+    checkLength('capacityTokens', spec.capacityTokens)
+    if (this.#workers.has(spec.id)) {
+      throw new RouterError('DUPLICATE_WORKER', `worker ${spec.id} already added`, spec.id)
+    }
+    if (spec.role === 'decode') {
+      this.residency.addWorker(
+        spec.id,
+        spec.lastEventId === undefined ? {} : { lastEventId: spec.lastEventId },
+      )
+    }
+    this.#workers.set(spec.id, {
+      id: spec.id,
+      role: spec.role,
+      capacityTokens: spec.capacityTokens,
+      healthy: spec.healthy ?? true,
+      draining: false,
+      publishesEvents: spec.publishesEvents ?? true,
+      available: spec.capacityTokens,
+      transferQueueDepth: 0,
+      retractedQueueDepth: 0,
+    })
+    if (spec.role === 'decode') this.#decodeIds = [...this.#decodeIds, spec.id]
+    else this.#prefillIds = [...this.#prefillIds, spec.id]
+  }
+
+  /**
+   * Removes a worker and everything known about it (residency, load, pauses, bindings to it).
+   *
+   * @throws RouterError `UNKNOWN_WORKER`.
+   *
+   * @example
+   * ```ts
+   * import { ClusterView } from '@kvc/kvc-router'
+   * const view = new ClusterView({ now: () => 0 })
+   * view.addWorker({ id: 'd0', role: 'decode', capacityTokens: 1_000 })
+   * view.removeWorker('d0')
+   * view.has('d0') // false
+   * ```
+   */
+  removeWorker(id: string): void {
+    const w = this.#get(id)
+    if (w.role === 'decode') {
+      this.residency.removeWorker(id)
+      this.#decodeIds = this.#decodeIds.filter((x) => x !== id)
+    } else this.#prefillIds = this.#prefillIds.filter((x) => x !== id)
+    this.#workers.delete(id)
+    this.store.dropWorker(id)
+    this.#admissionCache.delete(id)
+    for (const k of [...this.#links.keys()]) {
+      const [p, d] = k.split('\u0000')
+      if (p === id || d === id) this.#links.delete(k)
+    }
+  }
+
+  /**
+   * Whether a worker is registered.
+   *
+   * @example
+   * ```ts
+   * import { ClusterView } from '@kvc/kvc-router'
+   * new ClusterView({ now: () => 0 }).has('d0') // false
+   * ```
+   */
+  has(id: string): boolean {
+    return this.#workers.has(id)
+  }
+
+  /**
+   * Ids of the D workers in registration order (the order of tie-breaks).
+   *
+   * @example
+   * ```ts
+   * import { ClusterView } from '@kvc/kvc-router'
+   * new ClusterView({ now: () => 0 }).decodeIds() // []
+   * ```
+   */
+  decodeIds(): readonly string[] {
+    return this.#decodeIds
+  }
+
+  /**
+   * Ids of the P workers in registration order.
+   *
+   * @example
+   * ```ts
+   * import { ClusterView } from '@kvc/kvc-router'
+   * new ClusterView({ now: () => 0 }).prefillIds() // []
+   * ```
+   */
+  prefillIds(): readonly string[] {
+    return this.#prefillIds
+  }
+
+  /**
+   * A snapshot of one worker.
+   *
+   * @throws RouterError `UNKNOWN_WORKER`.
+   *
+   * @example
+   * ```ts
+   * import { ClusterView } from '@kvc/kvc-router'
+   * const view = new ClusterView({ now: () => 0 })
+   * view.addWorker({ id: 'p0', role: 'prefill', capacityTokens: 10 })
+   * view.worker('p0').role // 'prefill'
+   * ```
+   */
+  worker(id: string): WorkerInfo {
+    const w = this.#get(id)
+    return {
+      id: w.id,
+      role: w.role,
+      capacityTokens: w.capacityTokens,
+      healthy: w.healthy,
+      draining: w.draining,
+      publishesEvents: w.publishesEvents,
+      availableTokens: w.available,
+      transferQueueDepth: w.transferQueueDepth,
+      retractedQueueDepth: w.retractedQueueDepth,
+      pauseUntil: this.store.pauseUntil(id),
+      load: this.store.load(id),
+    }
+  }
+
+  /**
+   * Role of a worker.
+   *
+   * @throws RouterError `UNKNOWN_WORKER`.
+   *
+   * @example
+   * ```ts
+   * import { ClusterView } from '@kvc/kvc-router'
+   * const view = new ClusterView({ now: () => 0 })
+   * view.addWorker({ id: 'd0', role: 'decode', capacityTokens: 10 })
+   * view.role('d0') // 'decode'
+   * ```
+   */
+  role(id: string): WorkerRole {
+    return this.#get(id).role
+  }
+
+  /**
+   * Marks a worker healthy or not (from health checks, connection errors, the simulator).
+   *
+   * @throws RouterError `UNKNOWN_WORKER`.
+   *
+   * @example
+   * ```ts
+   * import { ClusterView } from '@kvc/kvc-router'
+   * const view = new ClusterView({ now: () => 0 })
+   * view.addWorker({ id: 'd0', role: 'decode', capacityTokens: 10 })
+   * view.setHealth('d0', false)
+   * view.isEligible('d0') // false
+   * ```
+   */
+  setHealth(id: string, healthy: boolean): void {
+    const w = this.#get(id)
+    checkOption(typeof healthy === 'boolean', 'healthy', healthy)
+    w.healthy = healthy
+    if (!healthy) this.#admissionCache.delete(id)
+  }
+
+  /**
+   * Drains a worker (no new turns; in-flight ones finish) or undrains it.
+   *
+   * @throws RouterError `UNKNOWN_WORKER`.
+   *
+   * @example
+   * ```ts
+   * import { ClusterView } from '@kvc/kvc-router'
+   * const view = new ClusterView({ now: () => 0 })
+   * view.addWorker({ id: 'd0', role: 'decode', capacityTokens: 10 })
+   * view.setDraining('d0', true)
+   * view.worker('d0').draining // true
+   * ```
+   */
+  setDraining(id: string, draining: boolean): void {
+    const w = this.#get(id)
+    checkOption(typeof draining === 'boolean', 'draining', draining)
+    w.draining = draining
+  }
+
+  /**
+   * Pauses a worker until `untilMs` (keeps the later of two pauses).
+   *
+   * @throws RouterError `UNKNOWN_WORKER`, `INVALID_OPTION`.
+   *
+   * @example
+   * ```ts
+   * import { ClusterView } from '@kvc/kvc-router'
+   * const view = new ClusterView({ now: () => 0 })
+   * view.addWorker({ id: 'd0', role: 'decode', capacityTokens: 10 })
+   * view.pause('d0', 1_500)
+   * view.isPaused('d0') // true
+   * ```
+   */
+  pause(id: string, untilMs: number): void {
+    this.#get(id)
+    checkOption(typeof untilMs === 'number' && !Number.isNaN(untilMs), 'untilMs', untilMs)
+    this.store.setPauseUntil(id, untilMs)
+  }
+
+  /**
+   * Whether the worker is paused now.
+   *
+   * @throws RouterError `UNKNOWN_WORKER`.
+   *
+   * @example
+   * ```ts
+   * import { ClusterView } from '@kvc/kvc-router'
+   * const view = new ClusterView({ now: () => 0 })
+   * view.addWorker({ id: 'd0', role: 'decode', capacityTokens: 10 })
+   * view.isPaused('d0') // false
+   * ```
+   */
+  isPaused(id: string): boolean {
+    this.#get(id)
+    return this.#now() < this.store.pauseUntil(id)
+  }
+
+  /**
+   * Healthy, not draining and not paused.
+   *
+   * @throws RouterError `UNKNOWN_WORKER`.
+   *
+   * @example
+   * ```ts
+   * import { ClusterView } from '@kvc/kvc-router'
+   * const view = new ClusterView({ now: () => 0 })
+   * view.addWorker({ id: 'd0', role: 'decode', capacityTokens: 10 })
+   * view.isEligible('d0') // true
+   * ```
+   */
+  isEligible(id: string): boolean {
+    const w = this.#get(id)
+    return w.healthy && !w.draining && this.#now() >= this.store.pauseUntil(id)
+  }
+
+  /** @internal Fast accessor for Route (no snapshot allocation). */
+  healthy(id: string): boolean {
+    return this.#get(id).healthy
+  }
+  /** @internal */
+  draining(id: string): boolean {
+    return this.#get(id).draining
+  }
+  /** @internal */
+  available(id: string): number {
+    return this.#get(id).available
+  }
+  /** @internal */
+  publishesEvents(id: string): boolean {
+    return this.#get(id).publishesEvents
+  }
+
+  /**
+   * Records a capacity report from a D worker: `available = free + evictable − reserved`.
+   *
+   * @throws RouterError `UNKNOWN_WORKER`, `WRONG_ROLE`, `INVALID_LENGTH`.
+   *
+   * @example
+   * ```ts
+   * import { ClusterView } from '@kvc/kvc-router'
+   * const view = new ClusterView({ now: () => 0 })
+   * view.addWorker({ id: 'd0', role: 'decode', capacityTokens: 1_000 })
+   * view.reportCapacity('d0', { freeTokens: 300, evictableTokens: 200, reservedTokens: 100 })
+   * view.worker('d0').availableTokens // 400
+   * ```
+   */
+  reportCapacity(id: string, report: CapacityReport): void {
+    const w = this.#decode(id)
+    checkLength('freeTokens', report.freeTokens)
+    checkLength('evictableTokens', report.evictableTokens)
+    const reserved =
+      report.reservedTokens === undefined ? 0 : checkLength('reservedTokens', report.reservedTokens)
+    const tq =
+      report.transferQueueDepth === undefined
+        ? undefined
+        : checkLength('transferQueueDepth', report.transferQueueDepth)
+    const rq =
+      report.retractedQueueDepth === undefined
+        ? undefined
+        : checkLength('retractedQueueDepth', report.retractedQueueDepth)
+    w.available = report.freeTokens + report.evictableTokens - reserved
+    if (tq !== undefined) w.transferQueueDepth = tq
+    if (rq !== undefined) w.retractedQueueDepth = rq
+  }
+
+  /**
+   * Applies what an admission answer says about the D (`available ≈ capacity × (1 −
+   * tokenUsageAfter)`, plus the need when it was not admitted), keeps negative answers for the
+   * staleness budget and honours the pause hint.
+   *
+   * @throws RouterError `UNKNOWN_WORKER`, `WRONG_ROLE`.
+   *
+   * @example
+   * ```ts
+   * import { ClusterView } from '@kvc/kvc-router'
+   * const view = new ClusterView({ now: () => 0 })
+   * view.addWorker({ id: 'd0', role: 'decode', capacityTokens: 1_000 })
+   * view.applyAdmission('d0', { requestId: 'r', admitted: true, reason: 'ok', residentTokens: 0, needTokens: 100,
+   *   tokenUsageAfter: 0.5, transferQueueDepth: 0, retractedQueueDepth: 0, recommendedPauseMs: 0 })
+   * view.worker('d0').availableTokens // 500
+   * ```
+   */
+  applyAdmission(id: string, response: AdmitResponse): void {
+    const w = this.#decode(id)
+    const now = this.#now()
+    const avail = Math.round(w.capacityTokens * (1 - response.tokenUsageAfter))
+    w.available = response.admitted ? avail : avail + response.needTokens
+    w.transferQueueDepth = response.transferQueueDepth
+    w.retractedQueueDepth = response.retractedQueueDepth
+    if (response.recommendedPauseMs > 0) this.store.setPauseUntil(id, now + response.recommendedPauseMs)
+    if (response.admitted) this.#admissionCache.delete(id)
+    else this.#admissionCache.set(id, { at: now, needTokens: response.needTokens, response })
+  }
+
+  /**
+   * A negative admission answer for this D younger than `maxAgeMs`, if any.
+   *
+   * @example
+   * ```ts
+   * import { ClusterView } from '@kvc/kvc-router'
+   * const view = new ClusterView({ now: () => 0 })
+   * view.addWorker({ id: 'd0', role: 'decode', capacityTokens: 1_000 })
+   * view.cachedRejection('d0', 50) // undefined
+   * ```
+   */
+  cachedRejection(id: string, maxAgeMs: number): CachedAdmission | undefined {
+    const c = this.#admissionCache.get(id)
+    if (c === undefined) return undefined
+    if (this.#now() - c.at >= maxAgeMs) return undefined
+    return c
+  }
+
+  /**
+   * Tokens admitted on a D since its last report (keeps `capOk` honest between reports).
+   *
+   * @example
+   * ```ts
+   * import { ClusterView } from '@kvc/kvc-router'
+   * const view = new ClusterView({ now: () => 0 })
+   * view.addWorker({ id: 'd0', role: 'decode', capacityTokens: 1_000 })
+   * view.consumeAvailable('d0', 300)
+   * view.worker('d0').availableTokens // 700
+   * ```
+   */
+  consumeAvailable(id: string, tokens: number): void {
+    const w = this.#decode(id)
+    checkLength('tokens', tokens)
+    w.available -= tokens
+  }
+
+  /**
+   * Records the outcome of a KV transfer from P `p` to D `d`.
+   *
+   * @throws RouterError `UNKNOWN_WORKER`, `WRONG_ROLE`.
+   *
+   * @example
+   * ```ts
+   * import { ClusterView } from '@kvc/kvc-router'
+   * const view = new ClusterView({ now: () => 0 })
+   * view.addWorker({ id: 'p0', role: 'prefill', capacityTokens: 10 })
+   * view.addWorker({ id: 'd0', role: 'decode', capacityTokens: 10 })
+   * view.recordTransfer('p0', 'd0', false)
+   * view.linkHealth('p0', 'd0').consecutiveFailures // 1
+   * ```
+   */
+  recordTransfer(p: string, d: string, ok: boolean): void {
+    this.#prefill(p)
+    this.#decode(d)
+    const key = `${p}\u0000${d}`
+    let l = this.#links.get(key)
+    if (l === undefined) {
+      l = { consecutiveFailures: 0, failures: 0, successes: 0, lastFailureAt: Number.NEGATIVE_INFINITY }
+      this.#links.set(key, l)
+    }
+    if (ok) {
+      l.successes++
+      l.consecutiveFailures = 0
+    } else {
+      l.failures++
+      l.consecutiveFailures++
+      l.lastFailureAt = this.#now()
+    }
+  }
+
+  /**
+   * Transfer statistics of the P→D link.
+   *
+   * @example
+   * ```ts
+   * import { ClusterView } from '@kvc/kvc-router'
+   * const view = new ClusterView({ now: () => 0 })
+   * view.addWorker({ id: 'p0', role: 'prefill', capacityTokens: 10 })
+   * view.addWorker({ id: 'd0', role: 'decode', capacityTokens: 10 })
+   * view.linkHealth('p0', 'd0').failures // 0
+   * ```
+   */
+  linkHealth(p: string, d: string): LinkHealth {
+    this.#prefill(p)
+    this.#decode(d)
+    const l = this.#links.get(`${p}\u0000${d}`)
+    return l === undefined
+      ? { consecutiveFailures: 0, failures: 0, successes: 0, lastFailureAt: Number.NEGATIVE_INFINITY }
+      : { ...l }
+  }
+
+  /**
+   * A link is healthy unless its last `linkFailureThreshold` transfers failed and the last
+   * failure is younger than `linkCooldownMs` (after the cooldown one probe is allowed).
+   *
+   * @example
+   * ```ts
+   * import { ClusterView } from '@kvc/kvc-router'
+   * const view = new ClusterView({ now: () => 0 })
+   * view.addWorker({ id: 'p0', role: 'prefill', capacityTokens: 10 })
+   * view.addWorker({ id: 'd0', role: 'decode', capacityTokens: 10 })
+   * view.linkHealthy('p0', 'd0') // true
+   * ```
+   */
+  linkHealthy(p: string, d: string): boolean {
+    const l = this.#links.get(`${p}\u0000${d}`)
+    if (l === undefined || l.consecutiveFailures < this.#linkThreshold) return true
+    return this.#now() - l.lastFailureAt >= this.#linkCooldown
+  }
+
+  /**
+   * Seed-path P selection (Algorithm 3): the least loaded (in-flight turns, then prefill tokens,
+   * then registration order) among healthy, undrained, unpaused P workers whose link to `d` is
+   * healthy. `undefined` if there is none.
+   *
+   * @example
+   * ```ts
+   * import { ClusterView } from '@kvc/kvc-router'
+   * const view = new ClusterView({ now: () => 0 })
+   * view.addWorker({ id: 'p0', role: 'prefill', capacityTokens: 10 })
+   * view.addWorker({ id: 'p1', role: 'prefill', capacityTokens: 10 })
+   * view.addWorker({ id: 'd0', role: 'decode', capacityTokens: 10 })
+   * view.store.addLoad('p0', 3, 0, 0, 0)
+   * view.pickPrefill('d0') // 'p1'
+   * ```
+   */
+  pickPrefill(d: string): string | undefined {
+    let best: string | undefined
+    let bestTurns = 0
+    let bestTokens = 0
+    for (const p of this.#prefillIds) {
+      if (!this.isEligible(p) || !this.linkHealthy(p, d)) continue
+      const l = this.store.load(p)
+      if (
+        best === undefined ||
+        l.turns < bestTurns ||
+        (l.turns === bestTurns && l.prefillTokens < bestTokens)
+      ) {
+        best = p
+        bestTurns = l.turns
+        bestTokens = l.prefillTokens
+      }
+    }
+    return best
+  }
+
+  /**
+   * Feeds one KV event of a D worker to the residency index (see `ResidencyIndex.ingest`).
+   *
+   * @throws RouterError `UNKNOWN_WORKER`, `WRONG_ROLE`, `INVALID_MESSAGE`, `EVENT_OUT_OF_ORDER`.
+   *
+   * @example
+   * ```ts
+   * import { ClusterView } from '@kvc/kvc-router'
+   * const view = new ClusterView({ now: () => 0 })
+   * view.addWorker({ id: 'd0', role: 'decode', capacityTokens: 10 })
+   * view.ingest('d0', { type: 'AllBlocksCleared', eventId: 0 }) // 'applied'
+   * ```
+   */
+  ingest(d: string, event: KvEvent): IngestStatus {
+    this.#decode(d)
+    return this.residency.ingest(d, event)
+  }
+
+  /**
+   * The clock the view was built with.
+   *
+   * @example
+   * ```ts
+   * import { ClusterView } from '@kvc/kvc-router'
+   * new ClusterView({ now: () => 42 }).now() // 42
+   * ```
+   */
+  now(): number {
+    return this.#now()
+  }
+
+  #get(id: string): WorkerState {
+    const w = this.#workers.get(id)
+    if (w === undefined) throw new RouterError('UNKNOWN_WORKER', `unknown worker ${String(id)}`, id)
+    return w
+  }
+
+  #decode(id: string): WorkerState {
+    const w = this.#get(id)
+    if (w.role !== 'decode') throw new RouterError('WRONG_ROLE', `worker ${id} is not a decode worker`, id)
+    return w
+  }
+
+  #prefill(id: string): WorkerState {
+    const w = this.#get(id)
+    if (w.role !== 'prefill') throw new RouterError('WRONG_ROLE', `worker ${id} is not a prefill worker`, id)
+    return w
+  }
+}

@@ -1,0 +1,715 @@
+import {
+  ADMIT_PROTOCOL_VERSION,
+  type AdmitResponse,
+  type SloClass,
+  parseAdmitResponse,
+} from '../admission/contract.js'
+import { RouterError, checkLength } from '../errors/routerError.js'
+import type { BlockKeys } from '../residency/blockKeys.js'
+import { turnKeys } from '../route/route.js'
+import type {
+  RouteCandidate,
+  RouteContext,
+  RouteDecision,
+  RoutingPolicy,
+  TurnRequest,
+} from '../route/types.js'
+import type {
+  DispatchAction,
+  DispatchOutcome,
+  DispatchRecord,
+  DispatchStep,
+  DoneAction,
+  FailAction,
+  TurnFailureCause,
+  WaitReason,
+} from './types.js'
+
+type Gen<T> = Generator<DispatchAction, T, DispatchOutcome>
+
+type AdmitResult =
+  | { readonly kind: 'admitted'; readonly leaseId: string }
+  | { readonly kind: 'rejected'; readonly response: AdmitResponse }
+  | { readonly kind: 'skipped' }
+  | { readonly kind: 'timeout' }
+  | { readonly kind: 'exhausted' }
+
+const CAUSE_PRIORITY: readonly TurnFailureCause[] = [
+  'all_rejecting',
+  'all_paused',
+  'transfer_failed',
+  'worker_failed',
+  'admission_timeouts',
+  'seed_budget',
+  'no_prefill',
+  'all_excluded',
+  'all_draining',
+  'all_unhealthy',
+  'no_decode_workers',
+]
+
+const MAX_RECORDED_ROUTES = 4
+const MAX_RECORDED_STEPS = 256
+
+/**
+ * Exponential backoff with full jitter: `random() × min(cap, base × 2^n)`, at least 1 ms.
+ *
+ * @example
+ * ```ts
+ * import { backoffDelayMs } from '@kvc/kvc-router'
+ * backoffDelayMs(2, 50, 2_000, () => 0.5) // 100
+ * ```
+ */
+export function backoffDelayMs(n: number, baseMs: number, capMs: number, random: () => number): number {
+  const ceiling = Math.min(capMs, baseMs * 2 ** Math.min(n, 30))
+  return Math.max(1, random() * ceiling)
+}
+
+/**
+ * Algorithm 3 (Dispatch with reset-on-success) for one turn, as a state machine: call
+ * {@link TurnDispatch.next} with no argument for the first action, then with the outcome of each
+ * action, until it returns `done` or `fail`. It drives real HTTP workers and the simulator alike.
+ *
+ * Per walk over Route's ranking:
+ * - **fast path** when `fast(s,d)`: admit on `d` by `fast`; admitted → `sendFast`;
+ *   `append_too_large` → the seed path on `d`;
+ * - **seed path**: `d`'s pending-seed budget (the SLO class's share), a P chosen by link health
+ *   and load, admit on `d` by `seed`, then `seedViaP`;
+ * - a **rejection** counts `rejects[s][d]`, honours the pause hint, and at `τ_reject` excludes `d`
+ *   for `s`; the session then lands on the next D (migration: the action carries `migratedFrom`);
+ * - admission RPCs time out, are retried with full-jitter backoff, and a negative answer younger
+ *   than the staleness budget is reused instead of a new RPC;
+ * - **reset-on-success**: a completed turn clears the session's rejects and exclusions;
+ * - when a walk finds no taker the turn waits (until the earliest pause ends, or a jittered
+ *   backoff), bounded by the SLO class's wait budget, `maxWalks` and `maxAttempts`; then it fails
+ *   with a `RouterError` naming the cause. No turn ends silently.
+ *
+ * @example
+ * ```ts
+ * import { Router } from '@kvc/kvc-router'
+ * let now = 0
+ * const router = new Router({ now: () => now, random: () => 0.5, workers: [
+ *   { id: 'p0', role: 'prefill', capacityTokens: 1e6 },
+ *   { id: 'd0', role: 'decode', capacityTokens: 1e6 },
+ * ] })
+ * const turn = router.dispatch({ sessionId: 's1', promptTokens: 20_000 })
+ * let a = turn.next() // { type: 'admit', workerId: 'd0', request: { path: 'seed', ... } }
+ * a = turn.next({ type: 'admitResult', response: { requestId: a.type === 'admit' ? a.request.requestId : '', admitted: true, reason: 'ok',
+ *   residentTokens: 0, needTokens: 20_512, tokenUsageAfter: 0.02, transferQueueDepth: 0, retractedQueueDepth: 0, recommendedPauseMs: 0 } })
+ * a.type // 'seedViaP'
+ * a = turn.next({ type: 'completed', outputTokens: 400 })
+ * a.type // 'done'
+ * ```
+ */
+export class TurnDispatch {
+  /** The turn's id (used in request ids). */
+  readonly turnId: string
+  /** The history of this turn. */
+  readonly record: DispatchRecord
+  readonly #ctx: RouteContext
+  readonly #policy: RoutingPolicy
+  readonly #turn: TurnRequest
+  readonly #keys: BlockKeys
+  readonly #cls: SloClass
+  readonly #reserve: number
+  readonly #deadline: number
+  readonly #gen: Gen<DoneAction | FailAction>
+  #pending: DispatchAction | undefined
+  #final: DoneAction | FailAction | undefined
+  #attempts = 0
+  #walks = 0
+  readonly #tally = new Map<TurnFailureCause, number>()
+  /** Loads added for an in-flight send, undone by its outcome or by `abort`. */
+  #inflight: { d: string; p: string | undefined; prefill: number; blocks: number; seed: boolean } | undefined
+
+  /** @internal Use `Router.dispatch`. */
+  constructor(ctx: RouteContext, policy: RoutingPolicy, turn: TurnRequest, turnId: string) {
+    this.#ctx = ctx
+    this.#policy = policy
+    this.#turn = turn
+    this.turnId = turnId
+    this.#keys = turnKeys(turn)
+    this.#cls = turn.sloClass ?? 'interactive'
+    this.#reserve = turn.expectedOutputTokens ?? ctx.params.defaultDecodeReserve
+    const now = ctx.cluster.now()
+    this.#deadline = now + ctx.params.slo[this.#cls].maxWaitMs
+    this.record = {
+      turnId,
+      sessionId: turn.sessionId,
+      sloClass: this.#cls,
+      policy: policy.name,
+      startedAt: now,
+      endedAt: undefined,
+      outcome: 'running',
+      path: undefined,
+      workerId: undefined,
+      cause: undefined,
+      attempts: 0,
+      walks: 0,
+      routes: [],
+      steps: [],
+    }
+    this.#gen = this.#run()
+  }
+
+  /**
+   * Whether the turn has ended (`done` or `fail` was returned).
+   *
+   * @example
+   * ```ts
+   * import { Router } from '@kvc/kvc-router'
+   * new Router({ now: () => 0 }).dispatch({ sessionId: 's', promptTokens: 1 }).finished // false
+   * ```
+   */
+  get finished(): boolean {
+    return this.#final !== undefined
+  }
+
+  /**
+   * The action waiting for an outcome, if any.
+   *
+   * @example
+   * ```ts
+   * import { Router } from '@kvc/kvc-router'
+   * new Router({ now: () => 0 }).dispatch({ sessionId: 's', promptTokens: 1 }).pending // undefined before the first next()
+   * ```
+   */
+  get pending(): DispatchAction | undefined {
+    return this.#pending
+  }
+
+  /**
+   * Advances the turn: no argument for the first action, then the outcome of the previous one.
+   * A malformed or mismatched outcome is refused and nothing changes.
+   *
+   * @throws RouterError `UNEXPECTED_OUTCOME`, `INVALID_MESSAGE`, `TURN_FINISHED`.
+   *
+   * @example
+   * ```ts
+   * import { Router } from '@kvc/kvc-router'
+   * const turn = new Router({ now: () => 0, random: () => 0 }).dispatch({ sessionId: 's', promptTokens: 10 })
+   * turn.next().type // 'wait': no D worker yet
+   * ```
+   */
+  next(outcome?: DispatchOutcome): DispatchAction {
+    if (this.#final !== undefined) {
+      throw new RouterError(
+        'TURN_FINISHED',
+        `turn ${this.turnId} already ended (${this.#final.type})`,
+        outcome,
+      )
+    }
+    if (this.#pending === undefined) {
+      if (outcome !== undefined) {
+        throw new RouterError('UNEXPECTED_OUTCOME', `turn ${this.turnId} has no pending action yet`, outcome)
+      }
+    } else this.#checkOutcome(this.#pending, outcome)
+    const r = this.#pending === undefined ? this.#gen.next() : this.#gen.next(outcome!)
+    const action = r.value
+    if (r.done === true) {
+      this.#final = action as DoneAction | FailAction
+      this.#pending = undefined
+    } else this.#pending = action
+    return action
+  }
+
+  /**
+   * Ends the turn now (the client went away, the proxy shuts down): undoes the in-flight load it
+   * holds and returns its `fail` action with cause `aborted`.
+   *
+   * @throws RouterError `TURN_FINISHED`.
+   *
+   * @example
+   * ```ts
+   * import { Router } from '@kvc/kvc-router'
+   * const turn = new Router({ now: () => 0 }).dispatch({ sessionId: 's', promptTokens: 10 })
+   * turn.abort().cause // 'aborted'
+   * ```
+   */
+  abort(): FailAction {
+    if (this.#final !== undefined) {
+      throw new RouterError(
+        'TURN_FINISHED',
+        `turn ${this.turnId} already ended (${this.#final.type})`,
+        undefined,
+      )
+    }
+    this.#undoInflight()
+    const fail = this.#fail('aborted', 'TURN_FINISHED')
+    this.#gen.return(fail)
+    this.#final = fail
+    this.#pending = undefined
+    return fail
+  }
+
+  // ------------------------------------------------------------------ the walk
+
+  *#run(): Gen<DoneAction | FailAction> {
+    const { cluster, params } = this.#ctx
+    const s = this.#turn.sessionId
+    const policy = this.#policy
+    for (;;) {
+      this.#walks++
+      this.record.walks = this.#walks
+      this.#tally.clear()
+      const decision = policy.rank(this.#ctx, this.#turn)
+      this.#recordRoute(decision)
+      for (const w of decision.ineligible) {
+        this.#count(
+          w.reason === 'paused'
+            ? 'all_paused'
+            : w.reason === 'excluded'
+              ? 'all_excluded'
+              : w.reason === 'draining'
+                ? 'all_draining'
+                : 'all_unhealthy',
+        )
+      }
+      if (cluster.decodeIds().length === 0) this.#count('no_decode_workers')
+      for (const c of decision.candidates) {
+        if (this.#attempts >= params.maxAttempts) break
+        const d = c.workerId
+        if (!cluster.has(d) || cluster.role(d) !== 'decode') continue
+        if (!cluster.isEligible(d)) {
+          this.#count(cluster.isPaused(d) ? 'all_paused' : 'all_unhealthy')
+          continue
+        }
+        if (cluster.store.isExcluded(s, d)) {
+          this.#count('all_excluded')
+          continue
+        }
+        const done = yield* this.#tryCandidate(c)
+        if (done !== undefined) return done
+      }
+      const cause = this.#dominantCause()
+      const now = cluster.now()
+      if (this.#attempts >= params.maxAttempts || this.#walks >= params.maxWalks) {
+        return this.#fail(cause, 'ATTEMPTS_EXHAUSTED')
+      }
+      if (now >= this.#deadline) return this.#fail(cause, 'WAIT_EXHAUSTED')
+      let until =
+        now + backoffDelayMs(this.#walks - 1, params.backoffBaseMs, params.backoffCapMs, this.#ctx.random)
+      if (decision.candidates.length === 0) {
+        // Everything is paused (or excluded / down): wake when the first pause ends, jittered.
+        let earliest = Number.POSITIVE_INFINITY
+        for (const w of decision.ineligible)
+          if (w.until !== undefined && w.until < earliest) earliest = w.until
+        if (earliest !== Number.POSITIVE_INFINITY)
+          until = earliest + this.#ctx.random() * params.backoffBaseMs
+      }
+      until = Math.max(now + 1, Math.min(until, this.#deadline))
+      yield* this.#wait(until, cause)
+    }
+  }
+
+  *#tryCandidate(c: RouteCandidate): Gen<DoneAction | undefined> {
+    const { cluster, params } = this.#ctx
+    const policy = this.#policy
+    const d = c.workerId
+    if (policy.pathMode === 'direct') {
+      let leaseId: string | undefined
+      if (policy.usesAdmission) {
+        const r = yield* this.#admit(d, 'fast', c)
+        if (r.kind !== 'admitted') return undefined
+        leaseId = r.leaseId
+      }
+      return yield* this.#sendFast(d, c, leaseId, 'direct')
+    }
+    let seed = policy.pathMode === 'seed' || !c.fast
+    if (!seed) {
+      const r = policy.usesAdmission
+        ? yield* this.#admit(d, 'fast', c)
+        : ({ kind: 'admitted', leaseId: '' } as const)
+      if (r.kind === 'admitted')
+        return yield* this.#sendFast(d, c, policy.usesAdmission ? r.leaseId : undefined, 'fast')
+      if (r.kind === 'rejected' && r.response.reason === 'append_too_large') seed = true
+      else return undefined
+    }
+    // Seed path.
+    const budget = Math.max(1, Math.floor(params.pendingSeedsPerD * params.slo[this.#cls].seedShare))
+    if (cluster.store.load(d).pendingSeeds >= budget) {
+      this.#count('seed_budget')
+      this.#step('skip', d, undefined, `pending-seed budget full (${budget} for ${this.#cls})`)
+      return undefined
+    }
+    const p = policy.pickPrefill?.(this.#ctx, this.#turn, d) ?? cluster.pickPrefill(d)
+    if (p === undefined) {
+      this.#count('no_prefill')
+      this.#step('skip', d, undefined, 'no healthy P with a healthy link')
+      return undefined
+    }
+    let leaseId: string | undefined
+    if (policy.usesAdmission) {
+      const r = yield* this.#admit(d, 'seed', c)
+      if (r.kind !== 'admitted') return undefined
+      leaseId = r.leaseId
+    }
+    return yield* this.#seed(p, d, c, leaseId)
+  }
+
+  *#admit(d: string, path: 'fast' | 'seed', c: RouteCandidate): Gen<AdmitResult> {
+    const { cluster, params } = this.#ctx
+    const cached = cluster.cachedRejection(d, params.admissionStalenessMs)
+    if (
+      cached !== undefined &&
+      cached.response.reason !== 'append_too_large' &&
+      cached.needTokens <= c.needTokens
+    ) {
+      this.#count('all_rejecting')
+      this.#step(
+        'skip',
+        d,
+        undefined,
+        `reused a ${cached.response.reason} answer from ${cached.at} (staleness budget)`,
+      )
+      return { kind: 'skipped' }
+    }
+    const tries = params.admissionTries
+    for (let t = 0; t < tries; t++) {
+      if (this.#attempts >= params.maxAttempts) return { kind: 'exhausted' }
+      const attempt = this.#bumpAttempts()
+      const requestId = `${this.turnId}/a${attempt}`
+      const out = yield {
+        type: 'admit',
+        turnId: this.turnId,
+        workerId: d,
+        request: {
+          v: ADMIT_PROTOCOL_VERSION,
+          requestId,
+          sessionId: this.#turn.sessionId,
+          path,
+          promptTokens: this.#turn.promptTokens,
+          appendTokens: c.appendTokens,
+          expectedOutputTokens: this.#reserve,
+          sloClass: this.#cls,
+          leaseMs: params.leaseMs,
+        },
+        timeoutMs: params.admissionTimeoutMs,
+        attempt,
+      }
+      if (out.type === 'admitResult') {
+        const res = out.response
+        if (cluster.has(d)) cluster.applyAdmission(d, res)
+        if (res.admitted) {
+          this.#step(
+            'admit',
+            d,
+            undefined,
+            `admitted by ${path} (usage after ${res.tokenUsageAfter.toFixed(3)})`,
+          )
+          return { kind: 'admitted', leaseId: requestId }
+        }
+        this.#step(
+          'admit',
+          d,
+          undefined,
+          `rejected: ${res.reason}${res.recommendedPauseMs > 0 ? ` (pause ${res.recommendedPauseMs} ms)` : ''}`,
+        )
+        if (res.reason !== 'append_too_large') {
+          this.#count('all_rejecting')
+          this.#reject(d, res.reason)
+        }
+        return { kind: 'rejected', response: res }
+      }
+      this.#count('admission_timeouts')
+      this.#step('admit', d, undefined, out.type === 'admitTimeout' ? 'timed out' : 'error')
+      if (t < tries - 1) {
+        const now = cluster.now()
+        const until = now + backoffDelayMs(t, params.backoffBaseMs, params.backoffCapMs, this.#ctx.random)
+        yield* this.#wait(until, 'admission_retry')
+      }
+    }
+    this.#reject(d, 'admission timeouts')
+    return { kind: 'timeout' }
+  }
+
+  *#sendFast(
+    d: string,
+    c: RouteCandidate,
+    leaseId: string | undefined,
+    path: 'fast' | 'direct',
+  ): Gen<DoneAction | undefined> {
+    const { cluster } = this.#ctx
+    const migratedFrom = this.#migrationSource(d)
+    const attempt = this.#bumpAttempts()
+    const blocks = this.#decodeBlocks()
+    if (!this.#policy.usesAdmission)
+      cluster.consumeAvailable(d, Math.max(0, Math.min(c.needTokens, cluster.available(d))))
+    this.#addInflight(d, undefined, c.appendTokens, blocks, false)
+    this.#step('sendFast', d, undefined, `${path}: D prefills ${c.appendTokens} tokens`)
+    const out = yield {
+      type: 'sendFast',
+      turnId: this.turnId,
+      workerId: d,
+      path,
+      leaseId,
+      appendTokens: c.appendTokens,
+      migratedFrom,
+      attempt,
+    }
+    this.#undoInflight()
+    if (out.type === 'completed') return this.#succeed(d, undefined, path, out, migratedFrom)
+    if (out.type !== 'failed') throw new RouterError('UNEXPECTED_OUTCOME', 'unreachable', out)
+    this.#count('worker_failed')
+    this.#step('sendFast', d, undefined, `failed: ${out.cause}`)
+    this.#reject(d, out.cause)
+    return undefined
+  }
+
+  *#seed(p: string, d: string, c: RouteCandidate, leaseId: string | undefined): Gen<DoneAction | undefined> {
+    const { cluster } = this.#ctx
+    const migratedFrom = this.#migrationSource(d)
+    const attempt = this.#bumpAttempts()
+    if (!this.#policy.usesAdmission)
+      cluster.consumeAvailable(d, Math.max(0, Math.min(c.needTokens, cluster.available(d))))
+    this.#addInflight(d, p, this.#turn.promptTokens, this.#decodeBlocks(), true)
+    this.#step('seedViaP', d, p, `P ${p} prefills ${this.#turn.promptTokens} tokens → D ${d}`)
+    const out = yield {
+      type: 'seedViaP',
+      turnId: this.turnId,
+      prefillId: p,
+      decodeId: d,
+      leaseId,
+      migratedFrom,
+      attempt,
+    }
+    this.#undoInflight()
+    if (out.type === 'completed') {
+      if (cluster.has(p) && cluster.has(d)) cluster.recordTransfer(p, d, true)
+      return this.#succeed(d, p, 'seed', out, migratedFrom)
+    }
+    if (out.type !== 'failed') throw new RouterError('UNEXPECTED_OUTCOME', 'unreachable', out)
+    this.#step('seedViaP', d, p, `failed: ${out.cause}`)
+    if (out.cause === 'transfer_timeout' || out.cause === 'transfer_error') {
+      if (cluster.has(p) && cluster.has(d)) cluster.recordTransfer(p, d, false)
+      this.#count('transfer_failed')
+    } else {
+      this.#count('worker_failed')
+      this.#reject(d, out.cause)
+    }
+    return undefined
+  }
+
+  *#wait(untilMs: number, reason: WaitReason): Gen<void> {
+    this.#step('wait', undefined, undefined, `until ${untilMs.toFixed(1)} (${reason})`)
+    yield { type: 'wait', turnId: this.turnId, untilMs, reason }
+  }
+
+  // ------------------------------------------------------------------ effects
+
+  #succeed(
+    d: string,
+    p: string | undefined,
+    path: 'fast' | 'seed' | 'direct',
+    out: { readonly committedTokens?: number; readonly outputTokens?: number },
+    migratedFrom: string | undefined,
+  ): DoneAction {
+    const { cluster, params } = this.#ctx
+    const store = cluster.store
+    const s = this.#turn.sessionId
+    const now = cluster.now()
+    const committed = out.committedTokens ?? this.#turn.promptTokens + (out.outputTokens ?? 0)
+    let verified = 0
+    if (cluster.has(d)) {
+      if (params.predictOnSuccess && this.#keys.length > 0) cluster.residency.recordStored(d, this.#keys)
+      if (params.predictOnSuccess || cluster.publishesEvents(d)) verified = this.#keys.length
+      store.setBinding(s, {
+        workerId: d,
+        committedTokens: committed,
+        verifiedBlocks: verified,
+        updatedAt: now,
+      })
+    }
+    if (params.resetOnSuccess) store.resetSession(s)
+    this.#policy.onSuccess?.(this.#ctx, this.#turn, d, p)
+    this.#step(
+      'done',
+      d,
+      p,
+      `${path} on ${d}${migratedFrom === undefined ? '' : ` (migrated from ${migratedFrom})`}`,
+    )
+    const r = this.record
+    r.outcome = 'done'
+    r.path = path
+    r.workerId = d
+    r.endedAt = now
+    return { type: 'done', turnId: this.turnId, path, workerId: d, prefillId: p, migratedFrom, record: r }
+  }
+
+  #fail(
+    cause: TurnFailureCause,
+    code: 'WAIT_EXHAUSTED' | 'ATTEMPTS_EXHAUSTED' | 'TURN_FINISHED',
+  ): FailAction {
+    const now = this.#ctx.cluster.now()
+    const waited = now - this.record.startedAt
+    const what =
+      code === 'WAIT_EXHAUSTED'
+        ? `waited ${Math.round(waited)} ms (budget ${this.#ctx.params.slo[this.#cls].maxWaitMs} ms for ${this.#cls})`
+        : code === 'ATTEMPTS_EXHAUSTED'
+          ? `used ${this.#attempts} attempts in ${this.#walks} walks`
+          : 'aborted by the driver'
+    const error = new RouterError(
+      code,
+      `turn ${this.turnId} of session ${this.#turn.sessionId} failed: ${cause}; ${what}`,
+      {
+        cause,
+        turnId: this.turnId,
+        sessionId: this.#turn.sessionId,
+        waitedMs: waited,
+        attempts: this.#attempts,
+        walks: this.#walks,
+      },
+    )
+    this.#step('fail', undefined, undefined, `${cause} (${code})`)
+    const r = this.record
+    r.outcome = 'fail'
+    r.cause = cause
+    r.endedAt = now
+    return { type: 'fail', turnId: this.turnId, cause, error, record: r }
+  }
+
+  #reject(d: string, why: string): void {
+    const { cluster, params } = this.#ctx
+    if (!cluster.has(d)) return
+    const store = cluster.store
+    const s = this.#turn.sessionId
+    const n = store.addReject(s, d)
+    this.#step('reject', d, undefined, `${why}: rejects[${s}][${d}] = ${n}`)
+    if (n >= params.tauReject && !store.isExcluded(s, d)) {
+      store.exclude(s, d)
+      const bound = store.getBinding(s)?.workerId === d
+      this.#step(
+        'exclude',
+        d,
+        undefined,
+        `excluded after ${n} rejections${bound ? '; the session migrates' : ''}`,
+      )
+    }
+  }
+
+  #migrationSource(d: string): string | undefined {
+    const b = this.#ctx.cluster.store.getBinding(this.#turn.sessionId)
+    return b !== undefined && b.workerId !== d ? b.workerId : undefined
+  }
+
+  #decodeBlocks(): number {
+    return Math.ceil((this.#turn.promptTokens + this.#reserve) / this.#ctx.params.pageSize)
+  }
+
+  #addInflight(d: string, p: string | undefined, prefill: number, blocks: number, seed: boolean): void {
+    const store = this.#ctx.cluster.store
+    store.addLoad(d, 1, seed ? 1 : 0, p === undefined ? prefill : 0, blocks)
+    if (p !== undefined) store.addLoad(p, 1, 0, prefill, 0)
+    this.#inflight = { d, p, prefill, blocks, seed }
+  }
+
+  #undoInflight(): void {
+    const f = this.#inflight
+    if (f === undefined) return
+    const store = this.#ctx.cluster.store
+    store.addLoad(f.d, -1, f.seed ? -1 : 0, f.p === undefined ? -f.prefill : 0, -f.blocks)
+    if (f.p !== undefined) store.addLoad(f.p, -1, 0, -f.prefill, 0)
+    this.#inflight = undefined
+  }
+
+  #bumpAttempts(): number {
+    this.#attempts++
+    this.record.attempts = this.#attempts
+    return this.#attempts
+  }
+
+  #count(cause: TurnFailureCause): void {
+    this.#tally.set(cause, (this.#tally.get(cause) ?? 0) + 1)
+  }
+
+  #dominantCause(): TurnFailureCause {
+    let best: TurnFailureCause = 'no_decode_workers'
+    let bestN = 0
+    for (const c of CAUSE_PRIORITY) {
+      const n = this.#tally.get(c) ?? 0
+      if (n > bestN) {
+        best = c
+        bestN = n
+      }
+    }
+    return best
+  }
+
+  #step(
+    kind: DispatchStep['kind'],
+    workerId: string | undefined,
+    prefillId: string | undefined,
+    detail: string,
+  ): void {
+    const steps = this.record.steps
+    if (steps.length >= MAX_RECORDED_STEPS) steps.splice(MAX_RECORDED_STEPS / 2, 1)
+    steps.push({
+      at: this.#ctx.cluster.now(),
+      kind,
+      ...(workerId === undefined ? {} : { workerId }),
+      ...(prefillId === undefined ? {} : { prefillId }),
+      detail,
+    })
+  }
+
+  #recordRoute(decision: RouteDecision): void {
+    const routes = this.record.routes
+    if (routes.length >= MAX_RECORDED_ROUTES) routes[MAX_RECORDED_ROUTES - 1] = decision
+    else routes.push(decision)
+    const top = decision.candidates[0]
+    this.#step(
+      'route',
+      top?.workerId,
+      undefined,
+      `walk ${this.#walks}: ${decision.candidates.length} candidates, ${decision.ineligible.length} left out${
+        decision.exclusionsReleased ? ', exclusions released' : ''
+      }`,
+    )
+  }
+
+  #checkOutcome(action: DispatchAction, outcome: DispatchOutcome | undefined): void {
+    if (typeof outcome !== 'object' || outcome === null) {
+      throw new RouterError(
+        'UNEXPECTED_OUTCOME',
+        `turn ${this.turnId}: an outcome is required for ${action.type}`,
+        outcome,
+      )
+    }
+    const t = outcome.type
+    const ok =
+      action.type === 'admit'
+        ? t === 'admitResult' || t === 'admitTimeout' || t === 'admitError'
+        : action.type === 'sendFast' || action.type === 'seedViaP'
+          ? t === 'completed' || t === 'failed'
+          : action.type === 'wait'
+            ? t === 'waited'
+            : false
+    if (!ok) {
+      throw new RouterError(
+        'UNEXPECTED_OUTCOME',
+        `turn ${this.turnId}: outcome ${String(t)} does not answer ${action.type}`,
+        outcome,
+      )
+    }
+    if (outcome.type === 'admitResult' && action.type === 'admit') {
+      const res = parseAdmitResponse(outcome.response)
+      if (res.requestId !== action.request.requestId) {
+        throw new RouterError(
+          'UNEXPECTED_OUTCOME',
+          `turn ${this.turnId}: answer for ${res.requestId}, expected ${action.request.requestId}`,
+          outcome,
+        )
+      }
+    }
+    if (outcome.type === 'completed') {
+      if (outcome.committedTokens !== undefined) checkLength('committedTokens', outcome.committedTokens)
+      if (outcome.outputTokens !== undefined) checkLength('outputTokens', outcome.outputTokens)
+    }
+    if (outcome.type === 'failed') {
+      const causes = ['transfer_timeout', 'transfer_error', 'worker_error', 'worker_unreachable']
+      if (!causes.includes(outcome.cause)) {
+        throw new RouterError('INVALID_MESSAGE', `unknown failure cause ${String(outcome.cause)}`, outcome)
+      }
+    }
+  }
+}

@@ -1,0 +1,194 @@
+import type { SloClass } from '../admission/contract.js'
+import { checkOption } from '../errors/routerError.js'
+import type { OverlapMode } from '../residency/residencyIndex.js'
+
+/**
+ * Per-SLO-class budgets on the router side (the D side has `AdmitOptions.usageCeiling`).
+ *
+ * @example
+ * ```ts
+ * import type { SloBudget } from '@kvc/kvc-router'
+ * const batch: SloBudget = { maxWaitMs: 60_000, seedShare: 0.75 }
+ * ```
+ */
+export interface SloBudget {
+  /** Longest a turn of this class waits (paused / rejecting D workers) before failing. */
+  readonly maxWaitMs: number
+  /** Fraction of a D's pending-seed budget this class may use (at least one seed). */
+  readonly seedShare: number
+}
+
+/**
+ * Every tunable of Route and Dispatch. Defaults in {@link DEFAULT_ROUTER_PARAMS}; sources in the
+ * package README.
+ *
+ * @example
+ * ```ts
+ * import { DEFAULT_ROUTER_PARAMS, type RouterParams } from '@kvc/kvc-router'
+ * const p: RouterParams = { ...DEFAULT_ROUTER_PARAMS, tauReject: 5 }
+ * ```
+ */
+export interface RouterParams {
+  /** Tokens per KV block (page): converts matched blocks to tokens. */
+  readonly pageSize: number
+  /** `τ_append`: the largest append a D prefills itself (fast path). */
+  readonly tauAppend: number
+  /** `τ_reject`: rejections of a session by a D before the D is excluded for it. */
+  readonly tauReject: number
+  /** `K`: load-floor bonus for unbound sessions, in blocks. */
+  readonly loadFloorK: number
+  /** `θ_shared`: boilerplate threshold of exclusive overlap (fraction of D workers). */
+  readonly thetaShared: number
+  /** Overlap counted in the score. */
+  readonly overlapMode: OverlapMode
+  /** Pending seeds per D (seeds admitted and not finished). */
+  readonly pendingSeedsPerD: number
+  /** A negative admission answer younger than this is reused instead of a new RPC. */
+  readonly admissionStalenessMs: number
+  /** Timeout of one admission RPC (the driver enforces it and reports `admitTimeout`). */
+  readonly admissionTimeoutMs: number
+  /** Tries per admission RPC. */
+  readonly admissionTries: number
+  /** Backoff base: try `n` waits `random() × min(backoffCapMs, backoffBaseMs × 2^n)` (full jitter). */
+  readonly backoffBaseMs: number
+  readonly backoffCapMs: number
+  /** Reservation lease requested from the D. */
+  readonly leaseMs: number
+  /** Decode reserve when a turn gives no `expectedOutputTokens` (its `max_tokens`). */
+  readonly defaultDecodeReserve: number
+  /** Consecutive failed transfers after which a P→D link is avoided. */
+  readonly linkFailureThreshold: number
+  /** How long an unhealthy link is avoided before one probe is allowed. */
+  readonly linkCooldownMs: number
+  /** Admission RPCs + sends per turn before it fails with `ATTEMPTS_EXHAUSTED`. */
+  readonly maxAttempts: number
+  /** Walks over the ranking per turn (each followed by a wait) before it fails. */
+  readonly maxWalks: number
+  /** Reset-on-success (true) or v1's permanent exclusions (false, for comparison only). */
+  readonly resetOnSuccess: boolean
+  /** When every eligible D is excluded for a session, clear its exclusions instead of waiting. */
+  readonly releaseWhenAllExcluded: boolean
+  /** Record a successful turn's prompt blocks on its D in the residency index (covers event lag). */
+  readonly predictOnSuccess: boolean
+  readonly slo: Readonly<Record<SloClass, SloBudget>>
+}
+
+/**
+ * The defaults of `../shared/design/ALGORITHMS.md` §3 (table in the README).
+ *
+ * @example
+ * ```ts
+ * import { DEFAULT_ROUTER_PARAMS } from '@kvc/kvc-router'
+ * DEFAULT_ROUTER_PARAMS.tauAppend // 8192
+ * ```
+ */
+export const DEFAULT_ROUTER_PARAMS: RouterParams = Object.freeze({
+  pageSize: 16,
+  tauAppend: 8192,
+  tauReject: 3,
+  loadFloorK: 200,
+  thetaShared: 0.5,
+  overlapMode: 'exclusive',
+  pendingSeedsPerD: 4,
+  admissionStalenessMs: 50,
+  admissionTimeoutMs: 500,
+  admissionTries: 3,
+  backoffBaseMs: 50,
+  backoffCapMs: 2000,
+  leaseMs: 5000,
+  defaultDecodeReserve: 512,
+  linkFailureThreshold: 2,
+  linkCooldownMs: 30_000,
+  maxAttempts: 64,
+  maxWalks: 64,
+  resetOnSuccess: true,
+  releaseWhenAllExcluded: true,
+  predictOnSuccess: true,
+  slo: Object.freeze({
+    interactive: Object.freeze({ maxWaitMs: 30_000, seedShare: 1 }),
+    batch: Object.freeze({ maxWaitMs: 60_000, seedShare: 0.75 }),
+    background: Object.freeze({ maxWaitMs: 120_000, seedShare: 0.5 }),
+  }),
+})
+
+/**
+ * Overrides for {@link RouterParams}; `slo` entries are merged per class.
+ *
+ * @example
+ * ```ts
+ * import type { RouterParamsInput } from '@kvc/kvc-router'
+ * const p: RouterParamsInput = { tauReject: 2, slo: { batch: { maxWaitMs: 10_000, seedShare: 0.5 } } }
+ * ```
+ */
+export type RouterParamsInput = Partial<Omit<RouterParams, 'slo'>> & {
+  readonly slo?: Partial<Record<SloClass, SloBudget>>
+}
+
+const isInt = (x: unknown, min: number): boolean => typeof x === 'number' && Number.isInteger(x) && x >= min
+const isNum = (x: unknown, min: number): boolean => typeof x === 'number' && Number.isFinite(x) && x >= min
+
+/**
+ * Merges overrides onto the defaults and validates every field.
+ *
+ * @throws RouterError `INVALID_OPTION` naming the first bad field.
+ *
+ * @example
+ * ```ts
+ * import { resolveRouterParams } from '@kvc/kvc-router'
+ * resolveRouterParams({ tauReject: 5 }).tauReject // 5
+ * ```
+ */
+export function resolveRouterParams(input: RouterParamsInput = {}): RouterParams {
+  const d = DEFAULT_ROUTER_PARAMS
+  const p: RouterParams = {
+    ...d,
+    ...input,
+    slo: {
+      interactive: input.slo?.interactive ?? d.slo.interactive,
+      batch: input.slo?.batch ?? d.slo.batch,
+      background: input.slo?.background ?? d.slo.background,
+    },
+  }
+  checkOption(isInt(p.pageSize, 1), 'pageSize', p.pageSize)
+  checkOption(isInt(p.tauAppend, 0), 'tauAppend', p.tauAppend)
+  checkOption(isInt(p.tauReject, 1), 'tauReject', p.tauReject)
+  checkOption(isNum(p.loadFloorK, 0), 'loadFloorK', p.loadFloorK)
+  checkOption(
+    isNum(p.thetaShared, 0) && p.thetaShared > 0 && p.thetaShared <= 1,
+    'thetaShared',
+    p.thetaShared,
+  )
+  checkOption(p.overlapMode === 'plain' || p.overlapMode === 'exclusive', 'overlapMode', p.overlapMode)
+  checkOption(isInt(p.pendingSeedsPerD, 1), 'pendingSeedsPerD', p.pendingSeedsPerD)
+  checkOption(isNum(p.admissionStalenessMs, 0), 'admissionStalenessMs', p.admissionStalenessMs)
+  checkOption(isNum(p.admissionTimeoutMs, 1), 'admissionTimeoutMs', p.admissionTimeoutMs)
+  checkOption(isInt(p.admissionTries, 1), 'admissionTries', p.admissionTries)
+  checkOption(isNum(p.backoffBaseMs, 1), 'backoffBaseMs', p.backoffBaseMs)
+  checkOption(isNum(p.backoffCapMs, p.backoffBaseMs), 'backoffCapMs', p.backoffCapMs)
+  checkOption(isInt(p.leaseMs, 1), 'leaseMs', p.leaseMs)
+  checkOption(isInt(p.defaultDecodeReserve, 0), 'defaultDecodeReserve', p.defaultDecodeReserve)
+  checkOption(isInt(p.linkFailureThreshold, 1), 'linkFailureThreshold', p.linkFailureThreshold)
+  checkOption(isNum(p.linkCooldownMs, 0), 'linkCooldownMs', p.linkCooldownMs)
+  checkOption(isInt(p.maxAttempts, 1), 'maxAttempts', p.maxAttempts)
+  checkOption(isInt(p.maxWalks, 1), 'maxWalks', p.maxWalks)
+  checkOption(typeof p.resetOnSuccess === 'boolean', 'resetOnSuccess', p.resetOnSuccess)
+  checkOption(
+    typeof p.releaseWhenAllExcluded === 'boolean',
+    'releaseWhenAllExcluded',
+    p.releaseWhenAllExcluded,
+  )
+  checkOption(typeof p.predictOnSuccess === 'boolean', 'predictOnSuccess', p.predictOnSuccess)
+  for (const cls of ['interactive', 'batch', 'background'] as const) {
+    const b = p.slo[cls]
+    checkOption(
+      typeof b === 'object' &&
+        b !== null &&
+        isNum(b.maxWaitMs, 0) &&
+        isNum(b.seedShare, 0) &&
+        b.seedShare <= 1,
+      `slo.${cls}`,
+      b,
+    )
+  }
+  return p
+}

@@ -1,0 +1,144 @@
+import type { KvEvent } from '@kvc/radix-cache'
+import { ClusterView, type WorkerSpec } from '../cluster/clusterView.js'
+import type { ClusterStateStore } from '../cluster/stateStore.js'
+import { TurnDispatch } from '../dispatch/dispatch.js'
+import { checkOption } from '../errors/routerError.js'
+import type { IngestStatus, ResidencyIndexOptions } from '../residency/residencyIndex.js'
+import { type RouterParams, type RouterParamsInput, resolveRouterParams } from '../route/params.js'
+import { kvcPolicy, validateTurn } from '../route/route.js'
+import type { RouteContext, RouteDecision, RoutingPolicy, TurnRequest } from '../route/types.js'
+
+/**
+ * Options of {@link Router}.
+ *
+ * @example
+ * ```ts
+ * import { Router, type RouterOptions } from '@kvc/kvc-router'
+ * let t = 0
+ * const opts: RouterOptions = { now: () => t, random: () => 0.5, params: { tauReject: 2 } }
+ * new Router(opts)
+ * ```
+ */
+export interface RouterOptions {
+  /** Workers to register at once (more with `cluster.addWorker`). */
+  readonly workers?: readonly WorkerSpec[]
+  readonly params?: RouterParamsInput
+  /** Default {@link kvcPolicy} (Algorithm 1). */
+  readonly policy?: RoutingPolicy
+  /** Clock in ms (default `Date.now`; inject one for determinism). */
+  readonly now?: () => number
+  /** Uniform in `[0, 1)` (default `Math.random`; inject one for determinism). */
+  readonly random?: () => number
+  /** The shared state (default in-process). */
+  readonly store?: ClusterStateStore
+  /** Residency-index options other than `thetaShared` (taken from `params`). */
+  readonly residency?: Omit<ResidencyIndexOptions, 'thetaShared'>
+}
+
+/**
+ * The decision core a proxy or a simulator embeds: a {@link ClusterView} (workers, residency
+ * index, shared state), the parameters, and a routing policy; `route` ranks the D workers for a
+ * turn (Algorithm 1) and `dispatch` returns the turn's state machine (Algorithm 3). Admission
+ * (Algorithm 2) runs on the D side: see `admit`.
+ *
+ * @example
+ * ```ts
+ * import { Router } from '@kvc/kvc-router'
+ * let now = 0
+ * const router = new Router({
+ *   now: () => now,
+ *   random: () => 0.5,
+ *   workers: [
+ *     { id: 'p0', role: 'prefill', capacityTokens: 500_000 },
+ *     { id: 'd0', role: 'decode', capacityTokens: 400_000 },
+ *     { id: 'd1', role: 'decode', capacityTokens: 400_000 },
+ *   ],
+ * })
+ * router.ingest('d0', { type: 'BlockStored', eventId: 0, blockHashes: [1n, 2n], parentBlockHash: null, tokenIds: [], blockSize: 16, extraKey: null })
+ * const decision = router.route({ sessionId: 's1', promptTokens: 40, blocks: [1n, 2n] })
+ * decision.candidates[0]?.workerId // 'd0': it holds the prompt's blocks
+ * ```
+ */
+export class Router {
+  readonly cluster: ClusterView
+  readonly params: RouterParams
+  readonly policy: RoutingPolicy
+  /** What policies see (cluster, params, randomness). */
+  readonly context: RouteContext
+  #turnCounter = 0
+
+  constructor(options: RouterOptions = {}) {
+    const params = resolveRouterParams(options.params)
+    const now = options.now ?? Date.now
+    const random = options.random ?? Math.random
+    checkOption(typeof now === 'function', 'now', now)
+    checkOption(typeof random === 'function', 'random', random)
+    const policy = options.policy ?? kvcPolicy()
+    checkOption(typeof policy?.rank === 'function' && typeof policy.name === 'string', 'policy', policy)
+    this.params = params
+    this.policy = policy
+    this.cluster = new ClusterView({
+      now,
+      ...(options.store === undefined ? {} : { store: options.store }),
+      residency: { ...options.residency, thetaShared: params.thetaShared },
+      linkFailureThreshold: params.linkFailureThreshold,
+      linkCooldownMs: params.linkCooldownMs,
+    })
+    this.context = { cluster: this.cluster, params, random }
+    for (const w of options.workers ?? []) this.cluster.addWorker(w)
+  }
+
+  /**
+   * Ranks the eligible D workers for a turn with the router's policy. Reads the shared state;
+   * changes it only to release a session's exclusions when every eligible D excludes it.
+   *
+   * @throws RouterError on an invalid turn (nothing changes).
+   *
+   * @example
+   * ```ts
+   * import { Router, renderRoute } from '@kvc/kvc-router'
+   * const router = new Router({ now: () => 0, workers: [{ id: 'd0', role: 'decode', capacityTokens: 10_000 }] })
+   * console.log(renderRoute(router.route({ sessionId: 's', promptTokens: 900 })))
+   * ```
+   */
+  route(turn: TurnRequest): RouteDecision {
+    validateTurn(turn)
+    return this.policy.rank(this.context, turn)
+  }
+
+  /**
+   * Starts Algorithm 3 for a turn: drive the returned state machine with `next(outcome)` until it
+   * returns `done` or `fail`. Several turns may be in flight at once; they share the cluster view.
+   *
+   * @throws RouterError on an invalid turn (nothing changes).
+   *
+   * @example
+   * ```ts
+   * import { Router } from '@kvc/kvc-router'
+   * const router = new Router({ now: () => 0, random: () => 0 })
+   * const turn = router.dispatch({ sessionId: 's', promptTokens: 100, sloClass: 'batch' })
+   * turn.turnId // 's#1'
+   * ```
+   */
+  dispatch(turn: TurnRequest): TurnDispatch {
+    validateTurn(turn)
+    const id = turn.turnId ?? `${turn.sessionId}#${++this.#turnCounter}`
+    return new TurnDispatch(this.context, this.policy, turn, id)
+  }
+
+  /**
+   * Feeds a D worker's KV event to the residency index.
+   *
+   * @throws RouterError `UNKNOWN_WORKER`, `WRONG_ROLE`, `INVALID_MESSAGE`, `EVENT_OUT_OF_ORDER`.
+   *
+   * @example
+   * ```ts
+   * import { Router } from '@kvc/kvc-router'
+   * const router = new Router({ now: () => 0, workers: [{ id: 'd0', role: 'decode', capacityTokens: 10 }] })
+   * router.ingest('d0', { type: 'AllBlocksCleared', eventId: 0 }) // 'applied'
+   * ```
+   */
+  ingest(workerId: string, event: KvEvent): IngestStatus {
+    return this.cluster.ingest(workerId, event)
+  }
+}
