@@ -10,3 +10,10 @@ export { fnvBlockHasher } from './fnvBlockHasher.js'
 export { seededRandom } from './random.js'
 export { checkSyncInvariants, checkTheorem4 } from './invariants.js'
 export { SyncHarness, type SyncHarnessOptions } from './harness.js'
+export {
+  type SyncCommandsOptions,
+  syncCommands,
+  syncHarnessOptions,
+  type SyncModel,
+  syncScenarioSetup,
+} from './arbitraries.js'
