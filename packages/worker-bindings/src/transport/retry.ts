@@ -1,0 +1,112 @@
+/**
+ * Retry policy: which failures are retried, and how long to wait in between.
+ *
+ * @module
+ */
+
+/** Settings of the exponential backoff between retries. */
+export interface RetryPolicy {
+  /** First delay in ms (default 500). Attempt `n` (from 0) waits `min(base · 2^n, max)` before jitter. */
+  readonly baseDelayMs?: number
+  /** Largest delay in ms (default 8,000). */
+  readonly maxDelayMs?: number
+  /**
+   * `'subtractive'` (default, openai-node): the delay times `1 − U·0.25`; `'full'`: `U ·` delay
+   * (AWS "full jitter", what the kvc admission RPC uses); `'none'`.
+   */
+  readonly jitter?: 'subtractive' | 'full' | 'none'
+  /**
+   * A server's `retry-after` / `retry-after-ms` is honoured when it is at most this many ms
+   * (default 60,000); a longer one is not waited for and the error is thrown instead.
+   */
+  readonly maxRetryAfterMs?: number
+}
+
+/** {@link RetryPolicy} with every field set. */
+export type ResolvedRetryPolicy = Required<RetryPolicy>
+
+/**
+ * The default policy: `min(0.5 s · 2^n, 8 s) × (1 − U·0.25)`, `retry-after` honoured up to 60 s.
+ *
+ * @example
+ * ```ts
+ * import { DEFAULT_RETRY_POLICY } from '@kvc/worker-bindings'
+ * DEFAULT_RETRY_POLICY.baseDelayMs // 500
+ * ```
+ */
+export const DEFAULT_RETRY_POLICY: ResolvedRetryPolicy = Object.freeze({
+  baseDelayMs: 500,
+  maxDelayMs: 8_000,
+  jitter: 'subtractive',
+  maxRetryAfterMs: 60_000,
+})
+
+/**
+ * Statuses retried on idempotent calls: 408, 409, 429 and every 5xx.
+ *
+ * @example
+ * ```ts
+ * import { isRetryableStatus } from '@kvc/worker-bindings'
+ * isRetryableStatus(503) // true
+ * isRetryableStatus(400) // false
+ * ```
+ */
+export function isRetryableStatus(status: number): boolean {
+  return status === 408 || status === 409 || status === 429 || status >= 500
+}
+
+/**
+ * Delay before retry number `attempt` (0 for the first retry), in ms.
+ *
+ * @example
+ * ```ts
+ * import { backoffDelayMs } from '@kvc/worker-bindings'
+ * backoffDelayMs(0, { jitter: 'none' }) // 500
+ * backoffDelayMs(10, { jitter: 'none' }) // 8000
+ * ```
+ */
+export function backoffDelayMs(
+  attempt: number,
+  policy: RetryPolicy = {},
+  random: () => number = Math.random,
+): number {
+  const p = { ...DEFAULT_RETRY_POLICY, ...policy }
+  const raw = Math.min(p.baseDelayMs * 2 ** attempt, p.maxDelayMs)
+  switch (p.jitter) {
+    case 'full':
+      return raw * random()
+    case 'none':
+      return raw
+    default:
+      return raw * (1 - random() * 0.25)
+  }
+}
+
+/**
+ * Server-requested delay from `retry-after-ms` (milliseconds), or `retry-after` (seconds or an
+ * HTTP date), in ms; `undefined` when absent or unparseable.
+ *
+ * @example
+ * ```ts
+ * import { parseRetryAfter } from '@kvc/worker-bindings'
+ * parseRetryAfter({ 'retry-after': '2' }) // 2000
+ * parseRetryAfter({ 'retry-after-ms': '150' }) // 150
+ * ```
+ */
+export function parseRetryAfter(
+  headers: Readonly<Record<string, string>>,
+  now: () => number = Date.now,
+): number | undefined {
+  const ms = headers['retry-after-ms']
+  if (ms !== undefined) {
+    const v = Number.parseFloat(ms)
+    if (Number.isFinite(v) && v >= 0) return v
+  }
+  const ra = headers['retry-after']
+  if (ra === undefined) return undefined
+  const trimmed = ra.trim()
+  if (/^\d+(\.\d+)?$/.test(trimmed)) return Number.parseFloat(trimmed) * 1000
+  const date = Date.parse(trimmed)
+  if (Number.isNaN(date)) return undefined
+  return Math.max(0, date - now())
+}
