@@ -1,0 +1,391 @@
+import { RadixReferenceModel } from '@kvc/radix-cache/testing'
+import type { SessionCacheErrorCode } from '../errors/sessionCacheError.js'
+import type { SessionGranularity } from '../session/types.js'
+
+/** A session as the naive model sees it. */
+export interface ModelSession {
+  readonly id: string
+  readonly ns: string
+  /** Committed token ids. */
+  committed: number[]
+  /** The session's lock covers `lockTokens[0:lockLen)` (0: no lock). */
+  lockTokens: number[]
+  lockLen: number
+  active: string | undefined
+  lastAccess: number
+  seq: number
+  extra: unknown
+  turns: number
+  /** Session mode: the slot parks a row with this ownership split. */
+  hasRow: boolean
+  protectedLen: number
+  allocated: number
+}
+
+/** A request in flight as the naive model sees it. */
+export interface ModelRequest {
+  readonly rid: string
+  readonly sid: string | undefined
+  readonly ns: string
+  readonly tokens: number[]
+  readonly originLen: number
+  protectedLen: number
+  committed: number
+  allocated: number
+  restored: boolean
+  slotAllocated: number
+}
+
+/** Expected outcome of a model call that may be refused. */
+export type ModelOutcome<T> =
+  | { readonly error: SessionCacheErrorCode }
+  | { readonly error?: undefined; readonly value: T }
+
+function ok<T>(value: T): ModelOutcome<T> {
+  return { value }
+}
+
+function err<T>(error: SessionCacheErrorCode): ModelOutcome<T> {
+  return { error }
+}
+
+/**
+ * A deliberately naive model of a {@link SessionCache}: the tree is a set of cached page paths
+ * with lock counts (the radix package's `RadixReferenceModel`), sessions and requests are plain
+ * records, and the free pool is derived from the accounting identity. It predicts every
+ * observable result — match lengths, freed slots, which sessions pressure releases (least
+ * recently used first, while `free + evictable < need`), which calls are refused and with which
+ * code — except which unlocked pages an eviction picks, which it takes from the real cache after
+ * checking that only unlocked pages went.
+ *
+ * @example
+ * ```ts
+ * import { SessionReferenceModel } from '@kvc/session-cache/testing'
+ * const m = new SessionReferenceModel('block', 4, 256)
+ * m.open('s', '', undefined)
+ * const r = m.admit('r1', 's', undefined, [1, 2, 3, 4, 5])
+ * m.freeSlots() // 256
+ * ```
+ */
+export class SessionReferenceModel {
+  readonly tree: RadixReferenceModel
+  readonly granularity: SessionGranularity
+  readonly pageSize: number
+  readonly poolSize: number
+  readonly sessions = new Map<string, ModelSession>()
+  readonly released = new Map<string, 'released' | 'evicted'>()
+  /** Requests in flight, in admission order. */
+  readonly requests: ModelRequest[] = []
+  /** Extras whose release hook must have run, in order. */
+  readonly expectedHooks: unknown[] = []
+  /** Clock (ms). */
+  now = 0
+  #seq = 0
+
+  constructor(granularity: SessionGranularity, pageSize: number, poolSize: number) {
+    this.granularity = granularity
+    this.pageSize = pageSize
+    this.poolSize = poolSize
+    this.tree = new RadixReferenceModel(pageSize)
+  }
+
+  get legacy(): boolean {
+    return this.granularity === 'session'
+  }
+
+  ceil(n: number): number {
+    return Math.ceil(n / this.pageSize) * this.pageSize
+  }
+
+  floor(n: number): number {
+    return n - (n % this.pageSize)
+  }
+
+  /** Σ request-owned slots. */
+  requestOwned(): number {
+    let s = 0
+    for (const r of this.requests) s += this.ceil(r.allocated) - r.protectedLen
+    return s
+  }
+
+  /** Σ slots idle legacy slots hold outside the tree. */
+  sessionHeld(): number {
+    let s = 0
+    if (!this.legacy) return 0
+    for (const x of this.sessions.values()) {
+      if (x.hasRow && x.active === undefined) s += this.ceil(x.allocated) - x.protectedLen
+    }
+    return s
+  }
+
+  /** Free slots implied by the accounting identity. */
+  freeSlots(): number {
+    return this.poolSize - this.tree.sizes().total - this.requestOwned() - this.sessionHeld()
+  }
+
+  evictable(): number {
+    return this.tree.sizes().evictable
+  }
+
+  request(rid: string): ModelRequest | undefined {
+    return this.requests.find((r) => r.rid === rid)
+  }
+
+  open(sid: string, ns: string, extra: unknown): ModelOutcome<void> {
+    if (this.sessions.has(sid)) return err('SESSION_EXISTS')
+    this.sessions.set(sid, {
+      id: sid,
+      ns,
+      committed: [],
+      lockTokens: [],
+      lockLen: 0,
+      active: undefined,
+      lastAccess: this.now,
+      seq: ++this.#seq,
+      extra,
+      turns: 0,
+      hasRow: false,
+      protectedLen: 0,
+      allocated: 0,
+    })
+    this.released.delete(sid)
+    return ok(undefined)
+  }
+
+  #requireSession(sid: string): ModelSession | SessionCacheErrorCode {
+    const s = this.sessions.get(sid)
+    if (s !== undefined) return s
+    return this.released.has(sid) ? 'SESSION_RELEASED' : 'UNKNOWN_SESSION'
+  }
+
+  /** `matchPrefix` of a new request: `{ length, reprefill }` or the refusal. */
+  admit(
+    rid: string,
+    sid: string | undefined,
+    extraKey: string | undefined,
+    tokens: readonly number[],
+  ): ModelOutcome<{ length: number; reprefill: number; restored: boolean }> {
+    if (this.request(rid) !== undefined) return err('DUPLICATE_REQUEST')
+    let s: ModelSession | undefined
+    let ns = extraKey ?? ''
+    if (sid !== undefined) {
+      const found = this.#requireSession(sid)
+      if (typeof found === 'string') return err(found)
+      s = found
+      if (s.active !== undefined) return err('SESSION_BUSY')
+      if (extraKey !== undefined && extraKey !== s.ns) return err('NAMESPACE_MISMATCH')
+      const c = s.committed
+      let extends_ = tokens.length > c.length
+      for (let i = 0; extends_ && i < c.length; i++) if (tokens[i] !== c[i]) extends_ = false
+      if (!extends_) return err('PREFIX_MISMATCH')
+      ns = s.ns
+    }
+    const r: ModelRequest = {
+      rid,
+      sid,
+      ns,
+      tokens: tokens.slice(),
+      originLen: tokens.length,
+      protectedLen: 0,
+      committed: 0,
+      allocated: 0,
+      restored: false,
+      slotAllocated: 0,
+    }
+    if (s !== undefined) {
+      s.active = rid
+      s.lastAccess = this.now
+      s.seq = ++this.#seq
+    }
+    let length: number
+    if (this.legacy && s?.hasRow) {
+      r.protectedLen = s.protectedLen
+      r.committed = s.committed.length
+      r.allocated = s.allocated
+      r.restored = true
+      r.slotAllocated = s.allocated
+      length = r.committed
+    } else {
+      length = this.tree.match(tokens.slice(0, tokens.length - 1), ns)
+      r.protectedLen = length
+      r.committed = length
+      r.allocated = length
+    }
+    this.tree.lock(r.tokens, r.protectedLen, ns, 1)
+    this.requests.push(r)
+    const reprefill = s === undefined ? 0 : Math.max(0, s.committed.length - length)
+    return ok({ length, reprefill, restored: r.restored })
+  }
+
+  /** Re-match a running request; returns its new committed length. */
+  rematch(r: ModelRequest): number {
+    if (r.restored) return r.committed
+    const m = this.tree.match(r.tokens.slice(0, r.tokens.length - 1), r.ns)
+    if (m > r.committed) {
+      this.tree.lock(r.tokens, m, r.ns, 1)
+      this.tree.lock(r.tokens, r.protectedLen, r.ns, -1)
+      r.protectedLen = m
+      r.committed = m
+      r.allocated = Math.max(r.allocated, m)
+    }
+    return r.committed
+  }
+
+  /** Slots (page-rounded) a request needs to grow to `target` positions. */
+  need(r: ModelRequest, target: number): number {
+    if (target <= r.allocated) return 0
+    return this.ceil(target) - this.ceil(r.allocated)
+  }
+
+  #lruIdleWithKv(): ModelSession | undefined {
+    let best: ModelSession | undefined
+    for (const s of this.sessions.values()) {
+      if (s.active !== undefined) continue
+      if (this.legacy ? !s.hasRow : s.lockLen === 0) continue
+      if (
+        best === undefined ||
+        s.lastAccess < best.lastAccess ||
+        (s.lastAccess === best.lastAccess && s.seq < best.seq)
+      ) {
+        best = s
+      }
+    }
+    return best
+  }
+
+  /**
+   * Memory pressure for `need` slots: release idle sessions holding KV, least recently used
+   * first, while `free + evictable < need`. Returns the released ids and whether the need can be
+   * met (the real cache then evicts `need - free` unlocked tokens).
+   */
+  pressure(need: number): { released: string[]; ok: boolean } {
+    const released: string[] = []
+    if (need <= this.freeSlots()) return { released, ok: true }
+    while (this.freeSlots() + this.evictable() < need) {
+      const v = this.#lruIdleWithKv()
+      if (v === undefined) break
+      this.drop(v, 'evicted')
+      released.push(v.id)
+    }
+    return { released, ok: this.freeSlots() + this.evictable() >= need }
+  }
+
+  /** Grow a request to `target` allocated positions; `false` on out-of-memory. */
+  grow(r: ModelRequest, target: number): { released: string[]; ok: boolean } {
+    const need = this.need(r, target)
+    const p = need > 0 ? this.pressure(need) : { released: [], ok: true }
+    if (p.ok && target > r.allocated) r.allocated = target
+    return p
+  }
+
+  /** `cacheUnfinishedReq`: `{ inserted, prefixLen, freed, protectedLen }`. */
+  unfinished(r: ModelRequest): { inserted: number; prefixLen: number; freed: number; protectedLen: number } {
+    if (r.restored) return { inserted: 0, prefixLen: 0, freed: 0, protectedLen: r.protectedLen }
+    const c = r.committed
+    const aligned = this.floor(c)
+    const prefixLen = this.tree.insert(r.tokens.slice(0, c), r.ns)
+    const freed = Math.max(0, prefixLen - r.protectedLen)
+    this.tree.lock(r.tokens, aligned, r.ns, 1)
+    this.tree.lock(r.tokens, r.protectedLen, r.ns, -1)
+    r.protectedLen = aligned
+    return { inserted: aligned - prefixLen, prefixLen, freed, protectedLen: aligned }
+  }
+
+  /** `cacheFinishedReq`: the same shape as {@link SessionReferenceModel.unfinished}. */
+  finished(
+    r: ModelRequest,
+    extra: { readonly value: unknown } | undefined,
+  ): { inserted: number; prefixLen: number; freed: number; protectedLen: number } {
+    const s = r.sid === undefined ? undefined : this.sessions.get(r.sid)
+    const c = r.committed
+    let out: { inserted: number; prefixLen: number; freed: number; protectedLen: number }
+    if (this.legacy && s !== undefined) {
+      if (!s.hasRow) {
+        this.tree.lock(r.tokens, r.protectedLen, r.ns, 1)
+        s.lockTokens = r.tokens
+        s.lockLen = r.protectedLen
+      }
+      s.hasRow = true
+      s.protectedLen = r.protectedLen
+      s.allocated = r.allocated
+      out = { inserted: 0, prefixLen: 0, freed: 0, protectedLen: r.protectedLen }
+    } else {
+      const aligned = this.floor(c)
+      const prefixLen = this.tree.insert(r.tokens.slice(0, c), r.ns)
+      let freed = Math.max(0, prefixLen - r.protectedLen)
+      if (r.allocated > aligned) freed += this.ceil(r.allocated) - aligned
+      if (s !== undefined) {
+        this.tree.lock(r.tokens, aligned, r.ns, 1)
+        this.tree.lock(s.lockTokens, s.lockLen, s.ns, -1)
+        s.lockTokens = r.tokens
+        s.lockLen = aligned
+      }
+      out = { inserted: aligned - prefixLen, prefixLen, freed, protectedLen: aligned }
+    }
+    this.tree.lock(r.tokens, r.protectedLen, r.ns, -1)
+    if (s !== undefined) {
+      s.committed = r.tokens.slice(0, c)
+      s.turns++
+      s.active = undefined
+      s.lastAccess = this.now
+      s.seq = ++this.#seq
+      if (extra !== undefined && extra.value !== s.extra) {
+        if (s.extra !== undefined) this.expectedHooks.push(s.extra)
+        s.extra = extra.value
+      }
+    }
+    this.requests.splice(this.requests.indexOf(r), 1)
+    return out
+  }
+
+  abort(r: ModelRequest): void {
+    this.tree.lock(r.tokens, r.protectedLen, r.ns, -1)
+    const s = r.sid === undefined ? undefined : this.sessions.get(r.sid)
+    if (s !== undefined) s.active = undefined
+    this.requests.splice(this.requests.indexOf(r), 1)
+  }
+
+  /** Drop a session slot (release or eviction); returns the slots it freed directly. */
+  drop(s: ModelSession, why: 'released' | 'evicted'): number {
+    const freed = this.legacy && s.hasRow ? this.ceil(s.allocated) - s.protectedLen : 0
+    this.tree.lock(s.lockTokens, s.lockLen, s.ns, -1)
+    this.sessions.delete(s.id)
+    this.released.set(s.id, why)
+    if (s.extra !== undefined) this.expectedHooks.push(s.extra)
+    return freed
+  }
+
+  release(sid: string): ModelOutcome<number> {
+    const s = this.#requireSession(sid)
+    if (typeof s === 'string') return err(s)
+    if (s.active !== undefined) return err('SESSION_BUSY')
+    return ok(this.drop(s, 'released'))
+  }
+
+  /** `evictIdleSessions`: the released ids in order and the slots freed directly. */
+  evictIdle(
+    idleMs: number | undefined,
+    needTokens: number | undefined,
+  ): { released: string[]; freed: number } {
+    const released: string[] = []
+    let freed = 0
+    if (idleMs !== undefined) {
+      const victims = [...this.sessions.values()]
+        .filter((s) => s.active === undefined && this.now - s.lastAccess >= idleMs)
+        .sort((a, b) => a.lastAccess - b.lastAccess || a.seq - b.seq)
+      for (const v of victims) {
+        freed += this.drop(v, 'evicted')
+        released.push(v.id)
+      }
+    }
+    if (needTokens !== undefined) {
+      while (this.freeSlots() + this.evictable() < needTokens) {
+        const v = this.#lruIdleWithKv()
+        if (v === undefined) break
+        freed += this.drop(v, 'evicted')
+        released.push(v.id)
+      }
+    }
+    return { released, freed }
+  }
+}

@@ -1,0 +1,48 @@
+import fc from 'fast-check'
+import { describe, it } from 'vitest'
+import { drainAndCheck, sessionCommands, sessionModelSetup } from '../src/testing/index.js'
+import type { SessionModelConfig, SessionModelState, SessionRealState } from '../src/testing/index.js'
+
+// Model-based tests (I1–I5 plus accounting): random multi-session, multi-turn scripts with chunked
+// prefill, decode, retries, aborts, releases, TTL/pressure evictions and misuse, run against
+// SessionCache and the naive SessionReferenceModel. After every step src/testing/commands.ts checks
+// the invariant checker, the page sets and lock counts, the pool accounting identity (free +
+// evictable + protected + requestOwned + sessionHeld == pool size), the sessions, the requests,
+// the extra release hook and the eviction sizes; the PagedAllocator refuses any double free and
+// the model refuses any locked page disappearing. Each run ends with a drain (I5).
+function run(config: SessionModelConfig, numRuns: number, opts: Parameters<typeof sessionCommands>[0] = {}) {
+  fc.assert(
+    fc.property(sessionCommands(opts), (cmds) => {
+      let state: { model: SessionModelState; real: SessionRealState } | undefined
+      const setup = sessionModelSetup(config)
+      fc.modelRun(() => {
+        state = setup()
+        return state
+      }, cmds)
+      drainAndCheck(state!.model, state!.real)
+    }),
+    { numRuns },
+  )
+}
+
+describe('SessionCache agrees with the reference model', () => {
+  for (const granularity of ['block', 'session'] as const) {
+    it(`${granularity} granularity, pageSize 1`, () => {
+      run({ granularity, pageSize: 1, poolPages: 48 }, 150, { maxAppend: 10, maxChunk: 12, maxEvict: 24 })
+    })
+    for (const evictGranularity of ['leaf', 'page'] as const) {
+      it(`${granularity} granularity, pageSize 16, ${evictGranularity} eviction`, () => {
+        run({ granularity, pageSize: 16, poolPages: 12, evictGranularity }, 150, {
+          maxAppend: 40,
+          maxChunk: 48,
+          maxEvict: 64,
+        })
+      })
+    }
+  }
+  it('block granularity, pageSize 4, lfu and priority orders', () => {
+    for (const evictionPolicy of ['lfu', 'priority'] as const) {
+      run({ granularity: 'block', pageSize: 4, poolPages: 16, evictionPolicy }, 40, { maxAppend: 12 })
+    }
+  })
+})
