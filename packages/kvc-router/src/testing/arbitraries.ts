@@ -1,0 +1,111 @@
+import fc from 'fast-check'
+import type { Router } from '../router/router.js'
+import type { AdmitAnswer, SendAnswer } from './driver.js'
+
+/**
+ * Any admission answer a D may give: admit (with or without a pause hint), reject for any reason
+ * with any pause up to 2 s, time out, or fail.
+ *
+ * @example
+ * ```ts
+ * import fc from 'fast-check'
+ * import { admitAnswerArb } from '@kvc/kvc-router/testing'
+ * fc.sample(admitAnswerArb(), 3).length // 3
+ * ```
+ */
+export function admitAnswerArb(): fc.Arbitrary<AdmitAnswer> {
+  const pause = fc.oneof(fc.constant(0), fc.integer({ min: 0, max: 2000 }))
+  return fc.oneof(
+    pause.map((pauseMs): AdmitAnswer => ({ kind: 'admit', pauseMs })),
+    fc
+      .tuple(fc.constantFrom('capacity', 'slo_budget', 'draining', 'append_too_large' as const), pause)
+      .map(([reason, pauseMs]): AdmitAnswer => ({ kind: 'reject', reason, pauseMs })),
+    fc.constant<AdmitAnswer>({ kind: 'timeout' }),
+    fc.constant<AdmitAnswer>({ kind: 'error' }),
+  )
+}
+
+/**
+ * Any answer to a send or a seed.
+ *
+ * @example
+ * ```ts
+ * import fc from 'fast-check'
+ * import { sendAnswerArb } from '@kvc/kvc-router/testing'
+ * fc.sample(sendAnswerArb(), 1).length // 1
+ * ```
+ */
+export function sendAnswerArb(): fc.Arbitrary<SendAnswer> {
+  return fc.oneof(
+    {
+      weight: 3,
+      arbitrary: fc
+        .integer({ min: 0, max: 500 })
+        .map((outputTokens): SendAnswer => ({ kind: 'ok', outputTokens })),
+    },
+    {
+      weight: 1,
+      arbitrary: fc
+        .constantFrom('transfer_timeout', 'transfer_error', 'worker_error', 'worker_unreachable' as const)
+        .map((cause): SendAnswer => ({ kind: 'fail', cause })),
+    },
+  )
+}
+
+/**
+ * An adversary that "eventually admits": per worker, a finite queue of arbitrary answers, after
+ * which it always admits (Theorem 1's hypothesis). Build with {@link finiteAdversary}.
+ *
+ * @example
+ * ```ts
+ * import fc from 'fast-check'
+ * import { finiteAdversaryArb } from '@kvc/kvc-router/testing'
+ * fc.sample(finiteAdversaryArb(['d0', 'd1'], 4), 1)[0]?.get('d0')?.length
+ * ```
+ */
+export function finiteAdversaryArb(
+  workers: readonly string[],
+  maxPerWorker: number,
+): fc.Arbitrary<Map<string, AdmitAnswer[]>> {
+  return fc
+    .tuple(...workers.map(() => fc.array(admitAnswerArb(), { maxLength: maxPerWorker })))
+    .map((lists) => new Map(workers.map((w, i) => [w, lists[i]!])))
+}
+
+/**
+ * Turns a finite answer script into an `admit` callback for `ScriptedDriver` (consumes the
+ * worker's queue, then admits).
+ *
+ * @example
+ * ```ts
+ * import { finiteAdversary } from '@kvc/kvc-router/testing'
+ * const admit = finiteAdversary(new Map([['d0', [{ kind: 'timeout' }]]]))
+ * ```
+ */
+export function finiteAdversary(
+  script: Map<string, AdmitAnswer[]>,
+): (a: { readonly workerId: string }) => AdmitAnswer {
+  const queues = new Map([...script].map(([w, q]) => [w, [...q]]))
+  return (a) => queues.get(a.workerId)?.shift() ?? { kind: 'admit' }
+}
+
+/**
+ * Checks that no in-flight load is left on any worker (call when no turn is running): every
+ * turn that ended gave back what it took.
+ *
+ * @example
+ * ```ts
+ * import { Router } from '@kvc/kvc-router'
+ * import { checkNoInflightLoad } from '@kvc/kvc-router/testing'
+ * checkNoInflightLoad(new Router({ now: () => 0 })) // ok
+ * ```
+ */
+export function checkNoInflightLoad(router: Router): void {
+  const c = router.cluster
+  for (const id of [...c.decodeIds(), ...c.prefillIds()]) {
+    const l = c.store.load(id)
+    if (l.turns !== 0 || l.pendingSeeds !== 0 || l.prefillTokens !== 0 || l.decodeBlocks !== 0) {
+      throw new Error(`worker ${id} still has load ${JSON.stringify(l)}`)
+    }
+  }
+}

@@ -1,0 +1,232 @@
+import type { AdmitReason, AdmitResponse } from '../admission/contract.js'
+import type {
+  AdmitAction,
+  DispatchAction,
+  DispatchOutcome,
+  DoneAction,
+  FailAction,
+  SeedViaPAction,
+  SendFailureCause,
+  SendFastAction,
+} from '../dispatch/types.js'
+import type { RouterParams } from '../route/params.js'
+import type { TurnRequest } from '../route/types.js'
+import type { Router } from '../router/router.js'
+
+/**
+ * A settable clock to inject as `now` (milliseconds).
+ *
+ * @example
+ * ```ts
+ * import { Router } from '@kvc/kvc-router'
+ * import { ManualClock } from '@kvc/kvc-router/testing'
+ * const clock = new ManualClock()
+ * const router = new Router({ now: clock.now, random: () => 0.5 })
+ * clock.advance(100)
+ * router.cluster.now() // 100
+ * ```
+ */
+export class ManualClock {
+  t: number
+  constructor(start = 0) {
+    this.t = start
+  }
+  /** The clock function (bound; pass it as `now`). */
+  readonly now = (): number => this.t
+  advance(ms: number): void {
+    this.t += ms
+  }
+  /** Moves to `t` if it is later. */
+  advanceTo(t: number): void {
+    if (t > this.t) this.t = t
+  }
+}
+
+/**
+ * A seeded PRNG (mulberry32) returning uniform numbers in `[0, 1)`, to inject as `random`.
+ *
+ * @example
+ * ```ts
+ * import { seededRandom } from '@kvc/kvc-router/testing'
+ * const r = seededRandom(42)
+ * r() === seededRandom(42)() // true
+ * ```
+ */
+export function seededRandom(seed: number): () => number {
+  let a = seed >>> 0
+  return () => {
+    a = (a + 0x6d2b79f5) >>> 0
+    let t = a
+    t = Math.imul(t ^ (t >>> 15), t | 1)
+    t ^= t + Math.imul(t ^ (t >>> 7), t | 61)
+    return ((t ^ (t >>> 14)) >>> 0) / 4294967296
+  }
+}
+
+/**
+ * How a scripted D answers one admission RPC.
+ *
+ * @example
+ * ```ts
+ * import type { AdmitAnswer } from '@kvc/kvc-router/testing'
+ * const a: AdmitAnswer = { kind: 'reject', reason: 'capacity', pauseMs: 500 }
+ * ```
+ */
+export type AdmitAnswer =
+  | { readonly kind: 'admit'; readonly pauseMs?: number; readonly usageAfter?: number }
+  | { readonly kind: 'reject'; readonly reason: Exclude<AdmitReason, 'ok'>; readonly pauseMs?: number }
+  | { readonly kind: 'timeout' }
+  | { readonly kind: 'error' }
+
+/**
+ * How a scripted worker answers a send or a seed.
+ *
+ * @example
+ * ```ts
+ * import type { SendAnswer } from '@kvc/kvc-router/testing'
+ * const a: SendAnswer = { kind: 'fail', cause: 'transfer_timeout' }
+ * ```
+ */
+export type SendAnswer =
+  | { readonly kind: 'ok'; readonly outputTokens?: number }
+  | { readonly kind: 'fail'; readonly cause: SendFailureCause }
+
+/**
+ * Options of {@link ScriptedDriver}.
+ *
+ * @example
+ * ```ts
+ * import type { ScriptedDriverOptions } from '@kvc/kvc-router/testing'
+ * const o: Partial<ScriptedDriverOptions> = { rpcLatencyMs: 2 }
+ * ```
+ */
+export interface ScriptedDriverOptions {
+  readonly router: Router
+  readonly clock: ManualClock
+  /** Default: admit. */
+  readonly admit?: (action: AdmitAction) => AdmitAnswer
+  /** Default: ok with 100 output tokens. */
+  readonly send?: (action: SendFastAction | SeedViaPAction) => SendAnswer
+  /** Called before each action is answered (the adversary's hook: health flips, KV events...). */
+  readonly beforeAnswer?: (action: DispatchAction) => void
+  readonly rpcLatencyMs?: number
+  readonly sendLatencyMs?: number
+}
+
+/**
+ * What {@link ScriptedDriver.runTurn} returns.
+ *
+ * @example
+ * ```ts
+ * import type { TurnRun } from '@kvc/kvc-router/testing'
+ * const ok = (r: TurnRun) => r.final.type === 'done'
+ * ```
+ */
+export interface TurnRun {
+  readonly final: DoneAction | FailAction
+  readonly actions: readonly DispatchAction[]
+}
+
+/**
+ * Drives turns through `Router.dispatch` with scripted answers and a manual clock: admission
+ * RPCs take `rpcLatencyMs` (or the action's timeout when they time out), sends take
+ * `sendLatencyMs`, waits jump the clock. The simulator does the same with real caches; tests use
+ * this to play adversaries.
+ *
+ * @example
+ * ```ts
+ * import { Router } from '@kvc/kvc-router'
+ * import { ManualClock, ScriptedDriver } from '@kvc/kvc-router/testing'
+ * const clock = new ManualClock()
+ * const router = new Router({ now: clock.now, random: () => 0.5, workers: [{ id: 'd0', role: 'decode', capacityTokens: 1e6 }] })
+ * const driver = new ScriptedDriver({ router, clock })
+ * driver.runTurn({ sessionId: 's', promptTokens: 100 }).final.type // 'done'
+ * ```
+ */
+export class ScriptedDriver {
+  readonly #o: ScriptedDriverOptions
+
+  constructor(options: ScriptedDriverOptions) {
+    this.#o = options
+  }
+
+  /** Answers one action (not a terminal one). */
+  answer(a: DispatchAction): DispatchOutcome {
+    const o = this.#o
+    o.beforeAnswer?.(a)
+    switch (a.type) {
+      case 'admit': {
+        const ans = o.admit?.(a) ?? { kind: 'admit' }
+        if (ans.kind === 'timeout') {
+          o.clock.advance(a.timeoutMs)
+          return { type: 'admitTimeout' }
+        }
+        o.clock.advance(o.rpcLatencyMs ?? 1)
+        if (ans.kind === 'error') return { type: 'admitError', message: 'scripted' }
+        return { type: 'admitResult', response: scriptedResponse(a, ans) }
+      }
+      case 'sendFast':
+      case 'seedViaP': {
+        o.clock.advance(o.sendLatencyMs ?? 10)
+        const ans = o.send?.(a) ?? { kind: 'ok', outputTokens: 100 }
+        return ans.kind === 'ok'
+          ? { type: 'completed', outputTokens: ans.outputTokens ?? 100 }
+          : { type: 'failed', cause: ans.cause }
+      }
+      case 'wait':
+        o.clock.advanceTo(a.untilMs)
+        return { type: 'waited' }
+      default:
+        throw new Error(`terminal action ${a.type} has no answer`)
+    }
+  }
+
+  /** Runs one turn to its end (throws if it takes more than `maxActions` actions). */
+  runTurn(turn: TurnRequest, maxActions = 1_000_000): TurnRun {
+    const t = this.#o.router.dispatch(turn)
+    const actions: DispatchAction[] = []
+    let a = t.next()
+    while (a.type !== 'done' && a.type !== 'fail') {
+      actions.push(a)
+      if (actions.length > maxActions) throw new Error(`turn ${t.turnId} exceeded ${maxActions} actions`)
+      a = t.next(this.answer(a))
+    }
+    return { final: a, actions }
+  }
+}
+
+/** Builds a valid `AdmitResponse` for a scripted answer. */
+export function scriptedResponse(
+  a: AdmitAction,
+  ans: Exclude<AdmitAnswer, { kind: 'timeout' | 'error' }>,
+): AdmitResponse {
+  const need = a.request.appendTokens + (a.request.expectedOutputTokens ?? 512)
+  const admitted = ans.kind === 'admit'
+  return {
+    requestId: a.request.requestId,
+    admitted,
+    reason: admitted ? 'ok' : (ans as { reason: Exclude<AdmitReason, 'ok'> }).reason,
+    residentTokens: 0,
+    needTokens: need,
+    tokenUsageAfter: admitted ? ((ans as { usageAfter?: number }).usageAfter ?? 0.1) : 0.99,
+    transferQueueDepth: 0,
+    retractedQueueDepth: 0,
+    recommendedPauseMs: Math.max(0, Math.round(ans.pauseMs ?? 0)),
+    ...(admitted ? { leaseMs: a.request.leaseMs ?? 5000 } : {}),
+  }
+}
+
+/**
+ * An upper bound on the actions of one turn (Theorem 1's "bounded number of attempts"):
+ * `maxWalks × (D × (4 × admissionTries + 1) + 1)`.
+ *
+ * @example
+ * ```ts
+ * import { DEFAULT_ROUTER_PARAMS } from '@kvc/kvc-router'
+ * import { dispatchActionBound } from '@kvc/kvc-router/testing'
+ * dispatchActionBound(DEFAULT_ROUTER_PARAMS, 4) // 3392
+ * ```
+ */
+export function dispatchActionBound(params: RouterParams, decodeWorkers: number): number {
+  return params.maxWalks * (Math.max(1, decodeWorkers) * (4 * params.admissionTries + 1) + 1)
+}
