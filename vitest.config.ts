@@ -4,6 +4,6 @@ import { defineConfig } from 'vitest/config'
 // TypeScript sources through the `@kvc/source` export condition, so `pnpm test` needs no build.
 export default defineConfig({
   test: {
-    projects: ['packages/*', 'examples/*'],
+    projects: ['packages/*', 'examples/*', 'docs'],
   },
 })
