@@ -127,7 +127,7 @@ describe('ResidencyIndex overlap', () => {
     const cache = new RadixCache({
       pageSize: 4,
       trackValues: false,
-      hasher,
+      blockHasher: hasher,
       onEvent: (e) => ix.ingest('d0', e),
     })
     const prompt = Array.from({ length: 18 }, (_, i) => i + 1)

@@ -118,6 +118,7 @@ export class TurnDispatch {
   #final: DoneAction | FailAction | undefined
   #attempts = 0
   #walks = 0
+  /** Obstacles met during the whole turn; the most frequent one names a failure. */
   readonly #tally = new Map<TurnFailureCause, number>()
   /** Loads added for an in-flight send, undone by its outcome or by `abort`. */
   #inflight: { d: string; p: string | undefined; prefill: number; blocks: number; seed: boolean } | undefined
@@ -251,7 +252,6 @@ export class TurnDispatch {
     for (;;) {
       this.#walks++
       this.record.walks = this.#walks
-      this.#tally.clear()
       const decision = policy.rank(this.#ctx, this.#turn)
       this.#recordRoute(decision)
       for (const w of decision.ineligible) {
@@ -289,13 +289,21 @@ export class TurnDispatch {
       if (now >= this.#deadline) return this.#fail(cause, 'WAIT_EXHAUSTED')
       let until =
         now + backoffDelayMs(this.#walks - 1, params.backoffBaseMs, params.backoffCapMs, this.#ctx.random)
-      if (decision.candidates.length === 0) {
-        // Everything is paused (or excluded / down): wake when the first pause ends, jittered.
-        let earliest = Number.POSITIVE_INFINITY
-        for (const w of decision.ineligible)
-          if (w.until !== undefined && w.until < earliest) earliest = w.until
-        if (earliest !== Number.POSITIVE_INFINITY)
-          until = earliest + this.#ctx.random() * params.backoffBaseMs
+      // If no healthy D is usable now only because of pauses (including hints received during this
+      // walk), sleep until the first pause ends (jittered) instead of waking up for nothing.
+      let earliest = Number.POSITIVE_INFINITY
+      let usable = false
+      for (const d of cluster.decodeIds()) {
+        if (!cluster.healthy(d) || cluster.draining(d) || cluster.store.isExcluded(s, d)) continue
+        const p = cluster.store.pauseUntil(d)
+        if (p <= now) {
+          usable = true
+          break
+        }
+        if (p < earliest) earliest = p
+      }
+      if (!usable && earliest !== Number.POSITIVE_INFINITY) {
+        until = earliest + this.#ctx.random() * params.backoffBaseMs
       }
       until = Math.max(now + 1, Math.min(until, this.#deadline))
       yield* this.#wait(until, cause)

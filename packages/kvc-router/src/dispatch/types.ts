@@ -96,7 +96,7 @@ export interface WaitAction {
 }
 
 /**
- * Why a turn failed (the last walk's dominant obstacle).
+ * Why a turn failed: the obstacle met most often during the turn.
  *
  * | cause | meaning |
  * |---|---|

@@ -100,7 +100,7 @@ export const DEFAULT_ROUTER_PARAMS: RouterParams = Object.freeze({
   linkFailureThreshold: 2,
   linkCooldownMs: 30_000,
   maxAttempts: 64,
-  maxWalks: 64,
+  maxWalks: 256,
   resetOnSuccess: true,
   releaseWhenAllExcluded: true,
   predictOnSuccess: true,

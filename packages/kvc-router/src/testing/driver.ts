@@ -224,7 +224,7 @@ export function scriptedResponse(
  * ```ts
  * import { DEFAULT_ROUTER_PARAMS } from '@kvc/kvc-router'
  * import { dispatchActionBound } from '@kvc/kvc-router/testing'
- * dispatchActionBound(DEFAULT_ROUTER_PARAMS, 4) // 3392
+ * dispatchActionBound(DEFAULT_ROUTER_PARAMS, 4) // 13568
  * ```
  */
 export function dispatchActionBound(params: RouterParams, decodeWorkers: number): number {

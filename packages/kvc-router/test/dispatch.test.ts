@@ -1,0 +1,438 @@
+import { describe, expect, it } from 'vitest'
+import {
+  type AdmitAction,
+  type DispatchAction,
+  Router,
+  RouterError,
+  type RouterParamsInput,
+  type SeedViaPAction,
+  type SendFastAction,
+  type WorkerSpec,
+  backoffDelayMs,
+  renderDispatch,
+  roundRobinPolicy,
+} from '../src/index.js'
+import {
+  type AdmitAnswer,
+  ManualClock,
+  ScriptedDriver,
+  type SendAnswer,
+  checkNoInflightLoad,
+  scriptedResponse,
+} from '../src/testing/index.js'
+
+interface Setup {
+  router: Router
+  clock: ManualClock
+  driver: ScriptedDriver
+  admits: AdmitAction[]
+  sends: (SendFastAction | SeedViaPAction)[]
+}
+
+function setup(
+  opts: {
+    nP?: number
+    nD?: number
+    params?: RouterParamsInput
+    admit?: (a: AdmitAction) => AdmitAnswer
+    send?: (a: SendFastAction | SeedViaPAction) => SendAnswer
+    random?: () => number
+    before?: (a: DispatchAction) => void
+  } = {},
+): Setup {
+  const clock = new ManualClock(1_000)
+  const workers: WorkerSpec[] = [
+    ...Array.from({ length: opts.nP ?? 1 }, (_, i) => ({
+      id: `p${i}`,
+      role: 'prefill' as const,
+      capacityTokens: 1e6,
+    })),
+    ...Array.from({ length: opts.nD ?? 2 }, (_, i) => ({
+      id: `d${i}`,
+      role: 'decode' as const,
+      capacityTokens: 1e6,
+    })),
+  ]
+  const router = new Router({
+    now: clock.now,
+    random: opts.random ?? (() => 0.5),
+    params: { pageSize: 16, ...opts.params },
+    workers,
+  })
+  const admits: AdmitAction[] = []
+  const sends: (SendFastAction | SeedViaPAction)[] = []
+  const driver = new ScriptedDriver({
+    router,
+    clock,
+    admit: (a) => {
+      admits.push(a)
+      return opts.admit?.(a) ?? { kind: 'admit' }
+    },
+    send: (a) => {
+      sends.push(a)
+      return opts.send?.(a) ?? { kind: 'ok', outputTokens: 100 }
+    },
+    ...(opts.before === undefined ? {} : { beforeAnswer: opts.before }),
+  })
+  return { router, clock, driver, admits, sends }
+}
+
+const blocks = (n: number) => Array.from({ length: n }, (_, i) => BigInt(i + 1))
+const queue = (...answers: AdmitAnswer[]) => {
+  const q = [...answers]
+  return () => q.shift() ?? ({ kind: 'admit' } as const)
+}
+
+describe('Algorithm 3: paths', () => {
+  it('fast path: a short turn goes straight to a D, which then holds the session', () => {
+    const s = setup()
+    const run = s.driver.runTurn({ sessionId: 's', promptTokens: 800, blocks: blocks(50) })
+    expect(run.final).toMatchObject({ type: 'done', path: 'fast', prefillId: undefined })
+    expect(run.actions.map((a) => a.type)).toEqual(['admit', 'sendFast'])
+    expect(s.admits[0]?.request).toMatchObject({
+      path: 'fast',
+      promptTokens: 800,
+      appendTokens: 800,
+      expectedOutputTokens: 512,
+    })
+    const d = run.final.type === 'done' ? run.final.workerId : ''
+    expect(s.router.cluster.store.getBinding('s')).toMatchObject({
+      workerId: d,
+      committedTokens: 900,
+      verifiedBlocks: 50,
+    })
+    // Turn 2 extends turn 1: fast on the same D, appending only the new tokens.
+    const run2 = s.driver.runTurn({ sessionId: 's', promptTokens: 1_400, blocks: blocks(87) })
+    expect(run2.final).toMatchObject({ path: 'fast', workerId: d, migratedFrom: undefined })
+    expect(s.admits[1]?.request.appendTokens).toBe(500)
+    checkNoInflightLoad(s.router)
+  })
+
+  it('seed path: a long turn goes through the least-loaded P, holding a pending seed while in flight', () => {
+    let seen = -1
+    const s = setup({
+      nP: 2,
+      before: (a) => {
+        if (a.type === 'seedViaP') seen = s.router.cluster.store.load(a.decodeId).pendingSeeds
+      },
+    })
+    s.router.cluster.store.addLoad('p0', 2, 0, 0, 0)
+    const run = s.driver.runTurn({ sessionId: 's', promptTokens: 30_000 })
+    expect(run.actions.map((a) => a.type)).toEqual(['admit', 'seedViaP'])
+    expect(s.admits[0]?.request.path).toBe('seed')
+    expect(run.final).toMatchObject({ type: 'done', path: 'seed', prefillId: 'p1' })
+    expect(seen).toBe(1)
+    s.router.cluster.store.addLoad('p0', -2, 0, 0, 0)
+    checkNoInflightLoad(s.router)
+  })
+
+  it('append_too_large on the fast path falls back to the seed path on the same D (not a rejection)', () => {
+    const s = setup({ nD: 1, admit: queue({ kind: 'reject', reason: 'append_too_large' }) })
+    const run = s.driver.runTurn({ sessionId: 's', promptTokens: 900 })
+    expect(run.actions.map((a) => a.type)).toEqual(['admit', 'admit', 'seedViaP'])
+    expect(s.admits.map((a) => a.request.path)).toEqual(['fast', 'seed'])
+    expect(s.router.cluster.store.rejects('s', 'd0')).toBe(0)
+  })
+
+  it('P selection avoids a P whose link to the D keeps failing, and probes it again after the cooldown', () => {
+    const s = setup({
+      nP: 2,
+      nD: 1,
+      send: (a) =>
+        a.type === 'seedViaP' && a.prefillId === 'p0' && s.clock.t < 40_000
+          ? { kind: 'fail', cause: 'transfer_timeout' }
+          : { kind: 'ok' },
+    })
+    const r1 = s.driver.runTurn({ sessionId: 'a', promptTokens: 20_000 })
+    // p0 (first, equal load) fails; the same walk moves on... the only D is d0, so the turn waits and retries.
+    expect(r1.final.type).toBe('done')
+    expect(s.router.cluster.linkHealth('p0', 'd0').failures).toBeGreaterThanOrEqual(1)
+    s.driver.runTurn({ sessionId: 'b', promptTokens: 20_000 })
+    const before = s.sends.length
+    s.router.cluster.recordTransfer('p0', 'd0', false)
+    s.router.cluster.recordTransfer('p0', 'd0', false)
+    expect(s.router.cluster.linkHealthy('p0', 'd0')).toBe(false)
+    s.router.cluster.store.addLoad('p1', 5, 0, 0, 0) // p1 is busier, but p0's link is unhealthy
+    s.driver.runTurn({ sessionId: 'c', promptTokens: 20_000 })
+    expect((s.sends[before] as SeedViaPAction).prefillId).toBe('p1')
+    s.clock.advance(31_000)
+    expect(s.router.cluster.linkHealthy('p0', 'd0')).toBe(true)
+    expect(s.router.cluster.pickPrefill('d0')).toBe('p0')
+  })
+
+  it('respects the pending-seed budget per D, with a smaller share for lower SLO classes', () => {
+    const s = setup({ nD: 2, params: { loadFloorK: 0 } })
+    s.router.cluster.store.addLoad('d0', 0, 3, 0, 0) // 3 seeds pending on d0
+    s.router.cluster.store.addLoad('d1', 0, 3, 0, 0)
+    s.router.cluster.store.addLoad('d1', 1, 0, 0, 0) // d1 ranks second
+    const interactive = s.driver.runTurn({ sessionId: 'i', promptTokens: 20_000 })
+    expect(interactive.final).toMatchObject({ path: 'seed', workerId: 'd0' }) // 3 < 4
+    const batch = s.driver.runTurn({ sessionId: 'b', promptTokens: 20_000, sloClass: 'batch' })
+    // batch budget = floor(4 × 0.75) = 3: both D workers are full for batch; it waits and fails at its budget... unless seeds finish.
+    expect(batch.final).toMatchObject({ type: 'fail', cause: 'seed_budget' })
+    expect(batch.final.type === 'fail' && batch.final.error.code).toBe('WAIT_EXHAUSTED')
+    expect(s.clock.t - 1_000).toBeGreaterThanOrEqual(60_000)
+  })
+})
+
+describe('Algorithm 3: rejections, exclusion, migration, reset-on-success', () => {
+  it('a rejection moves the turn to the next D in the same walk; the session migrates', () => {
+    const s = setup({ nD: 2 })
+    const r1 = s.driver.runTurn({ sessionId: 's', promptTokens: 800 })
+    const home = r1.final.type === 'done' ? r1.final.workerId : ''
+    const other = home === 'd0' ? 'd1' : 'd0'
+    const s2 = setup({
+      nD: 2,
+      admit: (a) => (a.workerId === home ? { kind: 'reject', reason: 'capacity' } : { kind: 'admit' }),
+    })
+    s2.router.cluster.store.setBinding('s', s.router.cluster.store.getBinding('s')!)
+    const r2 = s2.driver.runTurn({ sessionId: 's', promptTokens: 1_500 })
+    expect(r2.final).toMatchObject({ type: 'done', workerId: other, migratedFrom: home })
+    const send = r2.actions.find((a) => a.type === 'sendFast' || a.type === 'seedViaP') as SendFastAction
+    expect(send.migratedFrom).toBe(home)
+    expect(s2.router.cluster.store.getBinding('s')?.workerId).toBe(other)
+    expect(s2.router.cluster.store.rejects('s', home)).toBe(0) // reset on success
+  })
+
+  it('excludes a D for the session after tauReject rejections and releases when every D is excluded', () => {
+    const answers = new Map<string, AdmitAnswer[]>([
+      ['d0', Array(10).fill({ kind: 'reject', reason: 'capacity' })],
+      [
+        'd1',
+        [
+          { kind: 'reject', reason: 'capacity' },
+          { kind: 'reject', reason: 'capacity' },
+          { kind: 'reject', reason: 'slo_budget' },
+        ],
+      ],
+    ])
+    const s = setup({
+      nD: 2,
+      params: { tauReject: 2 },
+      admit: (a) => answers.get(a.workerId)?.shift() ?? { kind: 'admit' },
+    })
+    const run = s.driver.runTurn({ sessionId: 's', promptTokens: 800 })
+    expect(run.final).toMatchObject({ type: 'done', workerId: 'd1' })
+    const text = renderDispatch(run.final.record)
+    // walk 1: both reject once; walk 2: both reach 2 and are excluded; walk 3: every D is excluded,
+    // so the exclusions are released, both reject again; walk 4: d0 is excluded again, d1 admits.
+    expect(text.match(/excluded after 2 rejections/g)).toHaveLength(3)
+    expect(text).toContain('exclusions released')
+    expect(s.router.cluster.store.excludedWorkers('s')).toEqual([])
+  })
+
+  it('v1 mode (resetOnSuccess: false) keeps rejects and exclusions after a success', () => {
+    const s = setup({
+      nD: 2,
+      params: { resetOnSuccess: false, tauReject: 1 },
+      admit: queue({ kind: 'reject', reason: 'capacity' }),
+    })
+    const run = s.driver.runTurn({ sessionId: 's', promptTokens: 800 })
+    expect(run.final.type).toBe('done')
+    const first = s.admits[0]!.workerId
+    expect(s.router.cluster.store.excludedWorkers('s')).toEqual([first])
+  })
+
+  it('honours pause hints: a paused D is skipped by other turns, and a turn waits for the pause to end', () => {
+    const s = setup({ nD: 1, admit: queue({ kind: 'reject', reason: 'capacity', pauseMs: 1_500 }) })
+    const run = s.driver.runTurn({ sessionId: 's', promptTokens: 800 })
+    expect(run.actions.map((a) => a.type)).toEqual(['admit', 'wait', 'admit', 'sendFast'])
+    const wait = run.actions[1]!
+    // admit took 1 ms (t = 1001); pause until 2501; jitter random 0.5 × backoff base 50 → 2526.
+    expect(wait).toMatchObject({ type: 'wait', untilMs: 2_526, reason: 'all_rejecting' })
+  })
+
+  it('retries timed-out admission RPCs with exponential backoff and full jitter, then counts a rejection', () => {
+    const s = setup({ nD: 1, admit: queue({ kind: 'timeout' }, { kind: 'timeout' }, { kind: 'timeout' }) })
+    const run = s.driver.runTurn({ sessionId: 's', promptTokens: 800 })
+    const waits = run.actions.filter((a) => a.type === 'wait')
+    // try 0 times out at 1500, waits 0.5 × 50 = 25; try 1 at 2025, waits 0.5 × 100 = 50; try 2 at 2575 → rejection.
+    expect(waits.map((w) => (w.type === 'wait' ? [w.untilMs, w.reason] : []))).toEqual([
+      [1_525, 'admission_retry'],
+      [2_075, 'admission_retry'],
+      [2_600, 'admission_timeouts'],
+    ])
+    expect(run.final.type).toBe('done')
+    expect(backoffDelayMs(10, 50, 2_000, () => 0.999)).toBeCloseTo(1_998)
+    expect(backoffDelayMs(0, 50, 2_000, () => 0)).toBe(1)
+  })
+
+  it('reuses a negative admission answer younger than the staleness budget instead of a new RPC', () => {
+    const s = setup({
+      nD: 2,
+      params: { loadFloorK: 0 },
+      admit: (a) => (a.workerId === 'd0' ? { kind: 'reject', reason: 'capacity' } : { kind: 'admit' }),
+    })
+    s.router.cluster.store.addLoad('d1', 1, 0, 0, 0) // d0 ranks first for everyone
+    s.driver.runTurn({ sessionId: 'a', promptTokens: 20_000 })
+    expect(s.admits.map((a) => a.workerId)).toEqual(['d0', 'd1'])
+    s.driver.runTurn({ sessionId: 'b', promptTokens: 20_000 }) // 12 ms later: reuse
+    expect(s.admits.map((a) => a.workerId)).toEqual(['d0', 'd1', 'd1'])
+    s.driver.runTurn({ sessionId: 'c', promptTokens: 100 }) // smaller need: ask again
+    expect(s.admits.at(-2)?.workerId).toBe('d0')
+    s.driver.runTurn({ sessionId: 'd', promptTokens: 100 }) // within the budget, same need: reused
+    expect(s.admits.at(-1)?.workerId).toBe('d1')
+    expect(s.admits.at(-2)?.workerId).toBe('d1')
+    s.clock.advance(50)
+    s.driver.runTurn({ sessionId: 'e', promptTokens: 100 }) // stale: ask again
+    expect(s.admits.at(-2)?.workerId).toBe('d0')
+  })
+
+  it('a D that fails the turn counts as a rejection and the turn moves on; a failed transfer marks the link', () => {
+    const s = setup({
+      nD: 2,
+      send: (a) =>
+        a.type === 'sendFast' && s.sends.length === 1
+          ? { kind: 'fail', cause: 'worker_error' }
+          : { kind: 'ok' },
+    })
+    const run = s.driver.runTurn({ sessionId: 's', promptTokens: 500 })
+    expect(run.final.type).toBe('done')
+    expect(run.actions.map((a) => a.type)).toEqual(['admit', 'sendFast', 'admit', 'sendFast'])
+    const t = setup({
+      nD: 1,
+      nP: 1,
+      send: () => (t.sends.length === 1 ? { kind: 'fail', cause: 'transfer_error' } : { kind: 'ok' }),
+    })
+    const r2 = t.driver.runTurn({ sessionId: 's', promptTokens: 50_000 })
+    expect(r2.final.type).toBe('done')
+    expect(t.router.cluster.linkHealth('p0', 'd0')).toMatchObject({
+      failures: 1,
+      successes: 1,
+      consecutiveFailures: 0,
+    })
+    checkNoInflightLoad(t.router)
+  })
+})
+
+describe('Algorithm 3: bounded waiting ends in a typed error naming the cause', () => {
+  it('every D paused past the budget → WAIT_EXHAUSTED (all_paused) at the deadline', () => {
+    const s = setup({ nD: 2 })
+    s.router.cluster.pause('d0', 100_000)
+    s.router.cluster.pause('d1', 100_000)
+    const run = s.driver.runTurn({ sessionId: 's', promptTokens: 800 })
+    expect(run.final.type).toBe('fail')
+    if (run.final.type !== 'fail') return
+    expect(run.final.cause).toBe('all_paused')
+    expect(run.final.error).toBeInstanceOf(RouterError)
+    expect(run.final.error.code).toBe('WAIT_EXHAUSTED')
+    expect(run.final.error.message).toContain('all_paused')
+    expect(run.final.error.value).toMatchObject({ cause: 'all_paused', waitedMs: 30_000 })
+    expect(run.actions.filter((a) => a.type === 'wait')).toHaveLength(1)
+  })
+
+  it('SLO classes have separate wait budgets', () => {
+    for (const [cls, budget] of [
+      ['interactive', 30_000],
+      ['batch', 60_000],
+      ['background', 120_000],
+    ] as const) {
+      const s = setup({ nD: 1, admit: () => ({ kind: 'reject', reason: 'capacity', pauseMs: 2000 }) })
+      const run = s.driver.runTurn({ sessionId: 's', promptTokens: 800, sloClass: cls })
+      expect(run.final).toMatchObject({ type: 'fail', cause: 'all_rejecting' })
+      expect(run.final.type === 'fail' && run.final.error.value).toMatchObject({ waitedMs: budget })
+    }
+  })
+
+  it('no D worker at all → waits, then fails naming no_decode_workers', () => {
+    const s = setup({ nD: 0 })
+    const run = s.driver.runTurn({ sessionId: 's', promptTokens: 800 })
+    expect(run.final).toMatchObject({ type: 'fail', cause: 'no_decode_workers' })
+  })
+
+  it('ATTEMPTS_EXHAUSTED bounds the admission RPCs of one turn', () => {
+    const s = setup({ nD: 2, params: { maxAttempts: 5 }, admit: () => ({ kind: 'timeout' }) })
+    const run = s.driver.runTurn({ sessionId: 's', promptTokens: 800 })
+    expect(run.final.type === 'fail' && run.final.error.code).toBe('ATTEMPTS_EXHAUSTED')
+    expect(run.final.type === 'fail' && run.final.cause).toBe('admission_timeouts')
+    expect(s.admits).toHaveLength(5)
+  })
+})
+
+describe('Dispatch input checking', () => {
+  it('refuses mismatched and malformed outcomes without changing state, and anything after the end', () => {
+    const s = setup({ nD: 1 })
+    const t = s.router.dispatch({ sessionId: 's', promptTokens: 800 })
+    const code = (f: () => unknown) => {
+      try {
+        f()
+      } catch (e) {
+        return e instanceof RouterError ? e.code : String(e)
+      }
+      return undefined
+    }
+    expect(code(() => t.next({ type: 'waited' }))).toBe('UNEXPECTED_OUTCOME')
+    const a = t.next()
+    if (a.type !== 'admit') throw new Error('expected admit')
+    expect(code(() => t.next())).toBe('UNEXPECTED_OUTCOME')
+    expect(code(() => t.next({ type: 'completed' }))).toBe('UNEXPECTED_OUTCOME')
+    const ok = scriptedResponse(a, { kind: 'admit' })
+    expect(code(() => t.next({ type: 'admitResult', response: { ...ok, requestId: 'other' } }))).toBe(
+      'UNEXPECTED_OUTCOME',
+    )
+    expect(code(() => t.next({ type: 'admitResult', response: { ...ok, tokenUsageAfter: -1 } }))).toBe(
+      'INVALID_MESSAGE',
+    )
+    expect(code(() => t.next({ type: 'admitResult', response: { ...ok, admitted: false } }))).toBe(
+      'INVALID_MESSAGE',
+    )
+    expect(t.pending).toBe(a)
+    const send = t.next({ type: 'admitResult', response: ok })
+    expect(send.type).toBe('sendFast')
+    expect(code(() => t.next({ type: 'failed', cause: 'nope' as never }))).toBe('INVALID_MESSAGE')
+    expect(code(() => t.next({ type: 'completed', outputTokens: -3 }))).toBe('INVALID_LENGTH')
+    expect(t.next({ type: 'completed', outputTokens: 1 }).type).toBe('done')
+    expect(code(() => t.next({ type: 'waited' }))).toBe('TURN_FINISHED')
+    expect(code(() => t.abort())).toBe('TURN_FINISHED')
+    expect(code(() => s.router.dispatch({ sessionId: 's', promptTokens: -1 }))).toBe('INVALID_LENGTH')
+    expect(code(() => s.router.dispatch({ sessionId: '', promptTokens: 1 }))).toBe('INVALID_OPTION')
+    expect(
+      code(() => s.router.dispatch({ sessionId: 's', promptTokens: 1, sloClass: 'gold' as never })),
+    ).toBe('INVALID_OPTION')
+    expect(code(() => s.router.dispatch({ sessionId: 's', promptTokens: 1, blocks: [1 as never] }))).toBe(
+      'INVALID_MESSAGE',
+    )
+  })
+
+  it('abort gives back the in-flight load and ends the turn with cause aborted', () => {
+    const s = setup({ nD: 1 })
+    const t = s.router.dispatch({ sessionId: 's', promptTokens: 30_000 })
+    const a = t.next()
+    if (a.type !== 'admit') throw new Error('expected admit')
+    const seed = t.next({ type: 'admitResult', response: scriptedResponse(a, { kind: 'admit' }) })
+    expect(seed.type).toBe('seedViaP')
+    expect(s.router.cluster.store.load('d0').pendingSeeds).toBe(1)
+    const f = t.abort()
+    expect(f).toMatchObject({ type: 'fail', cause: 'aborted' })
+    expect(t.finished).toBe(true)
+    checkNoInflightLoad(s.router)
+  })
+})
+
+describe('baselines drive Dispatch without admission', () => {
+  it('round-robin in seed mode sends every turn through a P; direct mode sends straight to the worker', () => {
+    const clock = new ManualClock()
+    const mk = (pathMode: 'seed' | 'direct') =>
+      new Router({
+        now: clock.now,
+        random: () => 0.5,
+        policy: roundRobinPolicy({ pathMode }),
+        workers: [
+          { id: 'p0', role: 'prefill', capacityTokens: 1e6 },
+          { id: 'd0', role: 'decode', capacityTokens: 1e6 },
+          { id: 'd1', role: 'decode', capacityTokens: 1e6 },
+        ],
+      })
+    const seed = new ScriptedDriver({ router: mk('seed'), clock })
+    const r = seed.runTurn({ sessionId: 's', promptTokens: 100 })
+    expect(r.actions.map((a) => a.type)).toEqual(['seedViaP'])
+    const direct = new ScriptedDriver({ router: mk('direct'), clock })
+    const d1 = direct.runTurn({ sessionId: 's', promptTokens: 100 })
+    const d2 = direct.runTurn({ sessionId: 's', promptTokens: 200 })
+    expect(d1.actions.map((a) => a.type)).toEqual(['sendFast'])
+    expect([d1.final, d2.final].map((f) => (f.type === 'done' ? [f.path, f.workerId] : []))).toEqual([
+      ['direct', 'd0'],
+      ['direct', 'd1'],
+    ])
+  })
+})
