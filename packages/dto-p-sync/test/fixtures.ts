@@ -1,4 +1,4 @@
-import { PagedAllocator, RadixCache } from '@kvc/radix-cache'
+import { type KvEvent, PagedAllocator, RadixCache } from '@kvc/radix-cache'
 import { cachedPages } from '@kvc/radix-cache/testing'
 import {
   OfferBuilder,
@@ -21,17 +21,25 @@ export function prefillSide(
   const clock = { t: 0 }
   const pool = new PagedAllocator({ size: (opts.poolPages ?? 64) * ps, pageSize: ps })
   let sink: SyncSink | undefined
+  const listeners: ((e: KvEvent) => void)[] = []
   const cache = new RadixCache({
     pageSize: ps,
     allocator: pool,
     blockHasher: hasher,
     now: () => clock.t,
-    ...(opts.wireEvents === false ? {} : { onEvent: (e) => sink?.observe(e) }),
+    ...(opts.wireEvents === false
+      ? {}
+      : {
+          onEvent: (e: KvEvent) => {
+            sink?.observe(e)
+            for (const l of listeners) l(e)
+          },
+        }),
   })
   const { pageSize: _p, poolPages: _pp, wireEvents: _w, ...sinkOpts } = opts
   sink = new SyncSink({ cache, allocator: pool, blockHasher: hasher, now: () => clock.t, ...sinkOpts })
   const check = (): void => checkSyncInvariants({ cache, pool, sink: sink!, poolSize: pool.size })
-  return { cache, pool, sink, clock, check, pages: () => cachedPages(cache) }
+  return { cache, pool, sink, clock, check, listeners, pages: () => cachedPages(cache) }
 }
 
 /** D's chain of a history (newest sampled token excluded). */

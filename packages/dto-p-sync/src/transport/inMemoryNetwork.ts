@@ -277,10 +277,11 @@ export class InMemoryNetwork {
  * import { InMemoryNetwork } from '@kvc/dto-p-sync'
  * const net = new InMemoryNetwork()
  * const link = net.link<string>({ bytesPerSecond: 1e6 })
- * link.send('a', 1e6)
- * link.backlogBytes() // 0: the link was idle, the transfer went on the wire at once
- * link.send('b', 1e6)
- * link.backlogBytes() // 1e6: 'b' waits behind 'a'
+ * link.send('a', 1e6)   // one second on the wire
+ * link.send('b', 1e6)   // queued behind 'a'
+ * link.backlogBytes()   // 2e6: bytes still to serialise
+ * net.advanceBy(500)
+ * link.backlogBytes()   // 1.5e6
  * ```
  */
 export class InMemoryLink<M> implements Transport<M> {
@@ -443,7 +444,8 @@ export class InMemoryLink<M> implements Transport<M> {
   }
 
   /**
-   * Bytes submitted and not yet on the wire at the network's current time.
+   * Bytes submitted and not yet serialised at the network's current time: the part of the link's
+   * future capacity already spoken for (what a planner subtracts from its budget).
    *
    * @example
    * ```ts

@@ -99,6 +99,6 @@ export interface Transport<M> {
   send(message: M, bytes: number): TransferTicket
   /** Register the callbacks (replacing earlier ones). */
   connect(handlers: TransportHandlers<M>): void
-  /** Bytes submitted and not yet put on the wire (queued behind earlier transfers). */
+  /** Bytes submitted and not yet serialised onto the wire (capacity already spoken for). */
   backlogBytes(): number
 }

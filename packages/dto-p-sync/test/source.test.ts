@@ -1,0 +1,236 @@
+import { describe, expect, it } from 'vitest'
+import {
+  DtoPSyncError,
+  KvEventIndex,
+  OfferBuilder,
+  SyncSource,
+  type SyncSourceOptions,
+  type TransferMessage,
+} from '../src/index.js'
+import { hasher, prefillSide, tokens } from './fixtures.js'
+
+function setup(opts: Partial<SyncSourceOptions> & { pinTtlMs?: number } = {}) {
+  const { pinTtlMs = 1000, ...srcOpts } = opts
+  const p = prefillSide({ pinTtlMs, poolPages: 256 })
+  const source = new SyncSource({
+    pageSize: 4,
+    beta: 8,
+    now: () => p.clock.t,
+    blockHasher: hasher,
+    bandwidth: { bytesPerSecond: 1e6, kvBytesPerToken: 100 },
+    trustPrefillEvents: false,
+    ...srcOpts,
+  })
+  p.listeners.push((e) => source.observePrefillEvent(e))
+  const deliver = (msgs: readonly TransferMessage[]) => {
+    for (const m of msgs) {
+      const r = p.sink.ingest(m)
+      if (r !== undefined) source.handleReply(r)
+    }
+  }
+  return { p, source, deliver }
+}
+
+describe('SyncSource', () => {
+  it('reports a session within budget only once P acknowledged pinned pages', () => {
+    const { p, source, deliver } = setup()
+    source.commitTurn('s', tokens(41))
+    expect(source.status('s')).toMatchObject({
+      committedTokens: 41,
+      syncablePages: 10,
+      confirmedPages: 0,
+      staleness: 41,
+      withinBudget: false,
+    })
+    const { messages, plan } = source.plan(100)
+    expect(plan.sessions[0]!.withinBudget).toBe(true) // projected
+    expect(source.status('s').withinBudget).toBe(false) // not yet confirmed
+    expect(source.status('s').inFlightBlocks).toBe(9)
+    deliver(messages)
+    expect(source.status('s')).toMatchObject({
+      confirmedPages: 9,
+      staleness: 5,
+      withinBudget: true,
+      inFlightBlocks: 0,
+    })
+    // The pin lapses: the report drops back.
+    p.clock.t = 1000
+    expect(source.status('s').withinBudget).toBe(false)
+    expect(source.metrics()).toMatchObject({
+      rounds: 1,
+      messagesSent: 1,
+      kvBlocksSent: 9,
+      repliesReceived: 1,
+    })
+  })
+
+  it('renews pins before they lapse with a check-and-pin that ships no KV', () => {
+    const { p, source, deliver } = setup({ renewAheadMs: 300 })
+    source.commitTurn('s', tokens(41))
+    deliver(source.plan(100).messages)
+    p.clock.t = 600
+    expect(source.plan(100).messages).toEqual([]) // 600 + 300 < 1000
+    p.clock.t = 750
+    const { messages } = source.plan(100)
+    expect(messages.length).toBe(1)
+    expect(messages[0]!.blocks.every((b) => !b.withKv)).toBe(true)
+    deliver(messages)
+    p.clock.t = 1500
+    expect(source.status('s').withinBudget).toBe(true)
+    expect(source.metrics().dedupBlocks).toBe(9)
+  })
+
+  it('counts pins only up to pinnedUntil minus the safety margin', () => {
+    const { p, source, deliver } = setup({ pinSafetyMarginMs: 200 })
+    source.commitTurn('s', tokens(41))
+    deliver(source.plan(100).messages)
+    p.clock.t = 799
+    expect(source.status('s').withinBudget).toBe(true)
+    p.clock.t = 800
+    expect(source.status('s').withinBudget).toBe(false)
+  })
+
+  it('ignores a pin for a chain the session no longer has', () => {
+    const { source } = setup()
+    const offer = source.commitTurn('s', tokens(41))
+    const { messages } = source.plan(100)
+    source.commitTurn('s', [99, 99, 99, 99, 99]) // rewritten before the reply came
+    source.handleReply({
+      sessionId: 's',
+      version: offer.version,
+      seq: messages[0]!.seq,
+      status: 'applied',
+      heldPages: 9,
+      throughHash: offer.blocks[8]!.hash,
+      pinnedUntil: 1000,
+      missingHash: null,
+      ingestedBlocks: 9,
+      skippedBlocks: 0,
+      error: null,
+    })
+    expect(source.status('s').confirmedPages).toBe(0)
+  })
+
+  it('truncates pins when the history is rewritten', () => {
+    const { source, deliver } = setup()
+    source.commitTurn('s', tokens(41))
+    deliver(source.plan(100).messages)
+    const h = tokens(41)
+    h[13] = 999 // page 3 changes
+    source.commitTurn('s', h)
+    expect(source.status('s').confirmedPages).toBe(3)
+  })
+
+  it('replans failed and timed-out transfers, counts late replies', () => {
+    const { p, source } = setup({ inFlightTimeoutMs: 50 })
+    source.commitTurn('s', tokens(41))
+    const first = source.plan(100).messages
+    expect(source.plan(100).messages).toEqual([]) // in flight: not sent twice
+    source.markFailed('s', first[0]!.seq)
+    expect(source.metrics().transferFailures).toBe(1)
+    const second = source.plan(100).messages
+    expect(second.length).toBe(1)
+    p.clock.t = 50
+    expect(source.expire()).toBe(1)
+    expect(source.inFlightCount()).toBe(0)
+    const r = p.sink.ingest(second[0]!)!
+    source.handleReply(r)
+    expect(source.metrics().lateReplies).toBe(1)
+    expect(source.status('s').withinBudget).toBe(true) // a late reply still carries a valid pin
+    source.markFailed('s', 12345) // unknown: ignored
+  })
+
+  it('drops a hash P says it lacks from its view of P', () => {
+    const { p, source } = setup({ trustPrefillEvents: true, pinTtlMs: 0 })
+    const view = new KvEventIndex()
+    const chain = new OfferBuilder({ pageSize: 4, blockHasher: hasher }).commitTurn('s', tokens(41)).blocks
+    // P's events claim the first two pages (e.g. they were evicted after the event was sent).
+    source.observePrefillEvent({
+      type: 'BlockStored',
+      eventId: 0,
+      blockHashes: [chain[0]!.hash, chain[1]!.hash],
+      parentBlockHash: null,
+      tokenIds: [...chain[0]!.tokens, ...chain[1]!.tokens],
+      blockSize: 4,
+      extraKey: null,
+    })
+    void view
+    source.commitTurn('s', tokens(41))
+    expect(source.status('s').confirmedPages).toBe(2) // trusted events
+    const { messages } = source.plan(100)
+    expect(messages[0]!.startPage).toBe(2)
+    const r = p.sink.ingest(messages[0]!)!
+    expect(r.status).toBe('unknown-parent')
+    source.handleReply(r)
+    expect(source.status('s').confirmedPages).toBe(1)
+    expect(source.metrics().replies['unknown-parent']).toBe(1)
+  })
+
+  it('stops trusting P events after a gap until a snapshot resyncs it', () => {
+    const { source } = setup({ trustPrefillEvents: true, pinTtlMs: 0 })
+    const chain = new OfferBuilder({ pageSize: 4, blockHasher: hasher }).commitTurn('x', tokens(41)).blocks
+    source.commitTurn('s', tokens(41))
+    const stored = (id: number, i: number) =>
+      source.observePrefillEvent({
+        type: 'BlockStored',
+        eventId: id,
+        blockHashes: [chain[i]!.hash],
+        parentBlockHash: i === 0 ? null : chain[i - 1]!.hash,
+        tokenIds: [...chain[i]!.tokens],
+        blockSize: 4,
+        extraKey: null,
+      })
+    stored(0, 0)
+    expect(stored(0, 0)).toBe(false) // repeated id
+    stored(2, 1) // id 1 was lost
+    expect(source.prefillViewConsistent).toBe(false)
+    expect(source.status('s').confirmedPages).toBe(0)
+    source.applyPrefillSnapshot({
+      eventId: 2,
+      blocks: chain.slice(0, 2).map((b) => ({ hash: b.hash, parentHash: b.parentHash })),
+    })
+    expect(source.prefillViewConsistent).toBe(true)
+    expect(source.status('s').confirmedPages).toBe(2)
+  })
+
+  it('uses hints and D pressure for priority, and D availability for what it can send', () => {
+    const lost = new Set<bigint>()
+    const { source } = setup({ decodeHolds: { has: (h) => !lost.has(h) } })
+    source.commitTurn('a', tokens(41, 1))
+    const b = source.commitTurn('b', tokens(41, 2))
+    source.setHints('b', { reseedLikelihood: 1 })
+    source.setDecodePressure(0.5)
+    lost.add(b.blocks[5]!.hash)
+    const { plan, messages } = source.plan(100)
+    expect(plan.sessions.map((s) => s.sessionId)).toEqual(['b', 'a'])
+    expect(plan.sessions[0]!.reason).toBe('unavailable')
+    // a fits whole (phase 'budget'); b can only progress up to its lost page (phase 'progress').
+    expect(messages.map((m) => [m.sessionId, m.blocks.length])).toEqual([
+      ['a', 9],
+      ['b', 5],
+    ])
+    expect(plan.transfers.map((t) => t.phase)).toEqual(['budget', 'progress'])
+    expect(source.metrics().lastOverBudget).toEqual(['b'])
+    expect(source.metrics().budgetViolations).toBe(1)
+    expect(source.sessionIds().sort()).toEqual(['a', 'b'])
+    expect(source.endSession('b')).toBe(true)
+    expect(source.inFlightCount()).toBe(1) // b's transfer is forgotten with it
+    expect(() => source.status('b')).toThrowError(DtoPSyncError)
+  })
+
+  it('takes offers in version order and refuses one that does not continue the chain', () => {
+    const { source } = setup()
+    const offers = new OfferBuilder({ pageSize: 4, blockHasher: hasher })
+    const o1 = offers.commitTurn('s', tokens(20))
+    const o2 = offers.commitTurn('s', tokens(40))
+    expect(source.addOffer(o1)).toBe(true)
+    expect(source.addOffer(o2)).toBe(true)
+    expect(source.addOffer(o1)).toBe(false) // older: ignored
+    expect(source.status('s').syncablePages).toBe(9)
+    const o3 = offers.commitTurn('s', tokens(60))
+    const gap = { ...o3, firstPage: 12, blocks: o3.blocks.slice(3) }
+    expect(() => source.addOffer(gap)).toThrowError(/starts at page 12/)
+    expect(source.addOffer(o3)).toBe(true)
+    expect(source.status('s').syncablePages).toBe(14)
+  })
+})
