@@ -1189,11 +1189,14 @@ export class SessionCache {
     let freed = 0
     const released: string[] = []
     const dropped: Slot[] = []
+    // Like SGLang's evict_from_tree_cache, the first shortfall always goes to the tree's evict.
+    let first = true
     for (;;) {
       const avail = this.pool.availableSize()
       if (avail >= numTokens) break
       const short = numTokens - avail
-      if (this.cache.evictableSize() > 0) {
+      if (first || this.cache.evictableSize() > 0) {
+        first = false
         freed += this.#evictTree(short)
         continue
       }
