@@ -10,7 +10,7 @@ import {
 import { seededRandom } from '../src/testing/index.js'
 import { hasher, prefillSide, tokens } from './fixtures.js'
 
-function setup(forward: Partial<Parameters<InMemoryNetwork['link']>[0]> = {}, pinTtlMs = 5000) {
+function setup(forward: Partial<LinkModel<TransferMessage>> = {}, pinTtlMs = 5000) {
   const p = prefillSide({ pinTtlMs, poolPages: 128, reservationTimeoutMs: 1000 })
   const net = new InMemoryNetwork({ random: seededRandom(3), startTime: 0 })
   const now = () => net.now()
@@ -30,7 +30,7 @@ function setup(forward: Partial<Parameters<InMemoryNetwork['link']>[0]> = {}, pi
     latencyMs: 1,
     units: (m) => m.blocks.length,
     ...forward,
-  } as never)
+  })
   const back = net.link<SyncReply>({ bytesPerSecond: 1e7, latencyMs: 1 })
   const wiring = wireSync({ source, sink: p.sink, forward: fwd, backward: back })
   return { p, net, source, wiring, fwd, back }
