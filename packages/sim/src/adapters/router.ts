@@ -1,0 +1,336 @@
+/**
+ * ADAPTER BOUNDARY — `@kvc/kvc-router`.
+ *
+ * Everything the simulator takes from the router package goes through this file: the Router
+ * (Route / Dispatch state machine, residency index, cluster view), the D-side `admit` and its
+ * lease book, and the baseline policies. The simulator never re-implements their algorithms; it
+ * only names policies and wraps two ablation switches (`admission=off`, `backpressure=off`)
+ * around the router's own objects.
+ */
+import {
+  type AdmitOptions,
+  BlockKeys,
+  DEFAULT_ADMIT_OPTIONS,
+  type RouterParamsInput,
+  type RoutingPolicy,
+  dataParallelCacheAwarePolicy,
+  dynamoKvCostPolicy,
+  kvcPolicy,
+  powerOfTwoPolicy,
+  randomPolicy,
+  resolveRouterParams,
+  roundRobinPolicy,
+  sglangCacheAwarePolicy,
+  stickySessionPolicy,
+} from '@kvc/kvc-router'
+import { SimError, SimErrorCode } from '../errors/simError.js'
+
+export {
+  admit,
+  BlockKeys,
+  LeaseBook,
+  Router,
+  TurnDispatch,
+  type AdmitRequest,
+  type AdmitWorkerState,
+  type AdmitSession,
+  type DispatchAction,
+  type DispatchOutcome,
+  type RouterParamsInput,
+  type RoutingPolicy,
+} from '@kvc/kvc-router'
+
+/**
+ * Policies `kvc-sim --policies` knows (all provided by `@kvc/kvc-router`):
+ *
+ * | name | what | topology |
+ * |---|---|---|
+ * | `kvc` | Algorithm 1–3: lexicographic Route, D-side Admit, Dispatch with reset-on-success; fast path to the D that holds the session | `nPmD` |
+ * | `dp-cache-aware` | SGLang's cache-aware rule over colocated data-parallel workers (the seeds' strongest baseline) | `N×DP` with N = P + D |
+ * | `sglang-cache-aware` | SGLang router's cache-aware rule in P/D mode: every turn through a P | `nPmD` |
+ * | `round-robin` | round-robin over D workers, every turn through a P | `nPmD` |
+ * | `random`, `power-of-two`, `sticky-session`, `dynamo-kv-cost` | further baselines (every turn through a P) | `nPmD` |
+ *
+ * @example
+ * ```ts
+ * import { POLICY_NAMES } from '@kvc/sim'
+ * POLICY_NAMES.includes('kvc') // true
+ * ```
+ */
+export const POLICY_NAMES = [
+  'kvc',
+  'dp-cache-aware',
+  'sglang-cache-aware',
+  'round-robin',
+  'random',
+  'power-of-two',
+  'sticky-session',
+  'dynamo-kv-cost',
+] as const
+
+/**
+ * One of {@link POLICY_NAMES}.
+ *
+ * @example
+ * ```ts
+ * import type { PolicyName } from '@kvc/sim'
+ * const p: PolicyName = 'dp-cache-aware'
+ * ```
+ */
+export type PolicyName = (typeof POLICY_NAMES)[number]
+
+/**
+ * A policy with its options, parsed from `name[:key=value]...` (for example
+ * `kvc:overlapMode=plain:loadFloorK=0`). Keys are the router's parameters (`tauAppend`,
+ * `tauReject`, `loadFloorK`, `thetaShared`, `overlapMode`, `pendingSeedsPerD`, ...) plus the
+ * simulator's switches:
+ *
+ * | key | values | effect |
+ * |---|---|---|
+ * | `granularity` | `block` (default), `session` | the D workers' session cache mode (seed 000 §2) |
+ * | `admission` | `on` (default), `off` | `off`: Dispatch sends without asking the D (no capacity check, no pause hints) |
+ * | `backpressure` | `on` (default), `off` | `off`: the D's admission answers never carry a pause hint |
+ *
+ * @example
+ * ```ts
+ * import type { PolicySpec } from '@kvc/sim'
+ * const p: PolicySpec = { label: 'kvc', name: 'kvc', routerParams: {}, baselineOptions: {}, granularity: 'block', admission: true, backpressure: true }
+ * ```
+ */
+export interface PolicySpec {
+  /** The string it was parsed from (the label in tables and reports). */
+  readonly label: string
+  readonly name: PolicyName
+  readonly routerParams: RouterParamsInput
+  /** Options of the SGLang cache-aware baselines (`defaults`, `cacheThreshold`, `balanceAbsThreshold`, `balanceRelThreshold`, `fallback`). */
+  readonly baselineOptions: Readonly<Record<string, string | number>>
+  readonly granularity: 'block' | 'session'
+  readonly admission: boolean
+  readonly backpressure: boolean
+}
+
+const ROUTER_PARAM_KEYS = new Set(Object.keys(resolveRouterParams({})).filter((k) => k !== 'slo'))
+const SGLANG_KEYS = new Set([
+  'defaults',
+  'cacheThreshold',
+  'balanceAbsThreshold',
+  'balanceRelThreshold',
+  'fallback',
+])
+
+function parseValue(key: string, raw: string, spec: string): string | number | boolean {
+  if (raw === 'true' || raw === 'on') return true
+  if (raw === 'false' || raw === 'off') return false
+  if (raw !== '' && !Number.isNaN(Number(raw))) return Number(raw)
+  if (/^[a-z][a-z-]*$/i.test(raw)) return raw
+  throw new SimError(
+    SimErrorCode.InvalidOption,
+    `policy ${spec}: bad value ${JSON.stringify(raw)} for ${key}`,
+    raw,
+  )
+}
+
+/**
+ * Parse a policy spec (see {@link PolicySpec}); throws `INVALID_OPTION` naming the bad part.
+ *
+ * @example
+ * ```ts
+ * import { parsePolicySpec } from '@kvc/sim'
+ * parsePolicySpec('kvc:granularity=session').granularity // 'session'
+ * parsePolicySpec('kvc:loadFloorK=0').routerParams // { loadFloorK: 0 }
+ * ```
+ */
+export function parsePolicySpec(spec: string): PolicySpec {
+  const parts = spec.trim().split(':')
+  const name = parts[0]!.trim()
+  if (!(POLICY_NAMES as readonly string[]).includes(name)) {
+    throw new SimError(
+      SimErrorCode.InvalidOption,
+      `unknown policy ${JSON.stringify(name)}: choose from ${POLICY_NAMES.join(', ')}`,
+      name,
+    )
+  }
+  const routerParams: Record<string, unknown> = {}
+  const baselineOptions: Record<string, string | number> = {}
+  let granularity: 'block' | 'session' = 'block'
+  let admission = true
+  let backpressure = true
+  for (const p of parts.slice(1)) {
+    const eq = p.indexOf('=')
+    if (eq <= 0)
+      throw new SimError(
+        SimErrorCode.InvalidOption,
+        `policy ${spec}: expected key=value, got ${JSON.stringify(p)}`,
+        p,
+      )
+    const key = p.slice(0, eq).trim()
+    const value = parseValue(key, p.slice(eq + 1).trim(), spec)
+    if (key === 'granularity') {
+      if (value !== 'block' && value !== 'session') {
+        throw new SimError(
+          SimErrorCode.InvalidOption,
+          `policy ${spec}: granularity must be block or session`,
+          value,
+        )
+      }
+      granularity = value
+    } else if (key === 'admission' || key === 'backpressure') {
+      if (typeof value !== 'boolean') {
+        throw new SimError(SimErrorCode.InvalidOption, `policy ${spec}: ${key} must be on or off`, value)
+      }
+      if (key === 'admission') admission = value
+      else backpressure = value
+    } else if (ROUTER_PARAM_KEYS.has(key)) {
+      routerParams[key] = value
+    } else if (SGLANG_KEYS.has(key) && (name === 'sglang-cache-aware' || name === 'dp-cache-aware')) {
+      if (typeof value === 'boolean') {
+        throw new SimError(
+          SimErrorCode.InvalidOption,
+          `policy ${spec}: ${key} takes a number or a name`,
+          value,
+        )
+      }
+      baselineOptions[key] = value
+    } else {
+      throw new SimError(
+        SimErrorCode.InvalidOption,
+        `policy ${spec}: unknown option ${JSON.stringify(key)} (router parameters: ${[...ROUTER_PARAM_KEYS].join(', ')}; simulator: granularity, admission, backpressure; SGLang cache-aware baselines: ${[...SGLANG_KEYS].join(', ')})`,
+        key,
+      )
+    }
+  }
+  try {
+    resolveRouterParams(routerParams as RouterParamsInput)
+  } catch (err) {
+    throw new SimError(SimErrorCode.InvalidOption, `policy ${spec}: ${(err as Error).message}`, routerParams)
+  }
+  return {
+    label: spec.trim(),
+    name: name as PolicyName,
+    routerParams: routerParams as RouterParamsInput,
+    baselineOptions,
+    granularity,
+    admission,
+    backpressure,
+  }
+}
+
+/**
+ * The router's policy object for a spec (a fresh one per run: baselines keep state).
+ *
+ * @example
+ * ```ts
+ * import { createPolicy, parsePolicySpec } from '@kvc/sim'
+ * createPolicy(parsePolicySpec('dp-cache-aware')).pathMode // 'direct'
+ * ```
+ */
+export function createPolicy(spec: PolicySpec): RoutingPolicy {
+  let p: RoutingPolicy
+  switch (spec.name) {
+    case 'kvc':
+      p = kvcPolicy()
+      break
+    case 'dp-cache-aware':
+      p = dataParallelCacheAwarePolicy(
+        spec.baselineOptions as Parameters<typeof dataParallelCacheAwarePolicy>[0],
+      )
+      break
+    case 'sglang-cache-aware':
+      p = sglangCacheAwarePolicy(spec.baselineOptions as Parameters<typeof sglangCacheAwarePolicy>[0])
+      break
+    case 'round-robin':
+      p = roundRobinPolicy()
+      break
+    case 'random':
+      p = randomPolicy()
+      break
+    case 'power-of-two':
+      p = powerOfTwoPolicy()
+      break
+    case 'sticky-session':
+      p = stickySessionPolicy()
+      break
+    case 'dynamo-kv-cost':
+      p = dynamoKvCostPolicy()
+      break
+  }
+  if (!spec.admission && p.usesAdmission) {
+    const inner = p
+    p = {
+      ...inner,
+      name: `${inner.name}-no-admission`,
+      usesAdmission: false,
+      rank: (c, t) => inner.rank(c, t),
+    }
+  }
+  return p
+}
+
+/**
+ * The D workers' admission options for a spec (`backpressure=off` zeroes every pause hint).
+ *
+ * @example
+ * ```ts
+ * import { admitOptionsFor, parsePolicySpec } from '@kvc/sim'
+ * admitOptionsFor(parsePolicySpec('kvc:backpressure=off')).pause.maxPauseMs // 0
+ * ```
+ */
+export function admitOptionsFor(spec: PolicySpec): AdmitOptions {
+  const p = resolveRouterParams(spec.routerParams)
+  const base: AdmitOptions = {
+    ...DEFAULT_ADMIT_OPTIONS,
+    maxAppendTokens: p.tauAppend,
+    defaultDecodeReserve: p.defaultDecodeReserve,
+  }
+  if (spec.backpressure) return base
+  return {
+    ...base,
+    pause: {
+      ...base.pause,
+      retractedPauseMs: 0,
+      minPauseMs: 0,
+      maxPauseMs: 0,
+      msPerQueuedTransfer: 0,
+      msPerBasisPoint: 0,
+    },
+  }
+}
+
+/**
+ * Block keys of `tokens` (full pages) extending `prev`, the keys of an earlier prompt that shares
+ * `sharedPages` leading pages with this one; only the new pages are hashed.
+ *
+ * @example
+ * ```ts
+ * import { extendBlockKeys, simBlockHasher } from '@kvc/sim'
+ * const a = extendBlockKeys(undefined, 0, undefined, Uint32Array.of(1, 2, 3, 4), 2, simBlockHasher)
+ * a.keys.length // 2
+ * ```
+ */
+export function extendBlockKeys(
+  prev: BlockKeys | undefined,
+  sharedPages: number,
+  prevDigests: readonly Uint8Array[] | undefined,
+  tokens: Uint32Array,
+  pageSize: number,
+  hasher: import('@kvc/radix-cache').BlockHasher,
+): { keys: BlockKeys; digests: Uint8Array[] } {
+  const pages = Math.floor(tokens.length / pageSize)
+  const keep = prev === undefined || prevDigests === undefined ? 0 : Math.min(sharedPages, prev.length, pages)
+  const keys = new BlockKeys(Math.max(1, pages))
+  const digests: Uint8Array[] = new Array(pages)
+  for (let i = 0; i < keep; i++) {
+    keys.hi[i] = prev!.hi[i]!
+    keys.lo[i] = prev!.lo[i]!
+    digests[i] = prevDigests![i]!
+  }
+  keys.length = keep
+  let parent = keep === 0 ? undefined : digests[keep - 1]
+  for (let p = keep; p < pages; p++) {
+    const d = hasher.hashBlock(parent, tokens.subarray(p * pageSize, (p + 1) * pageSize), undefined)
+    digests[p] = d
+    keys.pushHash(hasher.blockId(d))
+    parent = d
+  }
+  return { keys, digests }
+}

@@ -1,0 +1,79 @@
+/**
+ * ADAPTER BOUNDARY — `@kvc/session-cache` and `@kvc/radix-cache`.
+ *
+ * Every simulated worker's KV state is a real `RadixCache` over a real `PagedAllocator`,
+ * wrapped in a real `SessionCache` (with sessions on D workers under KVC, without sessions
+ * elsewhere, where it behaves exactly like the bare radix cache: invariant I4). The simulator
+ * drives it with the calls an engine makes (`createRequest`, `matchPrefix`, `prefill`,
+ * `cacheUnfinishedReq`, `decode`, `cacheFinishedReq`, `abortReq`, `ensureFree`, sessions) and
+ * never touches the pool or the tree behind its back.
+ */
+import {
+  type EvictGranularity,
+  type EvictionPolicy,
+  type KvEvent,
+  PagedAllocator,
+  RadixCache,
+} from '@kvc/radix-cache'
+import { type SessionGranularity, SessionCache } from '@kvc/session-cache'
+import { simBlockHasher } from '../hashing/simBlockHasher.js'
+
+export { SessionCache, SessionCacheError, type SessionRequest } from '@kvc/session-cache'
+
+/**
+ * Options of {@link createWorkerCache}.
+ *
+ * @example
+ * ```ts
+ * import type { WorkerCacheOptions } from '@kvc/sim'
+ * const o: WorkerCacheOptions = { capacityTokens: 200_000, pageSize: 16, now: () => 0 }
+ * ```
+ */
+export interface WorkerCacheOptions {
+  /** KV pool size in tokens (rounded down to a page multiple). */
+  readonly capacityTokens: number
+  readonly pageSize: number
+  /** `block` (default) or the legacy `session` retention. */
+  readonly granularity?: SessionGranularity
+  readonly evictionPolicy?: EvictionPolicy
+  readonly evictGranularity?: EvictGranularity
+  /** The simulated clock (ms). */
+  readonly now: () => number
+  /** KV events of the tree (D workers under KVC feed the router's residency index). */
+  readonly onEvent?: (event: KvEvent) => void
+  /** Called with the tokens freed by each eviction (tree eviction or legacy session drop). */
+  readonly onEviction?: (freedTokens: number) => void
+}
+
+/**
+ * A worker's KV state: a `SessionCache` over a `RadixCache` over a `PagedAllocator`.
+ *
+ * @example
+ * ```ts
+ * import { createWorkerCache } from '@kvc/sim'
+ * const sc = createWorkerCache({ capacityTokens: 4096, pageSize: 16, now: () => 0 })
+ * sc.pool.availableSize() // 4096
+ * ```
+ */
+export function createWorkerCache(o: WorkerCacheOptions): SessionCache {
+  const size = Math.floor(o.capacityTokens / o.pageSize) * o.pageSize
+  const pool = new PagedAllocator({ size, pageSize: o.pageSize })
+  const cache = new RadixCache({
+    pageSize: o.pageSize,
+    allocator: pool,
+    now: o.now,
+    ...(o.evictionPolicy === undefined ? {} : { evictionPolicy: o.evictionPolicy }),
+    ...(o.evictGranularity === undefined ? {} : { evictGranularity: o.evictGranularity }),
+    ...(o.onEvent === undefined ? {} : { onEvent: o.onEvent, blockHasher: simBlockHasher }),
+  })
+  const onEviction = o.onEviction
+  return new SessionCache({
+    cache,
+    pool,
+    now: o.now,
+    granularity: o.granularity ?? 'block',
+    ...(onEviction === undefined
+      ? {}
+      : { onEviction: (e: { freedTokens: number }) => onEviction(e.freedTokens) }),
+  })
+}

@@ -1,0 +1,162 @@
+import type { PagedAllocator } from '@kvc/radix-cache'
+import type { LeaseBook } from '../adapters/router.js'
+import type { SessionCache, SessionRequest } from '../adapters/sessionCache.js'
+
+/**
+ * What a simulated worker keeps between turns:
+ * - `sessions`: a session cache with sessions (D workers under a policy with a fast path);
+ * - `prefix`: a prefix cache without sessions (P workers, colocated DP workers: SGLang's radix cache);
+ * - `none`: no reuse; the KV of a request lives only while it runs (D workers of classic P/D).
+ */
+export type Retention = 'sessions' | 'prefix' | 'none'
+
+/** Role of a simulated worker. */
+export type SimRole = 'prefill' | 'decode' | 'colocated'
+
+/** A unit of prefill work queued on a worker's GPU. */
+export interface Job {
+  readonly turn: SimTurnRef
+  readonly seq: number
+  /** `fast` / `direct`: the worker prefills and then decodes; `pfill`: a P prefills for `decodeId`. */
+  readonly kind: 'fast' | 'direct' | 'pfill'
+  readonly decodeIdx: number
+  readonly leaseId: string | undefined
+  readonly enqueuedMs: number
+}
+
+/** A request decoding in a worker's batch. */
+export interface DecodeSeq {
+  readonly turn: SimTurnRef
+  readonly seq: number
+  /** Batch step at which it ends. */
+  readonly finishStep: number
+  readonly ctx0: number
+  readonly joinStep: number
+}
+
+/** A KV transfer from a P to a D (waiting for D memory, then on the wire). */
+export interface Transfer {
+  readonly id: number
+  readonly turn: SimTurnRef
+  readonly seq: number
+  readonly p: number
+  readonly d: number
+  readonly requestedMs: number
+  readonly deadlineMs: number
+  readonly leaseId: string | undefined
+  state: 'waiting' | 'wire' | 'done'
+  tokens: number
+}
+
+/** The part of a turn the worker model refers to (the simulation owns the rest). */
+export interface SimTurnRef {
+  readonly id: number
+  seq: number
+}
+
+/** One simulated GPU worker: its KV state (real packages) and its queues (the cost model). */
+export class SimWorker {
+  readonly idx: number
+  readonly id: string
+  readonly role: SimRole
+  readonly retention: Retention
+  alive = true
+  /** Incremented at each death: events of an older life are ignored. */
+  life = 0
+  cache: SessionCache | undefined
+  pool: PagedAllocator
+  leases: LeaseBook | undefined
+  /** Last KV event id published by the current cache (for resync after a restart). */
+  lastEventId = -1
+
+  // prefill server
+  queue: Job[] = []
+  qHead = 0
+  running: Job | undefined = undefined
+  runningReq: SessionRequest | undefined = undefined
+  prefillGen = 0
+  blockedSince = Number.NaN
+  blockedGen = 0
+  reservedOutputs = 0
+
+  // decode batch (virtual steps)
+  decode: DecodeSeq[] = []
+  stepsDone = 0
+  lastAdvance = 0
+  stepMs = Number.POSITIVE_INFINITY
+  sumCtx0 = 0
+  sumJoin = 0
+  decodeGen = 0
+
+  // transfers into this D
+  transferWait: Transfer[] = []
+  transfersOnWire = 0
+
+  // counters
+  evictions = 0
+  evictedTokens = 0
+  maxEviction = 0
+  usageTimes: number[] = []
+  usage: number[] = []
+  dirty = false
+
+  /** Turns holding something on this worker (failed when it dies). */
+  readonly holders = new Set<SimTurnRef>()
+
+  constructor(
+    idx: number,
+    id: string,
+    role: SimRole,
+    retention: Retention,
+    cache: SessionCache | undefined,
+    pool: PagedAllocator,
+    leases: LeaseBook | undefined,
+  ) {
+    this.idx = idx
+    this.id = id
+    this.role = role
+    this.retention = retention
+    this.cache = cache
+    this.pool = pool
+    this.leases = leases
+  }
+
+  /** Queued prefill jobs (not counting the running one). */
+  queued(): number {
+    return this.queue.length - this.qHead
+  }
+
+  /** Occupied fraction of the pool. */
+  usageFraction(): number {
+    return this.pool.size === 0 ? 0 : (this.pool.size - this.pool.availableSize()) / this.pool.size
+  }
+
+  /** Insert into the decode batch (kept sorted by finishStep, descending: the next to end is last). */
+  addDecode(s: DecodeSeq): void {
+    const d = this.decode
+    let i = d.length
+    d.push(s)
+    while (i > 0 && d[i - 1]!.finishStep < s.finishStep) {
+      d[i] = d[i - 1]!
+      i--
+    }
+    d[i] = s
+    this.sumCtx0 += s.ctx0
+    this.sumJoin += s.joinStep
+  }
+
+  /** Remove a sequence of `turn` from the batch; false if absent. */
+  removeDecode(turn: SimTurnRef): boolean {
+    const d = this.decode
+    for (let i = 0; i < d.length; i++) {
+      if (d[i]!.turn === turn) {
+        const s = d[i]!
+        d.splice(i, 1)
+        this.sumCtx0 -= s.ctx0
+        this.sumJoin -= s.joinStep
+        return true
+      }
+    }
+    return false
+  }
+}

@@ -1,0 +1,169 @@
+import { checkOption, traceError } from '../errors/simError.js'
+import { expandBlockIds } from './tokens.js'
+import { nonBlankLines, readTraceText } from './traceFiles.js'
+import type { TurnSpec, Workload } from './types.js'
+
+/**
+ * Options of the Mooncake FAST'25 trace loader.
+ *
+ * @example
+ * ```ts
+ * import type { MooncakeTraceOptions } from '@kvc/sim'
+ * const o: MooncakeTraceOptions = { pageTokens: 16 } // small pages for a quick test
+ * ```
+ */
+export interface MooncakeTraceOptions {
+  /** Tokens per block in the trace (Mooncake: 512); `hash_ids.length` must be `ceil(input_length / traceBlockTokens)`. */
+  readonly traceBlockTokens?: number
+  /**
+   * Tokens each block id expands to (default: `traceBlockTokens`). The block-level hit ratio does
+   * not depend on it (every block is one full page); smaller pages make validation runs cheaper.
+   * The cost model always charges `input_length`.
+   */
+  readonly pageTokens?: number
+}
+
+/**
+ * Parse a Mooncake FAST'25 trace (JSONL, one request per line:
+ * `{"timestamp": ms, "input_length": tokens, "output_length": tokens, "hash_ids": [...]}`).
+ * Each `hash_ids` entry is a prefix hash of one 512-token block; each is expanded into a
+ * deterministic page of tokens (see {@link expandBlockIds}), so equal ids share KV exactly. Bad
+ * data fails with a `SimError` (`INVALID_TRACE`) naming the file, the line and the field.
+ * Requests carry no session (the trace has none).
+ *
+ * @example
+ * ```ts
+ * import { parseMooncakeTrace } from '@kvc/sim'
+ * const w = parseMooncakeTrace('{"timestamp": 0, "input_length": 600, "output_length": 5, "hash_ids": [0, 1]}\n', 'inline.jsonl')
+ * w.turns[0].inputLength // 600
+ * w.promptTokens(0).length // 1024: two full 512-token pages
+ * ```
+ */
+export function parseMooncakeTrace(text: string, file: string, options: MooncakeTraceOptions = {}): Workload {
+  const block = options.traceBlockTokens ?? 512
+  const pageTokens = options.pageTokens ?? block
+  checkOption(
+    Number.isInteger(block) && block >= 1,
+    `traceBlockTokens must be a positive integer, got ${block}`,
+    block,
+  )
+  checkOption(
+    Number.isInteger(pageTokens) && pageTokens >= 1,
+    `pageTokens must be a positive integer, got ${pageTokens}`,
+    pageTokens,
+  )
+  const rows: { ts: number; input: number; output: number; from: number; to: number; line: number }[] = []
+  let ids = new Int32Array(1 << 16)
+  let nIds = 0
+  for (const [line, s] of nonBlankLines(text)) {
+    let o: unknown
+    try {
+      o = JSON.parse(s)
+    } catch (err) {
+      throw traceError(file, line, '(json)', `not valid JSON: ${(err as Error).message}`)
+    }
+    if (typeof o !== 'object' || o === null || Array.isArray(o)) {
+      throw traceError(file, line, '(json)', 'each line must be a JSON object', o)
+    }
+    const r = o as Record<string, unknown>
+    const ts = r.timestamp
+    if (typeof ts !== 'number' || !Number.isFinite(ts) || ts < 0) {
+      throw traceError(file, line, 'timestamp', 'must be a non-negative number of milliseconds', ts)
+    }
+    const input = r.input_length
+    if (typeof input !== 'number' || !Number.isInteger(input) || input < 1) {
+      throw traceError(file, line, 'input_length', 'must be a positive integer (tokens)', input)
+    }
+    const output = r.output_length
+    if (typeof output !== 'number' || !Number.isInteger(output) || output < 0) {
+      throw traceError(file, line, 'output_length', 'must be a non-negative integer (tokens)', output)
+    }
+    const h = r.hash_ids
+    if (!Array.isArray(h)) throw traceError(file, line, 'hash_ids', 'must be an array of block ids', h)
+    const want = Math.ceil(input / block)
+    if (h.length !== want) {
+      throw traceError(
+        file,
+        line,
+        'hash_ids',
+        `has ${h.length} ids but input_length ${input} needs ceil(${input}/${block}) = ${want}`,
+        h.length,
+      )
+    }
+    if (nIds + h.length > ids.length) {
+      const grown = new Int32Array(Math.max(ids.length * 2, nIds + h.length))
+      grown.set(ids.subarray(0, nIds))
+      ids = grown
+    }
+    const from = nIds
+    for (let i = 0; i < h.length; i++) {
+      const id = h[i]
+      if (typeof id !== 'number' || !Number.isInteger(id) || id < 0 || (id + 1) * pageTokens > 2 ** 32) {
+        throw traceError(
+          file,
+          line,
+          `hash_ids[${i}]`,
+          `must be a non-negative integer below ${Math.floor(2 ** 32 / pageTokens)}`,
+          id,
+        )
+      }
+      ids[nIds++] = id
+    }
+    rows.push({ ts, input, output, from, to: nIds, line })
+  }
+  if (rows.length === 0) throw traceError(file, 1, '(file)', 'the trace has no requests')
+  // Replay in time order (stable: file order among equal timestamps).
+  const order = rows.map((_, i) => i).sort((a, b) => rows[a]!.ts - rows[b]!.ts || a - b)
+  const t0 = rows[order[0]!]!.ts
+  const seen = new Set<number>()
+  const turns: TurnSpec[] = []
+  const spans: number[] = []
+  for (const ri of order) {
+    const r = rows[ri]!
+    let repeated = 0
+    for (let i = r.from; i < r.to; i++) {
+      const id = ids[i]!
+      if (seen.has(id)) repeated++
+      else seen.add(id)
+    }
+    const id = turns.length
+    turns.push({
+      id,
+      session: -1,
+      turnIndex: 0,
+      arrivalMs: r.ts - t0,
+      thinkMs: 0,
+      inputLength: r.input,
+      outputLength: Math.max(1, r.output),
+      appendTokens: r.input,
+      reuseFraction: Math.min(r.input, repeated * block) / r.input,
+    })
+    spans.push(r.from, r.to)
+  }
+  return {
+    name: `mooncake:${file.split('/').pop()}`,
+    source: file,
+    arrivalMode: 'open',
+    sessions: 0,
+    sessionLabels: [],
+    turns,
+    notes: [],
+    suggestedPageSize: pageTokens,
+    promptTokens: (i) => expandBlockIds(ids.subarray(spans[2 * i]!, spans[2 * i + 1]!), pageTokens),
+    outputTokens: () => undefined,
+  }
+}
+
+/**
+ * Load a Mooncake FAST'25 JSONL trace from a file (see {@link parseMooncakeTrace}).
+ *
+ * @example
+ * ```ts
+ * import { loadMooncakeTrace } from '@kvc/sim'
+ * const w = loadMooncakeTrace('../shared/traces/conversation_trace.jsonl')
+ * w.turns.length // 12031
+ * ```
+ */
+export function loadMooncakeTrace(file: string, options: MooncakeTraceOptions = {}): Workload {
+  return parseMooncakeTrace(readTraceText(file), file, options)
+}

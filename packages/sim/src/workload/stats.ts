@@ -1,0 +1,149 @@
+import { checkOption } from '../errors/simError.js'
+import type { Workload } from './types.js'
+
+/**
+ * Mean, median, 99th percentile and maximum of a sample.
+ *
+ * @example
+ * ```ts
+ * import type { Summary } from '@kvc/sim'
+ * const s: Summary = { mean: 2, p50: 2, p99: 3, max: 3 }
+ * ```
+ */
+export interface Summary {
+  readonly mean: number
+  readonly p50: number
+  readonly p99: number
+  readonly max: number
+}
+
+/**
+ * What `kvc-sim trace stats` prints: sizes, rates, length distributions, and the ideal prefix
+ * hit ratio of an unlimited cache, computed from the workload alone (no cache involved), at page
+ * granularity: a page counts as a hit when the same prefix page (same tokens, same prefix) was in
+ * an earlier prompt. On a Mooncake trace with 512-token pages this is exactly "blocks that repeat
+ * an earlier block" of `SOURCES.md` (36.64% conversation, 63.96% synthetic).
+ *
+ * @example
+ * ```ts
+ * import { computeTraceStats, generateAgenticWorkload } from '@kvc/sim'
+ * const s = computeTraceStats(generateAgenticWorkload({ seed: 1, sessions: 4 }), 16)
+ * s.sessions // 4
+ * ```
+ */
+export interface TraceStats {
+  readonly name: string
+  readonly source: string
+  readonly requests: number
+  readonly sessions: number
+  readonly turnsPerSession: Summary | undefined
+  /** Arrival span, seconds (open-loop traces; closed-loop: the span of session starts). */
+  readonly spanS: number
+  /** Requests per second over the span (0 for a zero span). */
+  readonly ratePerS: number
+  readonly inputTokens: Summary
+  readonly outputTokens: Summary
+  /** Think times between turns, seconds (closed-loop workloads). */
+  readonly thinkS: Summary | undefined
+  readonly pageSize: number
+  /** Full pages over all prompts. */
+  readonly totalPages: number
+  readonly distinctPages: number
+  /** Pages whose prefix page was in an earlier prompt ÷ all pages. */
+  readonly idealHitRatioPages: number
+  /** Σ min(input, hit pages × page) ÷ Σ input tokens. */
+  readonly idealHitRatioTokens: number
+}
+
+/**
+ * Mean, p50, p99 and max of `xs` (nearest-rank percentiles).
+ *
+ * @example
+ * ```ts
+ * import { summarize } from '@kvc/sim'
+ * summarize([1, 2, 3]).p50 // 2
+ * ```
+ */
+export function summarize(xs: readonly number[]): Summary {
+  if (xs.length === 0) return { mean: 0, p50: 0, p99: 0, max: 0 }
+  const s = Float64Array.from(xs).sort()
+  const q = (p: number) => s[Math.min(s.length - 1, Math.max(0, Math.ceil(p * s.length) - 1))]!
+  let sum = 0
+  for (const x of s) sum += x
+  return { mean: sum / s.length, p50: q(0.5), p99: q(0.99), max: s[s.length - 1]! }
+}
+
+/**
+ * Statistics of a workload (see {@link TraceStats}); `pageSize` defaults to the workload's
+ * suggested page size, else 16.
+ *
+ * @example
+ * ```ts
+ * import { computeTraceStats, parseMooncakeTrace } from '@kvc/sim'
+ * const w = parseMooncakeTrace(
+ *   '{"timestamp":0,"input_length":1024,"output_length":1,"hash_ids":[0,1]}\n{"timestamp":1,"input_length":1024,"output_length":1,"hash_ids":[0,2]}\n',
+ *   'x.jsonl',
+ * )
+ * computeTraceStats(w).idealHitRatioPages // 0.25: block 0 of the second request
+ * ```
+ */
+export function computeTraceStats(w: Workload, pageSize?: number): TraceStats {
+  const ps = pageSize ?? w.suggestedPageSize ?? 16
+  checkOption(Number.isInteger(ps) && ps >= 1, `pageSize must be a positive integer, got ${ps}`, ps)
+  // Chained page keys: two independent 32-bit lanes folded into a 53-bit number.
+  const seen = new Set<number>()
+  let total = 0
+  let hits = 0
+  let hitTokens = 0
+  let inputTokens = 0
+  for (let i = 0; i < w.turns.length; i++) {
+    const t = w.turns[i]!
+    const tok = w.promptTokens(i)
+    const pages = Math.floor(tok.length / ps)
+    let h1 = 0x811c9dc5
+    let h2 = 0x01000193
+    let hitPages = 0
+    let prefix = true
+    for (let p = 0; p < pages; p++) {
+      for (let j = p * ps, e = j + ps; j < e; j++) {
+        const x = tok[j]!
+        h1 = Math.imul(h1 ^ x, 0x01000193)
+        h2 = Math.imul(h2 ^ x, 0x5bd1e995) ^ (h2 >>> 15)
+      }
+      const key = (h1 >>> 0) * 2097152 + ((h2 >>> 0) & 0x1fffff)
+      if (prefix && seen.has(key)) hitPages++
+      else {
+        prefix = false
+        seen.add(key)
+      }
+    }
+    total += pages
+    hits += hitPages
+    hitTokens += Math.min(t.inputLength, hitPages * ps)
+    inputTokens += t.inputLength
+  }
+  const perSession = new Map<number, number>()
+  for (const t of w.turns) if (t.session >= 0) perSession.set(t.session, (perSession.get(t.session) ?? 0) + 1)
+  const arrivals = w.turns
+    .filter((t) => w.arrivalMode === 'open' || t.turnIndex === 0)
+    .map((t) => t.arrivalMs)
+  const spanS = arrivals.length === 0 ? 0 : (Math.max(...arrivals) - Math.min(...arrivals)) / 1000
+  const think = w.turns.filter((t) => t.turnIndex > 0 && t.thinkMs > 0).map((t) => t.thinkMs / 1000)
+  return {
+    name: w.name,
+    source: w.source,
+    requests: w.turns.length,
+    sessions: w.sessions,
+    turnsPerSession: perSession.size === 0 ? undefined : summarize([...perSession.values()]),
+    spanS,
+    ratePerS: spanS > 0 ? w.turns.length / spanS : 0,
+    inputTokens: summarize(w.turns.map((t) => t.inputLength)),
+    outputTokens: summarize(w.turns.map((t) => t.outputLength)),
+    thinkS: think.length === 0 ? undefined : summarize(think),
+    pageSize: ps,
+    totalPages: total,
+    distinctPages: seen.size,
+    idealHitRatioPages: total === 0 ? 0 : hits / total,
+    idealHitRatioTokens: inputTokens === 0 ? 0 : hitTokens / inputTokens,
+  }
+}
