@@ -1,6 +1,7 @@
 import { describe, expect, it } from 'vitest'
 import {
   InMemoryNetwork,
+  type LinkModel,
   messageBytes,
   type SyncReply,
   SyncSource,
