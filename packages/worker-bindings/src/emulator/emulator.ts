@@ -1135,7 +1135,7 @@ class Emulator implements SglangEmulator {
       if (out !== undefined) sendJson(res, 200, out)
       return
     }
-    this.#runStream(item, req, res, (p) => this.#generateChunk(item, p))
+    this.#runStream(item, req, res, (p, state) => this.#generateChunk(item, p, state))
   }
 
   #generateChunk(
