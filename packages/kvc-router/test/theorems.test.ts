@@ -1,0 +1,310 @@
+import type { KvEvent } from '@kvc/radix-cache'
+import fc from 'fast-check'
+import { describe, expect, it } from 'vitest'
+import {
+  type DispatchAction,
+  Router,
+  RouterError,
+  type RouterParamsInput,
+  SLO_CLASSES,
+} from '../src/index.js'
+import {
+  type AdmitAnswer,
+  ManualClock,
+  ScriptedDriver,
+  type SendAnswer,
+  admitAnswerArb,
+  checkNoInflightLoad,
+  dispatchActionBound,
+  seededRandom,
+  sendAnswerArb,
+} from '../src/testing/index.js'
+
+const PAGE = 16
+/** Block hashes of session `s`'s prompt of `tokens` tokens (prompts of a session extend each other). */
+const sessionBlocks = (s: number, tokens: number) =>
+  Array.from({ length: Math.floor(tokens / PAGE) }, (_, i) => BigInt(s) * 1_000_000n + BigInt(i))
+
+interface World {
+  router: Router
+  clock: ManualClock
+  nD: number
+}
+
+function world(nP: number, nD: number, seed: number, params: RouterParamsInput = {}): World {
+  const clock = new ManualClock(0)
+  const router = new Router({
+    now: clock.now,
+    random: seededRandom(seed),
+    params: { pageSize: PAGE, ...params },
+    workers: [
+      ...Array.from({ length: nP }, (_, i) => ({
+        id: `p${i}`,
+        role: 'prefill' as const,
+        capacityTokens: 10_000_000,
+      })),
+      ...Array.from({ length: nD }, (_, i) => ({
+        id: `d${i}`,
+        role: 'decode' as const,
+        capacityTokens: 10_000_000,
+      })),
+    ],
+  })
+  return { router, clock, nD }
+}
+
+/** Adversarial KV events: stores and removals of sessions' blocks, sometimes after a gap. */
+const kvEventArb = fc.record({
+  worker: fc.nat(3),
+  kind: fc.constantFrom('BlockStored', 'BlockStored', 'BlockRemoved', 'AllBlocksCleared' as const),
+  session: fc.nat(3),
+  from: fc.nat(40),
+  count: fc.integer({ min: 1, max: 40 }),
+  skip: fc.oneof(
+    { weight: 5, arbitrary: fc.constant(0) },
+    { weight: 1, arbitrary: fc.integer({ min: 1, max: 3 }) },
+  ),
+  atAction: fc.nat(40),
+})
+type KvEventSpec = typeof kvEventArb extends fc.Arbitrary<infer T> ? T : never
+
+function applyEvent(w: World, ev: KvEventSpec, nextId: Map<string, number>): void {
+  const id = `d${ev.worker % w.nD}`
+  const eventId = (nextId.get(id) ?? 0) + ev.skip
+  nextId.set(id, eventId + 1)
+  const hashes = sessionBlocks(ev.session, (ev.from + ev.count) * PAGE).slice(ev.from)
+  const e: KvEvent =
+    ev.kind === 'BlockStored'
+      ? {
+          type: 'BlockStored',
+          eventId,
+          blockHashes: hashes,
+          parentBlockHash: null,
+          tokenIds: [],
+          blockSize: PAGE,
+          extraKey: null,
+        }
+      : ev.kind === 'BlockRemoved'
+        ? { type: 'BlockRemoved', eventId, blockHashes: hashes }
+        : { type: 'AllBlocksCleared', eventId }
+  w.router.ingest(id, e)
+}
+
+const turnArb = fc.record({
+  session: fc.nat(3),
+  growth: fc.integer({ min: 1, max: 12_000 }),
+  output: fc.nat(600),
+  sloClass: fc.constantFrom(...SLO_CLASSES),
+})
+
+const theorem1Arb = fc.record({
+  nP: fc.integer({ min: 1, max: 2 }),
+  nD: fc.integer({ min: 1, max: 4 }),
+  seed: fc.integer(),
+  turns: fc.array(turnArb, { minLength: 1, maxLength: 8 }),
+  badAdmits: fc.array(fc.array(admitAnswerArb(), { maxLength: 5 }), { minLength: 4, maxLength: 4 }),
+  badSends: fc.array(sendAnswerArb(), { maxLength: 4 }),
+  health: fc.array(fc.record({ atAction: fc.nat(30), worker: fc.nat(5), healthy: fc.boolean() }), {
+    maxLength: 5,
+  }),
+  events: fc.array(kvEventArb, { maxLength: 12 }),
+})
+type Theorem1Case = typeof theorem1Arb extends fc.Arbitrary<infer T> ? T : never
+
+/**
+ * Plays a Theorem-1 scenario. The adversary: each D gives up to 5 arbitrary admission answers
+ * (rejections for any reason, pause hints up to 2 s, timeouts, errors) before it admits, up to 4
+ * sends or seeds fail, workers (P and D) go down and up during the first 30 actions (then all
+ * are healthy again), and KV events (with gaps) rewrite the residency index as turns run.
+ */
+function playTheorem1(c: Theorem1Case, params: RouterParamsInput) {
+  const w = world(c.nP, c.nD, c.seed, params)
+  const admits = c.badAdmits.slice(0, c.nD).map((q) => [...q])
+  const sends = [...c.badSends]
+  const ids = [...w.router.cluster.prefillIds(), ...w.router.cluster.decodeIds()]
+  const nextId = new Map<string, number>()
+  let actions = 0
+  const before = (a: DispatchAction) => {
+    actions++
+    for (const h of c.health) {
+      if (h.atAction === actions) w.router.cluster.setHealth(ids[h.worker % ids.length]!, h.healthy)
+    }
+    if (actions === 31) for (const id of ids) w.router.cluster.setHealth(id, true)
+    for (const ev of c.events) if (ev.atAction === actions) applyEvent(w, ev, nextId)
+    void a
+  }
+  const driver = new ScriptedDriver({
+    router: w.router,
+    clock: w.clock,
+    beforeAnswer: before,
+    admit: (a): AdmitAnswer => admits[Number(a.workerId.slice(1))]?.shift() ?? { kind: 'admit' },
+    send: (): SendAnswer => sends.shift() ?? { kind: 'ok', outputTokens: 100 },
+  })
+  const promptOf = new Map<number, number>()
+  const results: { final: ReturnType<ScriptedDriver['runTurn']>['final']; session: string }[] = []
+  const bound = dispatchActionBound(w.router.params, c.nD)
+  for (const t of c.turns) {
+    const prompt = (promptOf.get(t.session) ?? 0) + t.growth
+    const sessionId = `s${t.session}`
+    const run = driver.runTurn(
+      {
+        sessionId,
+        promptTokens: prompt,
+        blocks: sessionBlocks(t.session, prompt),
+        expectedOutputTokens: t.output,
+        sloClass: t.sloClass,
+      },
+      bound,
+    )
+    results.push({ final: run.final, session: sessionId })
+    if (run.final.type === 'done') {
+      promptOf.set(t.session, prompt + t.output)
+      // Reset-on-success: no exclusions and no rejects remain for the session.
+      expect(w.router.cluster.store.excludedWorkers(sessionId)).toEqual([])
+      for (const d of w.router.cluster.decodeIds())
+        expect(w.router.cluster.store.rejects(sessionId, d)).toBe(0)
+    } else {
+      expect(run.final.error).toBeInstanceOf(RouterError)
+      expect(['WAIT_EXHAUSTED', 'ATTEMPTS_EXHAUSTED']).toContain(run.final.error.code)
+      expect(run.final.error.message).toContain(run.final.cause)
+    }
+    checkNoInflightLoad(w.router)
+  }
+  return results
+}
+
+describe('Theorem 1 (no starvation)', () => {
+  it('every turn ends within a bounded number of actions, done or failed with a typed error naming the cause', () => {
+    fc.assert(
+      fc.property(theorem1Arb, (c) => {
+        playTheorem1(c, {})
+      }),
+      { numRuns: 80 },
+    )
+  })
+
+  it('when every healthy D eventually admits and the wait budget covers the adversary, every turn completes', () => {
+    // The adversary above costs at most ~24 bad answers of <= 2.5 s each plus link cooldowns:
+    // a 10-minute budget covers it, so no turn may fail.
+    const slo = { maxWaitMs: 600_000, seedShare: 1 }
+    fc.assert(
+      fc.property(theorem1Arb, (c) => {
+        const results = playTheorem1(c, { slo: { interactive: slo, batch: slo, background: slo } })
+        for (const r of results) expect(r.final.type).toBe('done')
+      }),
+      { numRuns: 80 },
+    )
+  })
+})
+
+const theorem2Arb = fc.record({
+  nD: fc.integer({ min: 1, max: 4 }),
+  target: fc.nat(3),
+  seed: fc.integer(),
+  committed: fc.integer({ min: PAGE, max: 60_000 }),
+  append: fc.integer({ min: 0, max: 8_192 }),
+  targetPause: fc.integer({ min: 0, max: 2_000 }),
+  others: fc.array(fc.array(admitAnswerArb(), { maxLength: 6 }), { minLength: 4, maxLength: 4 }),
+  otherHealth: fc.array(fc.boolean(), { minLength: 4, maxLength: 4 }),
+  events: fc.array(kvEventArb, { maxLength: 10 }),
+})
+
+describe('Theorem 2 (fast path)', () => {
+  it('if residency ⊇ prefix, append <= tau_append, capOk(d) and d admits, the turn takes the fast path (on d when it is the only fast candidate)', () => {
+    fc.assert(
+      fc.property(theorem2Arb, (c) => {
+        const w = world(1, c.nD, c.seed)
+        const target = `d${c.target % c.nD}`
+        const nextId = new Map<string, number>()
+        // Adversarial residency on the other workers (the session is session 0).
+        for (const ev of c.events)
+          if (`d${ev.worker % c.nD}` !== target) applyEvent(w, { ...ev, session: 0 }, nextId)
+        // The session holds `committed` tokens on the target D, whose index shows them.
+        w.router.cluster.residency.recordStored(target, sessionBlocks(0, c.committed))
+        const verifiedBlocks = Math.floor(c.committed / PAGE)
+        w.router.cluster.store.setBinding('s0', {
+          workerId: target,
+          committedTokens: c.committed,
+          verifiedBlocks,
+          updatedAt: 0,
+        })
+        for (let i = 0; i < c.nD; i++) {
+          const d = `d${i}`
+          if (d !== target) w.router.cluster.setHealth(d, c.otherHealth[i]!)
+        }
+        const prompt = c.committed + c.append
+        const turn = { sessionId: 's0', promptTokens: prompt, blocks: sessionBlocks(0, prompt) }
+        const decision = w.router.route(turn)
+        const mine = decision.candidates.find((x) => x.workerId === target)!
+        expect(mine.fast).toBe(true) // the premise holds
+        const fastOnes = decision.candidates.filter((x) => x.fast).map((x) => x.workerId)
+        const others = c.others.map((q) => [...q])
+        const driver = new ScriptedDriver({
+          router: w.router,
+          clock: w.clock,
+          admit: (a): AdmitAnswer =>
+            a.workerId === target
+              ? { kind: 'admit', pauseMs: c.targetPause }
+              : (others[Number(a.workerId.slice(1))]?.shift() ?? { kind: 'admit' }),
+        })
+        const run = driver.runTurn(turn)
+        expect(run.final).toMatchObject({ type: 'done', path: 'fast' })
+        expect(run.actions.some((a) => a.type === 'seedViaP')).toBe(false)
+        if (fastOnes.length === 1) expect(run.final.type === 'done' && run.final.workerId).toBe(target)
+        // Nothing ranked below the target was tried before it.
+        const rankOf = new Map(decision.candidates.map((x) => [x.workerId, x.rank]))
+        for (const a of run.actions)
+          if (a.type === 'admit') expect(rankOf.get(a.workerId)!).toBeLessThanOrEqual(mine.rank)
+      }),
+      { numRuns: 150 },
+    )
+  })
+})
+
+describe('reset-on-success vs v1 permanent exclusion', () => {
+  it('on a script of transient rejections v1 excludes every D and starves the session; ours completes every turn', () => {
+    const TAU = 3
+    const scriptArb = fc.record({
+      nD: fc.integer({ min: 2, max: 4 }),
+      seed: fc.integer(),
+      extraTurns: fc.nat(3),
+      rejections: fc.array(fc.integer({ min: 1, max: TAU }), { minLength: 16, maxLength: 16 }),
+      growth: fc.integer({ min: 100, max: 20_000 }),
+    })
+    const play = (c: typeof scriptArb extends fc.Arbitrary<infer T> ? T : never, v1: boolean) => {
+      const w = world(1, c.nD, c.seed, {
+        tauReject: TAU,
+        resetOnSuccess: !v1,
+        releaseWhenAllExcluded: false, // isolate reset-on-success: no other escape hatch
+      })
+      let pending = 0
+      const driver = new ScriptedDriver({
+        router: w.router,
+        clock: w.clock,
+        // Transient pressure: the first r admission RPCs of each turn are rejected, then D workers admit.
+        admit: (): AdmitAnswer =>
+          pending-- > 0 ? { kind: 'reject', reason: 'capacity' } : { kind: 'admit' },
+      })
+      const turns = TAU * c.nD + c.extraTurns
+      const outcomes: string[] = []
+      let prompt = 0
+      for (let k = 0; k < turns; k++) {
+        pending = c.rejections[k % c.rejections.length]!
+        prompt += c.growth
+        const run = driver.runTurn({ sessionId: 's', promptTokens: prompt, blocks: sessionBlocks(0, prompt) })
+        outcomes.push(run.final.type === 'done' ? 'done' : run.final.cause)
+        if (run.final.type === 'done') prompt += 100
+      }
+      return outcomes
+    }
+    fc.assert(
+      fc.property(scriptArb, (c) => {
+        const ours = play(c, false)
+        expect(ours.every((o) => o === 'done')).toBe(true)
+        const v1 = play(c, true)
+        expect(v1).toContain('all_excluded')
+      }),
+      { numRuns: 40 },
+    )
+  })
+})
