@@ -89,7 +89,7 @@ function runBoth(
         const a = sc.matchPrefix(req)
         const b = bare.begin(rid, prompt, extraKey)
         expect(a.length).toBe(b.length)
-        expect(Array.from(a.indices)).toEqual(b.indices)
+        expect(Array.from(a.indices)).toEqual(Array.from(b.indices))
         live.push({ rid, req })
         break
       }
@@ -139,7 +139,7 @@ function runBoth(
         const a = sc.matchPrefix(cur.req)
         const b = bare.rematch(cur.rid)
         expect(a.length).toBe(b.length)
-        expect(Array.from(a.indices)).toEqual(b.indices)
+        expect(Array.from(a.indices)).toEqual(Array.from(b.indices))
         break
       }
       case 'finish':

@@ -8,9 +8,12 @@ import {
 
 interface BareReq {
   readonly ns: string
-  readonly tokens: number[]
+  /** Prompt + output; capacity grows by doubling. */
+  tokens: Uint32Array
+  len: number
   readonly originLen: number
-  readonly row: number[]
+  /** KV slot per position; capacity grows by doubling. */
+  row: Int32Array
   protectedLen: number
   committed: number
   allocated: number
@@ -64,32 +67,35 @@ export class BareRadixEngine {
   }
 
   /** Admit a request: match `tokens[0:len-1)`, lock the match. Returns the cached length and slots. */
-  begin(rid: string, tokens: ArrayLike<number>, extraKey = ''): { length: number; indices: number[] } {
-    const toks = Array.from(tokens)
-    const m = this.cache.matchPrefix(toks.slice(0, toks.length - 1), { extraKey })
+  begin(rid: string, tokens: ArrayLike<number>, extraKey = ''): { length: number; indices: Int32Array } {
+    const toks = new Uint32Array(tokens.length + 64)
+    for (let i = 0; i < tokens.length; i++) toks[i] = tokens[i]!
+    const m = this.cache.matchPrefix(toks.subarray(0, tokens.length - 1), { extraKey })
     this.cache.incLockRef(m.lastNode)
-    const row = Array.from(m.indices)
+    const row = new Int32Array(Math.max(16, tokens.length + 64))
+    row.set(m.indices)
     this.#reqs.set(rid, {
       ns: extraKey,
       tokens: toks,
-      originLen: toks.length,
+      len: tokens.length,
+      originLen: tokens.length,
       row,
       protectedLen: m.length,
       committed: m.length,
       allocated: m.length,
       lastNode: m.lastNode,
     })
-    return { length: m.length, indices: row.slice() }
+    return { length: m.length, indices: m.indices }
   }
 
   /** Re-match a running request (chunked-prefill retry); adopts the tree's slots if it holds more. */
-  rematch(rid: string): { length: number; indices: number[] } {
+  rematch(rid: string): { length: number; indices: Int32Array } {
     const r = this.#req(rid)
-    const m = this.cache.matchPrefix(r.tokens.slice(0, r.tokens.length - 1), { extraKey: r.ns })
+    const m = this.cache.matchPrefix(r.tokens.subarray(0, r.len - 1), { extraKey: r.ns })
     if (m.length > r.committed) {
       const end = Math.min(r.allocated, m.length)
-      if (end > r.protectedLen) this.pool.free(Int32Array.from(r.row.slice(r.protectedLen, end)))
-      for (let i = r.protectedLen; i < m.length; i++) r.row[i] = m.indices[i]!
+      if (end > r.protectedLen) this.pool.free(r.row.subarray(r.protectedLen, end))
+      r.row.set(m.indices.subarray(r.protectedLen), r.protectedLen)
       this.cache.incLockRef(m.lastNode)
       this.cache.decLockRef(r.lastNode)
       r.lastNode = m.lastNode
@@ -111,28 +117,28 @@ export class BareRadixEngine {
   /** One decode step producing `token`. `false` (nothing changed) when the pool is short. */
   decode(rid: string, token: number): boolean {
     const r = this.#req(rid)
-    if (r.tokens.length > r.originLen) {
-      if (!this.#allocate(r, r.tokens.length)) return false
-      r.committed = r.tokens.length
+    if (r.len > r.originLen) {
+      if (!this.#allocate(r, r.len)) return false
+      r.committed = r.len
     }
-    r.tokens.push(token)
+    if (r.len === r.tokens.length) {
+      const t = new Uint32Array(r.tokens.length * 2)
+      t.set(r.tokens)
+      r.tokens = t
+    }
+    r.tokens[r.len++] = token
     return true
   }
 
   /** SGLang's `cache_unfinished_req`. */
   unfinished(rid: string, chunked = false): void {
     const r = this.#req(rid)
-    const keys = r.tokens.slice(0, r.committed)
-    const res = this.cache.insert(keys, Int32Array.from(r.row.slice(0, r.committed)), {
-      extraKey: r.ns,
-      chunked,
-    })
-    if (res.prefixLen > r.protectedLen) {
-      this.pool.free(Int32Array.from(r.row.slice(r.protectedLen, res.prefixLen)))
-    }
+    const keys = r.tokens.subarray(0, r.committed)
+    const res = this.cache.insert(keys, r.row.subarray(0, r.committed), { extraKey: r.ns, chunked })
+    if (res.prefixLen > r.protectedLen) this.pool.free(r.row.subarray(r.protectedLen, res.prefixLen))
     if (res.alignedLen > r.protectedLen) {
-      const m = this.cache.matchPrefix(keys.slice(0, res.alignedLen), { extraKey: r.ns })
-      for (let i = r.protectedLen; i < m.length; i++) r.row[i] = m.indices[i]!
+      const m = this.cache.matchPrefix(keys.subarray(0, res.alignedLen), { extraKey: r.ns })
+      r.row.set(m.indices.subarray(r.protectedLen), r.protectedLen)
       if (m.lastNode !== r.lastNode) {
         this.cache.incLockRef(m.lastNode)
         this.cache.decLockRef(r.lastNode)
@@ -145,16 +151,11 @@ export class BareRadixEngine {
   /** SGLang's `cache_finished_req`. */
   finished(rid: string): void {
     const r = this.#req(rid)
-    const res = this.cache.insert(
-      r.tokens.slice(0, r.committed),
-      Int32Array.from(r.row.slice(0, r.committed)),
-      { extraKey: r.ns },
-    )
-    if (res.prefixLen > r.protectedLen) {
-      this.pool.free(Int32Array.from(r.row.slice(r.protectedLen, res.prefixLen)))
-    }
-    if (r.allocated > res.alignedLen)
-      this.pool.free(Int32Array.from(r.row.slice(res.alignedLen, r.allocated)))
+    const res = this.cache.insert(r.tokens.subarray(0, r.committed), r.row.subarray(0, r.committed), {
+      extraKey: r.ns,
+    })
+    if (res.prefixLen > r.protectedLen) this.pool.free(r.row.subarray(r.protectedLen, res.prefixLen))
+    if (r.allocated > res.alignedLen) this.pool.free(r.row.subarray(res.alignedLen, r.allocated))
     this.cache.decLockRef(r.lastNode)
     this.#reqs.delete(rid)
   }
@@ -162,15 +163,20 @@ export class BareRadixEngine {
   /** Free the request's own slots and unlock, inserting nothing. */
   abort(rid: string): void {
     const r = this.#req(rid)
-    if (r.allocated > r.protectedLen)
-      this.pool.free(Int32Array.from(r.row.slice(r.protectedLen, r.allocated)))
+    if (r.allocated > r.protectedLen) this.pool.free(r.row.subarray(r.protectedLen, r.allocated))
     this.cache.decLockRef(r.lastNode)
     this.#reqs.delete(rid)
   }
 
-  /** Token ids (prompt + output) of a running request. */
-  tokensOf(rid: string): number[] {
-    return this.#req(rid).tokens.slice()
+  /** Token ids (prompt + output) of a running request (a copy). */
+  tokensOf(rid: string): Uint32Array {
+    const r = this.#req(rid)
+    return r.tokens.slice(0, r.len)
+  }
+
+  /** Positions of a running request whose KV is computed. */
+  committedOf(rid: string): number {
+    return this.#req(rid).committed
   }
 
   /** `free + evictable + protected + requestOwned == poolSize`. */
@@ -199,7 +205,12 @@ export class BareRadixEngine {
     if (need > this.pool.availableSize()) return false
     const last = r.allocated % ps === 0 ? -1 : r.row[r.allocated - 1]!
     const slots = this.pool.allocExtend(last, target - r.allocated)
-    for (let i = 0; i < slots.length; i++) r.row[r.allocated + i] = slots[i]!
+    if (r.row.length < target) {
+      const grown = new Int32Array(Math.max(target, r.row.length * 2))
+      grown.set(r.row.subarray(0, r.allocated))
+      r.row = grown
+    }
+    r.row.set(slots, r.allocated)
     r.allocated = target
     return true
   }

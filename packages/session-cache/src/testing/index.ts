@@ -31,3 +31,12 @@ export {
   sessionCommands,
   sessionModelSetup,
 } from './commands.js'
+export {
+  type AgenticWorkloadOptions,
+  agenticWorkload,
+  type RunWorkloadConfig,
+  runWorkload,
+  type WorkloadEngine,
+  type WorkloadReport,
+  type WorkloadTurn,
+} from './workload.js'
