@@ -1129,7 +1129,23 @@ class Emulator implements SglangEmulator {
     const room = readBigIntField(text, 'bootstrap_room')
     const item = this.#parseItem(json, undefined, Array.isArray(room) ? undefined : room)
     this.#checkRids([item])
-    this.#checkSession(item, json)
+    try {
+      this.#checkSession(item, json)
+    } catch (err) {
+      if (!stream || !(err instanceof HttpError)) throw err
+      // Upstream streams a scheduler abort as a chunk with finish_reason abort (status_code 400).
+      const message = (err.body as { error?: { message?: string } }).error?.message ?? err.message
+      res.writeHead(200, { 'content-type': 'text/event-stream', 'cache-control': 'no-cache' })
+      const chunk = this.#generateChunk(item, {
+        outputIds: [],
+        text: '',
+        promptTokens: item.tokens.length,
+        cachedTokens: 0,
+        finishReason: { type: 'abort', message, status_code: 400, err_type: 'BadRequestError' },
+      })
+      res.end(`data: ${JSON.stringify(chunk)}\n\ndata: [DONE]\n\n`)
+      return
+    }
     if (!stream) {
       const out = await this.#runNonStream(item, req, res)
       if (out !== undefined) sendJson(res, 200, out)
