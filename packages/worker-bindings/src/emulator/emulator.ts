@@ -513,7 +513,7 @@ class Emulator implements SglangEmulator {
       freeTokens: this.#pool.availableSize(),
       capacityTokens: this.capacityTokens,
       openSessions: this.sessionCache.stats().sessionsHeld,
-      activeLeases: this.#leases.live(performance.now()).length,
+      activeLeases: this.#leases.live(Math.floor(performance.now())).length,
       transferQueueDepth: this.#transferQueue,
       kvEventBatches: this.#kvBatches,
       balanced: acc.balanced,
@@ -1058,7 +1058,8 @@ class Emulator implements SglangEmulator {
   // Admission (Algorithm 2, answered by kvc-router's admit over this worker's real state)
 
   #admit(request: AdmitRequest): AdmitResponse {
-    const now = performance.now()
+    // Whole milliseconds: admit() answers leaseMs = expiresAt − now, which the contract wants integral.
+    const now = Math.floor(performance.now())
     for (const id of this.#leases.expire(now)) void id
     const sessions = new Map<string, AdmitSession>()
     for (const s of this.sessionCache.listSessionStatuses()) {
