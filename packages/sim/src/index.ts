@@ -1,1 +1,98 @@
-export {}
+export { SimError, SimErrorCode, checkOption, traceError, type TraceLocation } from './errors/simError.js'
+export { EventQueue } from './engine/eventQueue.js'
+export { Prng } from './engine/prng.js'
+export {
+  type CostModel,
+  DEFAULT_COST_MODEL,
+  decodeStepSeconds,
+  makeCostModel,
+  prefillSeconds,
+  transferSeconds,
+} from './cost/costModel.js'
+export type { ArrivalMode, TurnSpec, Workload } from './workload/types.js'
+export {
+  type AgenticWorkloadOptions,
+  DEFAULT_GAP_QUANTILES,
+  generateAgenticWorkload,
+  sampleQuantiles,
+} from './workload/agentic.js'
+export { expandBlockIds, mix32, type TextTokenizer, tokenizeText, uniqueTokens } from './workload/tokens.js'
+export { loadMooncakeTrace, type MooncakeTraceOptions, parseMooncakeTrace } from './workload/mooncake.js'
+export { type LmcacheTraceOptions, loadLmcacheTrace, parseLmcacheTrace } from './workload/lmcache.js'
+export { loadAzureTrace, parseAzureTrace } from './workload/azure.js'
+export {
+  detectTraceFormat,
+  type LoadTraceOptions,
+  loadTrace,
+  TRACE_FORMATS,
+  type TraceFormat,
+} from './workload/loadTrace.js'
+export { computeTraceStats, type Summary, summarize, type TraceStats } from './workload/stats.js'
+export {
+  defaultFaultDuration,
+  FAULT_KINDS,
+  type FaultKind,
+  type FaultSpec,
+  formatFaults,
+  parseFaults,
+} from './faults/faults.js'
+export { simBlockHasher } from './hashing/simBlockHasher.js'
+export {
+  admitOptionsFor,
+  createPolicy,
+  extendBlockKeys,
+  POLICY_NAMES,
+  type PolicyName,
+  type PolicySpec,
+  parsePolicySpec,
+} from './adapters/router.js'
+export { createWorkerCache, type WorkerCacheOptions } from './adapters/sessionCache.js'
+export { formatTopology, parseTopology, type Topology, topologyWorkers } from './cluster/topology.js'
+export {
+  ClusterSimulation,
+  type RunAccounting,
+  type RunCounters,
+  type RunOptions,
+  type RunResult,
+  runSimulation,
+} from './cluster/simulation.js'
+export type { EvictionStats, ServePath, TurnRecord, UsageSeries } from './metrics/types.js'
+export { finiteMean, type LatencyStats, latencyStats, quantileSorted } from './metrics/quantiles.js'
+export {
+  computeRunMetrics,
+  e2eOf,
+  elapsedOf,
+  fastPathBucket,
+  latencyOf,
+  type RunMetrics,
+  ttftOf,
+} from './metrics/runMetrics.js'
+export {
+  CI_METRICS,
+  type CiMetric,
+  type ClusterLayout,
+  type Estimate,
+  higherIsBetter,
+  type PairedEstimate,
+  type PolicyColumns,
+  pairedBootstrap,
+} from './protocol/bootstrap.js'
+export {
+  buildWorkload,
+  type ExperimentConfig,
+  type ExperimentResult,
+  executeTask,
+  inProcessRunner,
+  type PolicySummary,
+  type Runner,
+  type RunSummary,
+  type RunTask,
+  runExperiment,
+  SIM_VERSION,
+  type Stratum,
+  type WorkloadSource,
+} from './protocol/experiment.js'
+export { toStableJson } from './report/json.js'
+export { renderHtmlReport } from './report/html.js'
+export { renderComparisonTable } from './report/table.js'
+export { parseCapacity, parseCount, parsePositive, parseSeeds } from './cli/args.js'

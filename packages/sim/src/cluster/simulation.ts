@@ -194,6 +194,7 @@ interface Turn {
   admitSentMs: number
   admitLatency: number
   cached: number
+  matched: number
   computed: number
   transferred: number
   lastError: string | undefined
@@ -439,6 +440,7 @@ export class ClusterSimulation {
       admitSentMs: 0,
       admitLatency: 0,
       cached: 0,
+      matched: 0,
       computed: 0,
       transferred: 0,
       lastError: undefined,
@@ -864,6 +866,7 @@ export class ClusterSimulation {
       prefillId: status === 'completed' ? prefillId : undefined,
       migrated: status === 'completed' && turn.migratedFrom !== undefined,
       cachedTokens: turn.cached,
+      matchedTokens: turn.matched,
       computedTokens: turn.computed,
       transferredTokens: turn.transferred,
       attempts: turn.dispatch?.record.attempts ?? 0,
@@ -1073,6 +1076,7 @@ export class ClusterSimulation {
     const cachedCost = Math.min(opened.cached, input)
     const newCost = Math.max(1, input - cachedCost)
     turn.cached = cachedCost
+    turn.matched = opened.cached
     turn.computed = newCost
     turn.stage = 'prefill'
     turn.req1 = opened.req

@@ -45,8 +45,10 @@ export interface TurnRecord {
   readonly prefillId: string | undefined
   /** The session moved to another D for this turn. */
   readonly migrated: boolean
-  /** Prompt tokens the serving worker (P for a seed, else the worker) found cached. */
+  /** Prompt tokens the serving worker (P for a seed, else the worker) found cached (at most `inputLength`). */
   readonly cachedTokens: number
+  /** The same prefix match in the cache's own units (page-padded prompts of hash-id traces may exceed `inputLength`). */
+  readonly matchedTokens: number
   /** Prompt tokens computed (prefilled) for the turn. */
   readonly computedTokens: number
   /** Tokens moved over a P→D link. */

@@ -1,0 +1,79 @@
+import { availableParallelism } from 'node:os'
+import { Worker } from 'node:worker_threads'
+import type { RunResult } from '../cluster/simulation.js'
+import { SimError, type SimErrorCode } from '../errors/simError.js'
+import { type RunTask, type Runner, inProcessRunner } from '../protocol/experiment.js'
+
+type Msg =
+  | { type: 'progress'; index: number; ended: number; total: number }
+  | { type: 'result'; index: number; result: RunResult }
+  | { type: 'error'; index: number; error: { name?: string; message?: string; code?: string } }
+
+/**
+ * A runner that spreads tasks over `jobs` worker threads (each run is single-threaded and
+ * deterministic, so the results are the same as in process, in task order).
+ */
+export function threadRunner(jobs: number): Runner {
+  return async (tasks, onProgress) => {
+    const n = Math.min(jobs, tasks.length)
+    if (n <= 1) return inProcessRunner(tasks, onProgress)
+    const here = import.meta.url
+    const fromSource = here.endsWith('.ts')
+    const results: RunResult[] = new Array(tasks.length)
+    // From source (tsx), a worker boots the TypeScript loader before importing the entry, and
+    // resolves workspace packages to their sources.
+    const spawn = (): Worker => {
+      if (!fromSource) return new Worker(new URL('./runWorker.js', here))
+      const api = import.meta.resolve('tsx/esm/api')
+      const entry = new URL('./runWorker.ts', here).href
+      const boot = `import(${JSON.stringify(api)}).then((m) => { m.register(); return import(${JSON.stringify(entry)}) })`
+      return new Worker(boot, { eval: true, execArgv: [...process.execArgv, '--conditions=@kvc/source'] })
+    }
+    let next = 0
+    return new Promise<RunResult[]>((resolve, reject) => {
+      const workers: Worker[] = []
+      let live = n
+      let failed = false
+      const feed = (w: Worker) => {
+        const t: RunTask | undefined = tasks[next++]
+        w.postMessage(t ?? null)
+      }
+      for (let i = 0; i < n; i++) {
+        const w = spawn()
+        workers.push(w)
+        w.on('message', (m: Msg) => {
+          if (m.type === 'progress') onProgress(m.index, m.ended, m.total)
+          else if (m.type === 'result') {
+            results[m.index] = m.result
+            feed(w)
+          } else if (!failed) {
+            failed = true
+            for (const x of workers) void x.terminate()
+            const e = m.error
+            reject(
+              e.name === 'SimError' && e.code !== undefined
+                ? new SimError(e.code as SimErrorCode, e.message ?? 'error')
+                : new Error(e.message ?? 'a simulation worker failed'),
+            )
+          }
+        })
+        w.on('error', (err) => {
+          if (failed) return
+          failed = true
+          for (const x of workers) void x.terminate()
+          reject(err)
+        })
+        w.on('exit', () => {
+          live--
+          if (live === 0 && !failed) resolve(results)
+        })
+        feed(w)
+      }
+    })
+  }
+}
+
+/** Default number of parallel runs: the machine's cores. */
+export function defaultJobs(): number {
+  return Math.max(1, availableParallelism())
+}

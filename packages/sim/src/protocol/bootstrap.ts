@@ -1,0 +1,239 @@
+import { Prng } from '../engine/prng.js'
+import { quantileSorted } from '../metrics/quantiles.js'
+
+/**
+ * The metrics that get bootstrap confidence intervals and paired differences.
+ *
+ * @example
+ * ```ts
+ * import { CI_METRICS } from '@kvc/sim'
+ * CI_METRICS[0] // 'ttft_mean'
+ * ```
+ */
+export const CI_METRICS = [
+  'ttft_mean',
+  'ttft_p50',
+  'ttft_p90',
+  'ttft_p99',
+  'e2e_mean',
+  'e2e_p50',
+  'e2e_p90',
+  'e2e_p99',
+  'error_rate',
+  'fast_path_rate',
+] as const
+
+/**
+ * One of {@link CI_METRICS}. Latencies are seconds; rates are fractions. For all of them lower is
+ * better except `fast_path_rate`.
+ *
+ * @example
+ * ```ts
+ * import type { CiMetric } from '@kvc/sim'
+ * const m: CiMetric = 'ttft_p90'
+ * ```
+ */
+export type CiMetric = (typeof CI_METRICS)[number]
+
+/**
+ * Whether a larger value of the metric is better.
+ *
+ * @example
+ * ```ts
+ * import { higherIsBetter } from '@kvc/sim'
+ * higherIsBetter('fast_path_rate') // true
+ * ```
+ */
+export function higherIsBetter(m: CiMetric): boolean {
+  return m === 'fast_path_rate'
+}
+
+/**
+ * A point estimate with its bootstrap 95% interval (percentile method). `Infinity` appears when
+ * failed turns reach a percentile (a failed turn counts as infinitely slow).
+ *
+ * @example
+ * ```ts
+ * import type { Estimate } from '@kvc/sim'
+ * const e: Estimate = { value: 0.41, lo: 0.38, hi: 0.45 }
+ * ```
+ */
+export interface Estimate {
+  readonly value: number
+  readonly lo: number
+  readonly hi: number
+}
+
+/**
+ * A paired difference `policy − reference` on the same resampled turns, with its 95% interval
+ * and the share of resamples in which the policy is better.
+ *
+ * @example
+ * ```ts
+ * import type { PairedEstimate } from '@kvc/sim'
+ * const d: PairedEstimate = { diff: -0.2, lo: -0.3, hi: -0.1, pBetter: 1 }
+ * ```
+ */
+export interface PairedEstimate {
+  readonly diff: number
+  readonly lo: number
+  readonly hi: number
+  readonly pBetter: number
+}
+
+/**
+ * Per-turn columns of one policy, concatenated over the seeds in the same order for every policy
+ * (so index `i` is the same turn of the same trial everywhere: the pairing).
+ */
+export interface PolicyColumns {
+  readonly ttft: Float64Array
+  readonly e2e: Float64Array
+  /** Time to completion, or to failure (for means). */
+  readonly elapsedTtft: Float64Array
+  readonly elapsed: Float64Array
+  readonly failed: Uint8Array
+  readonly fast: Uint8Array
+}
+
+/** Which turns make up each cluster (session, or request without sessions) of each seed. */
+export interface ClusterLayout {
+  /** Per seed, the clusters: arrays of global turn indices. */
+  readonly seeds: readonly (readonly Int32Array[])[]
+}
+
+function metricsOf(c: PolicyColumns, idx: Int32Array, n: number, buf: Float64Array, out: Float64Array): void {
+  // TTFT
+  let sumT = 0
+  let sumE = 0
+  let failed = 0
+  let fast = 0
+  for (let k = 0; k < n; k++) {
+    const i = idx[k]!
+    buf[k] = c.ttft[i]!
+    sumT += c.elapsedTtft[i]!
+    sumE += c.elapsed[i]!
+    failed += c.failed[i]!
+    fast += c.fast[i]!
+  }
+  const s = buf.subarray(0, n).sort()
+  out[0] = n === 0 ? Number.NaN : sumT / n
+  out[1] = quantileSorted(s, 0.5)
+  out[2] = quantileSorted(s, 0.9)
+  out[3] = quantileSorted(s, 0.99)
+  for (let k = 0; k < n; k++) buf[k] = c.e2e[idx[k]!]!
+  const e = buf.subarray(0, n).sort()
+  out[4] = n === 0 ? Number.NaN : sumE / n
+  out[5] = quantileSorted(e, 0.5)
+  out[6] = quantileSorted(e, 0.9)
+  out[7] = quantileSorted(e, 0.99)
+  out[8] = n === 0 ? Number.NaN : failed / n
+  out[9] = n === 0 ? Number.NaN : fast / n
+}
+
+function diffOf(a: number, b: number): number {
+  if (a === b) return 0 // covers Infinity − Infinity: both failed at that percentile
+  return a - b
+}
+
+/**
+ * Cluster bootstrap over sessions (within each seed: the trials stay separate), paired across
+ * policies: every resample draws the same clusters for every policy, so the differences compare
+ * the same turns of the same trials. Returns, per policy, an {@link Estimate} per metric, and per
+ * non-reference policy a {@link PairedEstimate} per metric against `reference`.
+ *
+ * @example
+ * ```ts
+ * import { pairedBootstrap } from '@kvc/sim'
+ * const col = (t: number[]) => ({
+ *   ttft: Float64Array.from(t), e2e: Float64Array.from(t), elapsedTtft: Float64Array.from(t),
+ *   elapsed: Float64Array.from(t), failed: new Uint8Array(t.length), fast: new Uint8Array(t.length),
+ * })
+ * const layout = { seeds: [[Int32Array.of(0), Int32Array.of(1), Int32Array.of(2)]] }
+ * const r = pairedBootstrap([col([1, 2, 3]), col([2, 3, 4])], layout, 0, 100, 7)
+ * r.paired[1]?.ttft_mean.diff // 1
+ * ```
+ */
+export function pairedBootstrap(
+  policies: readonly PolicyColumns[],
+  layout: ClusterLayout,
+  reference: number,
+  resamples: number,
+  seed: number,
+): {
+  estimates: Record<CiMetric, Estimate>[]
+  paired: (Record<CiMetric, PairedEstimate> | undefined)[]
+} {
+  const M = CI_METRICS.length
+  const P = policies.length
+  let total = 0
+  for (const s of layout.seeds) for (const c of s) total += c.length
+  const all = new Int32Array(total)
+  {
+    let k = 0
+    for (const s of layout.seeds) for (const c of s) for (let j = 0; j < c.length; j++) all[k++] = c[j]!
+  }
+  const buf = new Float64Array(Math.max(1, total * 2))
+  const point = policies.map((c) => {
+    const out = new Float64Array(M)
+    metricsOf(c, all, total, buf, out)
+    return out
+  })
+  // samples[p][m][b]
+  const samples = policies.map(() => Array.from({ length: M }, () => new Float64Array(resamples)))
+  const rng = new Prng(seed, 'bootstrap')
+  let idx = new Int32Array(Math.max(16, total * 2))
+  const out = new Float64Array(M)
+  for (let b = 0; b < resamples; b++) {
+    let n = 0
+    for (const clusters of layout.seeds) {
+      const k = clusters.length
+      for (let j = 0; j < k; j++) {
+        const c = clusters[rng.int(k)]!
+        if (n + c.length > idx.length) {
+          const grown = new Int32Array((n + c.length) * 2)
+          grown.set(idx.subarray(0, n))
+          idx = grown
+        }
+        idx.set(c, n)
+        n += c.length
+      }
+    }
+    const big = n > buf.length ? new Float64Array(n) : buf
+    for (let p = 0; p < P; p++) {
+      metricsOf(policies[p]!, idx, n, big, out)
+      for (let m = 0; m < M; m++) samples[p]![m]![b] = out[m]!
+    }
+  }
+  const estimates = policies.map((_, p) => {
+    const r = {} as Record<CiMetric, Estimate>
+    CI_METRICS.forEach((name, m) => {
+      const s = Float64Array.from(samples[p]![m]!).sort()
+      r[name] = { value: point[p]![m]!, lo: quantileSorted(s, 0.025), hi: quantileSorted(s, 0.975) }
+    })
+    return r
+  })
+  const paired = policies.map((_, p) => {
+    if (p === reference) return undefined
+    const r = {} as Record<CiMetric, PairedEstimate>
+    CI_METRICS.forEach((name, m) => {
+      const d = new Float64Array(resamples)
+      let better = 0
+      const hib = higherIsBetter(name)
+      for (let b = 0; b < resamples; b++) {
+        const x = samples[p]![m]![b]!
+        const y = samples[reference]![m]![b]!
+        d[b] = diffOf(x, y)
+        if (hib ? x > y : x < y) better++
+      }
+      d.sort()
+      r[name] = {
+        diff: diffOf(point[p]![m]!, point[reference]![m]!),
+        lo: quantileSorted(d, 0.025),
+        hi: quantileSorted(d, 0.975),
+        pBetter: resamples === 0 ? Number.NaN : better / resamples,
+      }
+    })
+    return r
+  })
+  return { estimates, paired }
+}

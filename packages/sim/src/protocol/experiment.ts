@@ -1,0 +1,645 @@
+import { type PolicySpec, parsePolicySpec } from '../adapters/router.js'
+import { type RunOptions, type RunResult, runSimulation } from '../cluster/simulation.js'
+import { type Topology, formatTopology, parseTopology } from '../cluster/topology.js'
+import { type CostModel, makeCostModel } from '../cost/costModel.js'
+import { checkOption } from '../errors/simError.js'
+import { type FaultSpec, formatFaults } from '../faults/faults.js'
+import {
+  type RunMetrics,
+  computeRunMetrics,
+  e2eOf,
+  elapsedOf,
+  fastPathBucket,
+  ttftOf,
+} from '../metrics/runMetrics.js'
+import { quantileSorted } from '../metrics/quantiles.js'
+import type { TurnRecord } from '../metrics/types.js'
+import { type AgenticWorkloadOptions, generateAgenticWorkload } from '../workload/agentic.js'
+import { type LoadTraceOptions, loadTrace } from '../workload/loadTrace.js'
+import { type TraceStats, computeTraceStats } from '../workload/stats.js'
+import type { Workload } from '../workload/types.js'
+import {
+  type CiMetric,
+  type ClusterLayout,
+  type Estimate,
+  type PairedEstimate,
+  type PolicyColumns,
+  pairedBootstrap,
+} from './bootstrap.js'
+
+/**
+ * Where the turns come from: the built-in agentic generator (regenerated per seed, so every
+ * trial has its own sessions, and every policy of a trial sees the same ones), or a trace file
+ * (the same turns in every trial; seeds then vary the router's randomness, RPC jitter and faults).
+ *
+ * @example
+ * ```ts
+ * import type { WorkloadSource } from '@kvc/sim'
+ * const a: WorkloadSource = { kind: 'agentic' }
+ * const b: WorkloadSource = { kind: 'trace', path: '../shared/traces/conversation_trace.jsonl' }
+ * ```
+ */
+export type WorkloadSource =
+  | { readonly kind: 'agentic'; readonly options?: Omit<AgenticWorkloadOptions, 'seed'> }
+  | ({ readonly kind: 'trace'; readonly path: string } & LoadTraceOptions)
+
+/**
+ * An experiment: policies × seeds on one workload and topology, compared by the protocol of
+ * SIMULATION.md.
+ *
+ * @example
+ * ```ts
+ * import type { ExperimentConfig } from '@kvc/sim'
+ * const c: ExperimentConfig = { workload: { kind: 'agentic' }, topology: '2P6D', policies: ['kvc', 'round-robin'], seeds: [1, 2, 3] }
+ * ```
+ */
+export interface ExperimentConfig {
+  readonly workload: WorkloadSource
+  readonly topology: Topology | string
+  /** Policy specs; the first is the reference of the paired comparisons. */
+  readonly policies: readonly string[]
+  /** Trial seeds (the protocol asks for at least 3). */
+  readonly seeds: readonly number[]
+  readonly timeScale?: number
+  readonly costModel?: Partial<CostModel>
+  readonly pageSize?: number
+  readonly faults?: readonly FaultSpec[]
+  readonly evictGranularity?: RunOptions['evictGranularity']
+  /** Bootstrap resamples (default 200). */
+  readonly bootstrapResamples?: number
+  /** Points per usage series in the result (default 240). */
+  readonly usagePoints?: number
+}
+
+/**
+ * One run to execute (what a runner needs; serializable, so a worker thread can run it).
+ *
+ * @example
+ * ```ts
+ * import type { RunTask } from '@kvc/sim'
+ * const t: RunTask = { index: 0, policy: 'kvc', seed: 1, workload: { kind: 'agentic' }, topology: '2P6D',
+ *   timeScale: 1, costModel: {}, faults: [] }
+ * ```
+ */
+export interface RunTask {
+  readonly index: number
+  readonly policy: string
+  readonly seed: number
+  readonly workload: WorkloadSource
+  readonly topology: string
+  readonly timeScale: number
+  readonly costModel: Partial<CostModel>
+  readonly pageSize?: number
+  readonly faults: readonly FaultSpec[]
+  readonly evictGranularity?: RunOptions['evictGranularity']
+}
+
+/**
+ * Runs tasks (in process by default; the CLI uses worker threads). `onProgress` receives the
+ * task index and its ended / total turns.
+ *
+ * @example
+ * ```ts
+ * import { inProcessRunner, type Runner } from '@kvc/sim'
+ * const r: Runner = inProcessRunner
+ * ```
+ */
+export type Runner = (
+  tasks: readonly RunTask[],
+  onProgress: (task: number, ended: number, total: number) => void,
+) => Promise<RunResult[]>
+
+const workloadCache = new Map<string, Workload>()
+
+/**
+ * The workload of a task (traces are loaded once per process; the generator runs per seed).
+ *
+ * @example
+ * ```ts
+ * import { buildWorkload } from '@kvc/sim'
+ * buildWorkload({ kind: 'agentic', options: { sessions: 2 } }, 1).sessions // 2
+ * ```
+ */
+export function buildWorkload(source: WorkloadSource, seed: number): Workload {
+  if (source.kind === 'agentic') return generateAgenticWorkload({ ...source.options, seed })
+  const { kind: _k, path, ...opts } = source
+  const key = JSON.stringify(source)
+  let w = workloadCache.get(key)
+  if (w === undefined) {
+    w = loadTrace(path, opts)
+    workloadCache.set(key, w)
+  }
+  return w
+}
+
+/**
+ * Execute one task in this thread.
+ *
+ * @example
+ * ```ts
+ * import { executeTask } from '@kvc/sim'
+ * const r = executeTask({ index: 0, policy: 'round-robin', seed: 1, workload: { kind: 'agentic', options: { sessions: 2, maxTurnsPerSession: 2 } },
+ *   topology: '1P2D', timeScale: 1, costModel: {}, faults: [] })
+ * r.accounting.balanced // true
+ * ```
+ */
+export function executeTask(task: RunTask, onProgress?: (ended: number, total: number) => void): RunResult {
+  const workload = buildWorkload(task.workload, task.seed)
+  return runSimulation({
+    workload,
+    topology: parseTopology(task.topology),
+    policy: task.policy,
+    seed: task.seed,
+    timeScale: task.timeScale,
+    costModel: task.costModel,
+    faults: task.faults,
+    ...(task.pageSize === undefined ? {} : { pageSize: task.pageSize }),
+    ...(task.evictGranularity === undefined ? {} : { evictGranularity: task.evictGranularity }),
+    ...(onProgress === undefined ? {} : { onProgress }),
+  })
+}
+
+/**
+ * The default runner: one task after the other, in this thread.
+ *
+ * @example
+ * ```ts
+ * import { inProcessRunner } from '@kvc/sim'
+ * typeof inProcessRunner // 'function'
+ * ```
+ */
+export const inProcessRunner: Runner = async (tasks, onProgress) =>
+  tasks.map((t) => executeTask(t, (e, n) => onProgress(t.index, e, n)))
+
+/**
+ * Summary of one run in an experiment result.
+ *
+ * @example
+ * ```ts
+ * import type { RunSummary } from '@kvc/sim'
+ * const line = (r: RunSummary) => `${r.policy} seed ${r.seed}: ${r.metrics.failed} failed`
+ * ```
+ */
+export interface RunSummary {
+  readonly policy: string
+  readonly seed: number
+  readonly topology: string
+  readonly makespanS: number
+  readonly metrics: Omit<RunMetrics, 'sessionFastPathRates'>
+  readonly accounting: RunResult['accounting']
+  readonly counters: RunResult['counters']
+}
+
+/**
+ * One stratum (bucket) of turns and each policy's results in it, pooled over the seeds.
+ *
+ * @example
+ * ```ts
+ * import type { Stratum } from '@kvc/sim'
+ * const s: Stratum = { bucket: '1-4', turns: 100, policies: {} }
+ * ```
+ */
+export interface Stratum {
+  readonly bucket: string
+  /** Turns in the bucket (per policy; the same turns for every policy). */
+  readonly turns: number
+  readonly policies: Readonly<
+    Record<
+      string,
+      { ttftP50: number; ttftP90: number; e2eP50: number; errorRate: number; fastPathRate: number }
+    >
+  >
+}
+
+/**
+ * Per-policy results: estimates with 95% intervals, pooled counts, the per-session fast-path
+ * distribution (seed 001 §1's bimodality), and KV usage over time of the first seed.
+ *
+ * @example
+ * ```ts
+ * import type { PolicySummary } from '@kvc/sim'
+ * const p90 = (p: PolicySummary) => p.estimates.ttft_p90
+ * ```
+ */
+export interface PolicySummary {
+  readonly policy: string
+  readonly policyName: string
+  readonly pathMode: string
+  readonly topology: string
+  readonly estimates: Readonly<Record<CiMetric, Estimate>>
+  readonly turns: number
+  readonly failed: number
+  readonly failedByCause: Readonly<Record<string, number>>
+  readonly paths: Readonly<Record<'fast' | 'seed' | 'direct', number>>
+  readonly reseeds: number
+  readonly migrations: number
+  readonly prefixHitRatio: number
+  readonly kvTransferGB: number
+  readonly decodeEvictions: number
+  readonly decodeTokensPerEviction: number
+  readonly prefillEvictions: number
+  readonly prefillTokensPerEviction: number
+  readonly throughputTurnsPerS: number
+  readonly peakDecodeUsage: number
+  /** Sessions per fast-path bucket [0,20), [20,40), [40,60), [60,80), [80,100]%, all seeds. */
+  readonly sessionFastPathHistogram: readonly number[]
+  /** Sessions below 20% fast path vs at or above 80%, with their mean peak prompt (tokens). */
+  readonly starvation: {
+    readonly starved: number
+    readonly starvedMeanPeakInput: number
+    readonly lucky: number
+    readonly luckyMeanPeakInput: number
+  }
+  /** KV usage over time (first seed), D or colocated workers. */
+  readonly usage: readonly {
+    readonly workerId: string
+    readonly timesS: readonly number[]
+    readonly usage: readonly number[]
+  }[]
+  /** TTFT CDF points (seconds, cumulative share; failed turns excluded from the curve, reported in `failed`). */
+  readonly ttftCdf: readonly (readonly [number, number])[]
+}
+
+/**
+ * What `kvc-sim compare` computes (and writes as JSON): the configuration, every run, the
+ * per-policy estimates with bootstrap intervals, paired differences against the first policy,
+ * and strata by turn index, append size and overlap.
+ *
+ * @example
+ * ```ts
+ * import type { ExperimentResult } from '@kvc/sim'
+ * const best = (r: ExperimentResult) => r.policies.reduce((a, b) => (a.estimates.ttft_p90.value <= b.estimates.ttft_p90.value ? a : b))
+ * ```
+ */
+export interface ExperimentResult {
+  readonly tool: { readonly name: 'kvc-sim'; readonly version: string }
+  readonly config: {
+    readonly workload: TraceStats & { readonly kind: string; readonly notes: readonly string[] }
+    readonly topology: string
+    readonly policies: readonly string[]
+    readonly reference: string
+    readonly seeds: readonly number[]
+    readonly timeScale: number
+    readonly pageSize: number
+    readonly capacityTokens: number | 'unlimited'
+    readonly costModel: CostModel
+    readonly faults: string
+    readonly bootstrap: {
+      readonly resamples: number
+      readonly unit: 'session' | 'request'
+      readonly level: 0.95
+    }
+  }
+  readonly runs: readonly RunSummary[]
+  readonly policies: readonly PolicySummary[]
+  readonly paired: readonly {
+    readonly policy: string
+    readonly reference: string
+    readonly metrics: Readonly<Record<CiMetric, PairedEstimate>>
+  }[]
+  readonly strata: {
+    readonly turnIndex: readonly Stratum[]
+    readonly appendTokens: readonly Stratum[]
+    readonly overlap: readonly Stratum[]
+  }
+}
+
+/** Version written into results (kept in sync with package.json by a test). */
+export const SIM_VERSION = '0.0.0'
+
+const TURN_BUCKETS: readonly [string, number, number][] = [
+  ['0', 0, 1],
+  ['1-4', 1, 5],
+  ['5-19', 5, 20],
+  ['20-49', 20, 50],
+  ['50+', 50, Number.POSITIVE_INFINITY],
+]
+const APPEND_BUCKETS: readonly [string, number, number][] = [
+  ['<256', 0, 256],
+  ['256-1K', 256, 1024],
+  ['1K-4K', 1024, 4096],
+  ['4K-8K', 4096, 8192],
+  ['>=8K', 8192, Number.POSITIVE_INFINITY],
+]
+const OVERLAP_BUCKETS: readonly [string, number, number][] = [
+  ['<50%', 0, 0.5],
+  ['50-80%', 0.5, 0.8],
+  ['80-95%', 0.8, 0.95],
+  ['95-99%', 0.95, 0.99],
+  ['>=99%', 0.99, Number.POSITIVE_INFINITY],
+]
+
+function stratify(
+  labels: readonly string[],
+  all: readonly (readonly TurnRecord[])[],
+  buckets: readonly [string, number, number][],
+  key: (r: TurnRecord) => number,
+): Stratum[] {
+  const out: Stratum[] = []
+  for (const [name, lo, hi] of buckets) {
+    const policies: Record<string, Stratum['policies'][string]> = {}
+    let turns = 0
+    labels.forEach((label, p) => {
+      const recs = all[p]!.filter((r) => {
+        const k = key(r)
+        return k >= lo && k < hi
+      })
+      turns = recs.length
+      const t = Float64Array.from(recs, ttftOf).sort()
+      const e = Float64Array.from(recs, e2eOf).sort()
+      let failed = 0
+      let fast = 0
+      for (const r of recs) {
+        if (r.status === 'failed') failed++
+        else if (r.path === 'fast') fast++
+      }
+      policies[label] = {
+        ttftP50: quantileSorted(t, 0.5),
+        ttftP90: quantileSorted(t, 0.9),
+        e2eP50: quantileSorted(e, 0.5),
+        errorRate: recs.length === 0 ? Number.NaN : failed / recs.length,
+        fastPathRate: recs.length === 0 ? Number.NaN : fast / recs.length,
+      }
+    })
+    if (turns > 0) out.push({ bucket: name, turns, policies })
+  }
+  return out
+}
+
+function downsample(times: readonly number[], vals: readonly number[], points: number) {
+  if (times.length <= points) return { timesS: [...times], usage: [...vals] }
+  const step = times.length / points
+  const t: number[] = []
+  const v: number[] = []
+  for (let i = 0; i < points; i++) {
+    const a = Math.floor(i * step)
+    const b = Math.max(a + 1, Math.floor((i + 1) * step))
+    let m = 0
+    for (let j = a; j < b; j++) if (vals[j]! > m) m = vals[j]!
+    t.push(times[a]!)
+    v.push(m)
+  }
+  return { timesS: t, usage: v }
+}
+
+function cdf(recs: readonly TurnRecord[], points = 60): [number, number][] {
+  const done = recs.filter((r) => r.status === 'completed').map(ttftOf)
+  if (done.length === 0) return []
+  const s = Float64Array.from(done).sort()
+  const out: [number, number][] = []
+  for (let i = 1; i <= points; i++) {
+    const q = i / points
+    out.push([quantileSorted(s, q), (q * done.length) / recs.length])
+  }
+  return out
+}
+
+/**
+ * Run an experiment: every policy on every seed (paired: a trial's workload is the same for all
+ * policies), then the protocol's statistics. Deterministic: the same config gives the same result,
+ * whatever the runner.
+ *
+ * @example
+ * ```ts
+ * import { runExperiment } from '@kvc/sim'
+ * const r = await runExperiment({
+ *   workload: { kind: 'agentic', options: { sessions: 4, maxTurnsPerSession: 6 } },
+ *   topology: '1P2D', policies: ['kvc', 'round-robin'], seeds: [1, 2, 3], bootstrapResamples: 50,
+ * })
+ * r.paired[0]?.metrics.ttft_p50.diff // round-robin minus kvc, seconds
+ * ```
+ */
+export async function runExperiment(
+  config: ExperimentConfig,
+  options: {
+    readonly runner?: Runner
+    readonly onProgress?: (task: number, ended: number, total: number) => void
+  } = {},
+): Promise<ExperimentResult> {
+  const topology = typeof config.topology === 'string' ? parseTopology(config.topology) : config.topology
+  checkOption(config.policies.length >= 1, 'give at least one policy', config.policies)
+  checkOption(config.seeds.length >= 1, 'give at least one seed', config.seeds)
+  checkOption(
+    new Set(config.policies).size === config.policies.length,
+    'policies must be distinct',
+    config.policies,
+  )
+  checkOption(new Set(config.seeds).size === config.seeds.length, 'seeds must be distinct', config.seeds)
+  const specs: PolicySpec[] = config.policies.map(parsePolicySpec)
+  const cost = makeCostModel(config.costModel)
+  const timeScale = config.timeScale ?? 1
+  const faults = config.faults ?? []
+  const resamples = config.bootstrapResamples ?? 200
+  checkOption(
+    Number.isInteger(resamples) && resamples >= 0,
+    'bootstrapResamples must be a non-negative integer',
+    resamples,
+  )
+  const tasks: RunTask[] = []
+  for (const spec of specs) {
+    for (const seed of config.seeds) {
+      tasks.push({
+        index: tasks.length,
+        policy: spec.label,
+        seed,
+        workload: config.workload,
+        topology: formatTopology(topology),
+        timeScale,
+        costModel: config.costModel ?? {},
+        faults,
+        ...(config.pageSize === undefined ? {} : { pageSize: config.pageSize }),
+        ...(config.evictGranularity === undefined ? {} : { evictGranularity: config.evictGranularity }),
+      })
+    }
+  }
+  // Validate everything (workload, topology per policy) before the long part.
+  const w0 = buildWorkload(config.workload, config.seeds[0]!)
+  const runner = options.runner ?? inProcessRunner
+  const results = await runner(tasks, options.onProgress ?? (() => {}))
+  return summarize(config, specs, topology, cost, timeScale, faults, resamples, w0, results)
+}
+
+function summarize(
+  config: ExperimentConfig,
+  specs: readonly PolicySpec[],
+  topology: Topology,
+  cost: CostModel,
+  timeScale: number,
+  faults: readonly FaultSpec[],
+  resamples: number,
+  w0: Workload,
+  results: readonly RunResult[],
+): ExperimentResult {
+  const S = config.seeds.length
+  const byPolicy = specs.map((_, p) => results.slice(p * S, (p + 1) * S))
+  const metrics = results.map((r) => computeRunMetrics(r, cost.kvBytesPerToken))
+  // Columns and clusters for the paired bootstrap.
+  const sessionsUnit = w0.sessions > 0
+  const layoutSeeds: Int32Array[][] = []
+  let offset = 0
+  for (let s = 0; s < S; s++) {
+    const recs = byPolicy[0]![s]!.records
+    const groups = new Map<number, number[]>()
+    recs.forEach((r, i) => {
+      const key = sessionsUnit && r.session >= 0 ? r.session : -1 - i
+      let g = groups.get(key)
+      if (g === undefined) {
+        g = []
+        groups.set(key, g)
+      }
+      g.push(offset + i)
+    })
+    layoutSeeds.push([...groups.values()].map((g) => Int32Array.from(g)))
+    offset += recs.length
+  }
+  const layout: ClusterLayout = { seeds: layoutSeeds }
+  const columns: PolicyColumns[] = byPolicy.map((runs) => {
+    const n = offset
+    const c = {
+      ttft: new Float64Array(n),
+      e2e: new Float64Array(n),
+      elapsedTtft: new Float64Array(n),
+      elapsed: new Float64Array(n),
+      failed: new Uint8Array(n),
+      fast: new Uint8Array(n),
+    }
+    let k = 0
+    for (const run of runs) {
+      for (const r of run.records) {
+        const ok = r.status === 'completed'
+        c.ttft[k] = ttftOf(r)
+        c.e2e[k] = e2eOf(r)
+        c.elapsedTtft[k] = ok ? ttftOf(r) : elapsedOf(r)
+        c.elapsed[k] = elapsedOf(r)
+        c.failed[k] = ok ? 0 : 1
+        c.fast[k] = ok && r.path === 'fast' ? 1 : 0
+        k++
+      }
+    }
+    return c
+  })
+  const boot = pairedBootstrap(columns, layout, 0, resamples, config.seeds[0]! ^ 0x5eed)
+  const peakOf = new Map<string, number>()
+  const policies: PolicySummary[] = specs.map((spec, p) => {
+    const runs = byPolicy[p]!
+    const ms = metrics.slice(p * S, (p + 1) * S)
+    const sum = (f: (m: RunMetrics) => number) => ms.reduce((a, m) => a + f(m), 0)
+    const failedByCause: Record<string, number> = {}
+    for (const m of ms)
+      for (const [k, v] of Object.entries(m.failedByCause)) failedByCause[k] = (failedByCause[k] ?? 0) + v
+    const hist = [0, 0, 0, 0, 0]
+    let starved = 0
+    let starvedPeak = 0
+    let lucky = 0
+    let luckyPeak = 0
+    runs.forEach((run) => {
+      const per = new Map<number, { n: number; fast: number; peak: number }>()
+      for (const r of run.records) {
+        if (r.session < 0) continue
+        let s = per.get(r.session)
+        if (s === undefined) {
+          s = { n: 0, fast: 0, peak: 0 }
+          per.set(r.session, s)
+        }
+        s.n++
+        if (r.status === 'completed' && r.path === 'fast') s.fast++
+        if (r.inputLength > s.peak) s.peak = r.inputLength
+      }
+      for (const s of per.values()) {
+        const rate = s.fast / s.n
+        hist[fastPathBucket(rate)]!++
+        if (rate < 0.2) {
+          starved++
+          starvedPeak += s.peak
+        } else if (rate >= 0.8) {
+          lucky++
+          luckyPeak += s.peak
+        }
+      }
+    })
+    const decEv = sum((m) => m.decodeEvictions)
+    const preEv = sum((m) => m.prefillEvictions)
+    const allRecs = runs.flatMap((r) => r.records as TurnRecord[])
+    peakOf.set(spec.label, Math.max(...ms.map((m) => m.peakDecodeUsage)))
+    const points = config.usagePoints ?? 240
+    return {
+      policy: spec.label,
+      policyName: runs[0]!.policyName,
+      pathMode: runs[0]!.pathMode,
+      topology: runs[0]!.topology,
+      estimates: boot.estimates[p]!,
+      turns: sum((m) => m.turns),
+      failed: sum((m) => m.failed),
+      failedByCause: Object.fromEntries(Object.entries(failedByCause).sort(([a], [b]) => (a < b ? -1 : 1))),
+      paths: {
+        fast: sum((m) => m.paths.fast),
+        seed: sum((m) => m.paths.seed),
+        direct: sum((m) => m.paths.direct),
+      },
+      reseeds: sum((m) => m.reseeds),
+      migrations: sum((m) => m.migrations),
+      prefixHitRatio: sum((m) => m.prefixHitRatio) / S,
+      kvTransferGB: sum((m) => m.kvTransferBytes) / S / 1e9,
+      decodeEvictions: decEv,
+      decodeTokensPerEviction:
+        decEv === 0 ? 0 : sum((m) => m.decodeEvictions * m.decodeTokensPerEviction) / decEv,
+      prefillEvictions: preEv,
+      prefillTokensPerEviction:
+        preEv === 0 ? 0 : sum((m) => m.prefillEvictions * m.prefillTokensPerEviction) / preEv,
+      throughputTurnsPerS: sum((m) => m.throughputTurnsPerS) / S,
+      peakDecodeUsage: peakOf.get(spec.label)!,
+      sessionFastPathHistogram: hist,
+      starvation: {
+        starved,
+        starvedMeanPeakInput: starved === 0 ? 0 : starvedPeak / starved,
+        lucky,
+        luckyMeanPeakInput: lucky === 0 ? 0 : luckyPeak / lucky,
+      },
+      usage: runs[0]!.usage
+        .filter((u) => u.role !== 'prefill')
+        .map((u) => ({ workerId: u.workerId, ...downsample(u.timesS, u.usage, points) })),
+      ttftCdf: cdf(allRecs),
+    }
+  })
+  const labels = specs.map((s) => s.label)
+  const pooled = byPolicy.map((runs) => runs.flatMap((r) => r.records as TurnRecord[]))
+  const stats = computeTraceStats(w0)
+  const capacity = Number.isFinite(cost.capacityTokens) ? results[0]!.capacityTokens : ('unlimited' as const)
+  return {
+    tool: { name: 'kvc-sim', version: SIM_VERSION },
+    config: {
+      workload: { ...stats, kind: config.workload.kind, notes: w0.notes },
+      topology: formatTopology(topology),
+      policies: labels,
+      reference: labels[0]!,
+      seeds: [...config.seeds],
+      timeScale,
+      pageSize: results[0]!.pageSize,
+      capacityTokens: capacity,
+      costModel: cost,
+      faults: formatFaults(faults),
+      bootstrap: { resamples, unit: sessionsUnit ? 'session' : 'request', level: 0.95 },
+    },
+    runs: results.map((r, i) => {
+      const { sessionFastPathRates: _drop, ...m } = metrics[i]!
+      return {
+        policy: r.policy,
+        seed: r.seed,
+        topology: r.topology,
+        makespanS: r.makespanS,
+        metrics: m,
+        accounting: r.accounting,
+        counters: r.counters,
+      }
+    }),
+    policies,
+    paired: specs
+      .slice(1)
+      .map((s, i) => ({ policy: s.label, reference: labels[0]!, metrics: boot.paired[i + 1]! })),
+    strata: {
+      turnIndex: stratify(labels, pooled, TURN_BUCKETS, (r) => r.turnIndex),
+      appendTokens: stratify(labels, pooled, APPEND_BUCKETS, (r) => r.appendTokens),
+      overlap: stratify(labels, pooled, OVERLAP_BUCKETS, (r) => r.reuseFraction),
+    },
+  }
+}
