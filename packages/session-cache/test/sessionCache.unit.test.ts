@@ -1,0 +1,581 @@
+import { PagedAllocator, RadixCache } from '@kvc/radix-cache'
+import fc from 'fast-check'
+import { describe, expect, it, vi } from 'vitest'
+import {
+  Histogram,
+  SessionCache,
+  SessionCacheError,
+  SessionCacheErrorCode,
+  type SessionCacheErrorCode as Code,
+} from '../src/index.js'
+import { checkSessionInvariants } from '../src/testing/index.js'
+import { expectRefused, makeCache, range, turn } from './helpers.js'
+
+function expectCode(fn: () => unknown, code: Code): SessionCacheError {
+  try {
+    fn()
+  } catch (e) {
+    expect(e).toBeInstanceOf(SessionCacheError)
+    expect((e as SessionCacheError).code).toBe(code)
+    return e as SessionCacheError
+  }
+  throw new Error(`expected ${code}`)
+}
+
+describe('seed 000 §5.1', () => {
+  it('release_session_no_direct_free: block release only decrements the lock', () => {
+    const { sc, pool } = makeCache()
+    sc.openSession('s')
+    const t1 = turn(sc, 'a', range(1, 30), [100, 101, 102], { sessionId: 's' })
+    turn(sc, 'b', [...t1.tokenIds, 7, 8, 9], [103, 104], { sessionId: 's' })
+    const node = sc.getSessionSlot('s')!.lastNode!
+    const free = vi.spyOn(pool, 'free')
+    const dec = vi.spyOn(sc.cache, 'decLockRef')
+    const evictable = sc.cache.evictableSize()
+    expect(sc.releaseSession('s')).toBe(0)
+    expect(free).not.toHaveBeenCalled()
+    expect(dec).toHaveBeenCalledTimes(1)
+    expect(dec).toHaveBeenCalledWith(node)
+    // Its pages are now evictable, still in the tree.
+    expect(sc.cache.evictableSize()).toBe(evictable + sc.cache.tokensUnder(node))
+    checkSessionInvariants(sc)
+  })
+
+  it('release in session granularity frees the slot tail at once (the legacy behaviour)', () => {
+    const { sc, pool } = makeCache({ granularity: 'session' })
+    sc.openSession('s')
+    const t1 = turn(sc, 'a', range(1, 30), [100, 101, 102], { sessionId: 's' })
+    turn(sc, 'b', [...t1.tokenIds, 7, 8, 9], [103, 104], { sessionId: 's' })
+    const held = sc.getSessionStatus('s')!.heldTokens
+    expect(held).toBeGreaterThan(0)
+    const free = vi.spyOn(pool, 'free')
+    expect(sc.releaseSession('s')).toBe(held)
+    expect(free).toHaveBeenCalledTimes(1)
+    checkSessionInvariants(sc)
+  })
+
+  it('subsequent_turn_inserts_radix: every turn finish inserts its committed tokens', () => {
+    const { sc } = makeCache()
+    sc.openSession('s')
+    const insert = vi.spyOn(sc.cache, 'insert')
+    let prompt = range(1, 21)
+    let resident = 0
+    for (let t = 0; t < 3; t++) {
+      const req = turn(sc, `t${t}`, prompt, [200 + t, 300 + t], { sessionId: 's' })
+      const last = insert.mock.calls.at(-1)!
+      expect(Array.from(last[0])).toEqual(Array.from(req.tokenIds.subarray(0, req.kvCommittedLen)))
+      const now = sc.getSessionStatus('s')!.residentTokens
+      expect(now).toBe(req.kvCommittedLen - (req.kvCommittedLen % 4))
+      expect(now).toBeGreaterThan(resident)
+      resident = now
+      prompt = [...req.tokenIds, 50 + t, 60 + t, 70 + t]
+    }
+    // 3 finishes + 3 cacheUnfinishedReq calls (one per prefill)
+    expect(insert).toHaveBeenCalledTimes(6)
+  })
+
+  it('match_prefix_uses_inner: session and plain requests are matched by the tree', () => {
+    const { sc } = makeCache()
+    sc.openSession('s')
+    const t1 = turn(sc, 'a', range(1, 17), [9], { sessionId: 's' })
+    const match = vi.spyOn(sc.cache, 'matchPrefix')
+    const s2 = sc.createRequest({ rid: 'b', sessionId: 's', inputIds: [...t1.tokenIds, 5] })
+    const r2 = sc.matchPrefix(s2)
+    const plain = sc.createRequest({ rid: 'c', inputIds: [...t1.tokenIds, 6] })
+    const r3 = sc.matchPrefix(plain)
+    expect(match).toHaveBeenCalledTimes(2)
+    expect(Array.from(match.mock.calls[0]![0])).toEqual([...t1.tokenIds])
+    expect(r2.length).toBe(16)
+    expect(r3.length).toBe(16)
+    expect(Array.from(r2.indices)).toEqual(Array.from(r3.indices))
+    expect(r2.fromSlot).toBe(false)
+  })
+
+  it('restore_idempotent: a chunked-prefill retry gives identical indices', () => {
+    const { sc } = makeCache()
+    sc.openSession('s')
+    const t1 = turn(sc, 'a', range(1, 25), [9, 10], { sessionId: 's' })
+    const req = sc.createRequest({ rid: 'b', sessionId: 's', inputIds: [...t1.tokenIds, ...range(40, 30)] })
+    const first = sc.matchPrefix(req)
+    const again = sc.matchPrefix(req)
+    expect(again.length).toBe(first.length)
+    expect(Array.from(again.indices)).toEqual(Array.from(first.indices))
+    expect(again.lastNode).toBe(first.lastNode)
+    for (let i = 0; i < 3; i++) {
+      sc.prefill(req, 7)
+      sc.cacheUnfinishedReq(req, { chunked: true })
+      const a = sc.matchPrefix(req)
+      const b = sc.matchPrefix(req)
+      expect(Array.from(a.indices)).toEqual(Array.from(req.prefixIndices))
+      expect(Array.from(b.indices)).toEqual(Array.from(a.indices))
+    }
+    checkSessionInvariants(sc)
+  })
+
+  it('eviction_under_pressure_is_block_level: the LRU sheds only what is asked, no session is released', () => {
+    const { sc, pool } = makeCache({ pageSize: 8, poolSize: 8 * 40, evictGranularity: 'page' })
+    for (const s of ['a', 'b', 'c']) sc.openSession(s)
+    const a = turn(sc, 'a1', range(1000, 90), range(5000, 10), { sessionId: 'a' })
+    turn(sc, 'b1', range(2000, 90), range(6000, 10), { sessionId: 'b' })
+    turn(sc, 'c1', range(3000, 60), range(7000, 10), { sessionId: 'c' })
+    sc.releaseSession('a') // a's pages: evictable, still cached
+    const residentA = sc.cache.matchPrefix(a.tokenIds, { readOnly: true }).length
+    const heldBefore = sc.listSessionStatuses().map((s) => s.residentTokens)
+    const evict = vi.spyOn(sc.cache, 'evict')
+    const res = sc.ensureFree(pool.availableSize() + 24)
+    expect(res).toMatchObject({ ok: true, freedTokens: 24, releasedSessions: [] })
+    expect(evict).toHaveBeenCalledTimes(1)
+    expect(evict).toHaveBeenCalledWith(24)
+    expect(sc.stats().sessionsEvicted).toBe(0)
+    expect(sc.listSessionStatuses().map((s) => s.residentTokens)).toEqual(heldBefore)
+    // The released session lost its last 24 tokens (3 pages) and kept the rest.
+    expect(sc.cache.matchPrefix(a.tokenIds, { readOnly: true }).length).toBe(residentA - 24)
+    checkSessionInvariants(sc)
+  })
+})
+
+describe('lock moves: increment the new node first, then decrement the old one', () => {
+  it('on cacheFinishedReq (session lock) and cacheUnfinishedReq (request lock)', () => {
+    const { sc } = makeCache()
+    sc.openSession('s')
+    const t1 = turn(sc, 'a', range(1, 20), [9, 9], { sessionId: 's' })
+    const oldNode = sc.getSessionSlot('s')!.lastNode!
+    const req = sc.createRequest({ rid: 'b', sessionId: 's', inputIds: [...t1.tokenIds, ...range(50, 12)] })
+    sc.matchPrefix(req)
+    const inc = vi.spyOn(sc.cache, 'incLockRef')
+    const dec = vi.spyOn(sc.cache, 'decLockRef')
+    const reqNode = req.lastNode!
+    sc.prefill(req, 9)
+    sc.cacheUnfinishedReq(req, { chunked: true })
+    expect(inc).toHaveBeenCalledTimes(1)
+    expect(dec).toHaveBeenCalledTimes(1)
+    expect(dec).toHaveBeenCalledWith(reqNode)
+    expect(inc.mock.invocationCallOrder[0]!).toBeLessThan(dec.mock.invocationCallOrder[0]!)
+    expect(inc.mock.calls[0]![0]).toBe(req.lastNode)
+    inc.mockClear()
+    dec.mockClear()
+    const lockedByReq = req.lastNode!
+    sc.prefill(req, req.originInputIds.length - req.kvCommittedLen)
+    sc.cacheFinishedReq(req)
+    // The finish inserts, locks the new deepest node for the session, then releases the old
+    // session node and the request's own lock.
+    const newNode = sc.getSessionSlot('s')!.lastNode!
+    expect(newNode).not.toBe(oldNode)
+    expect(inc.mock.calls.map((c) => c[0])).toEqual([newNode])
+    expect(dec.mock.calls.map((c) => c[0])).toEqual([oldNode, lockedByReq])
+    expect(inc.mock.invocationCallOrder[0]!).toBeLessThan(Math.min(...dec.mock.invocationCallOrder))
+    checkSessionInvariants(sc)
+  })
+})
+
+describe('I2 (seed 000 §5.2): tokensUnder(slot.lastNode) never decreases across turns', () => {
+  it('holds for random turn sizes and chunkings', () => {
+    fc.assert(
+      fc.property(
+        fc.array(fc.tuple(fc.integer({ min: 1, max: 300 }), fc.integer({ min: 0, max: 40 })), {
+          minLength: 1,
+          maxLength: 20,
+        }),
+        fc.integer({ min: 1, max: 128 }),
+        (turns, chunk) => {
+          const { sc } = makeCache({ pageSize: 16, poolSize: 16 * 1024 })
+          sc.openSession('s')
+          let history: number[] = []
+          let prev = 0
+          let next = 1
+          turns.forEach(([append, out], i) => {
+            const prompt = history.concat(range(next, append))
+            next += append
+            const req = turn(sc, `t${i}`, prompt, range(next, out), { sessionId: 's', chunk })
+            next += out
+            history = [...req.tokenIds]
+            const resident = sc.getSessionStatus('s')!.residentTokens
+            expect(resident).toBeGreaterThanOrEqual(prev)
+            expect(resident).toBe(req.kvCommittedLen - (req.kvCommittedLen % 16))
+            prev = resident
+          })
+          checkSessionInvariants(sc)
+        },
+      ),
+      { numRuns: 100 },
+    )
+  })
+})
+
+describe('every error code', () => {
+  const cases: Record<Code, () => void> = {
+    INVALID_OPTION: () => {
+      expectCode(() => new SessionCache({ granularity: 'pages' as never, poolSize: 16 }), 'INVALID_OPTION')
+      expectCode(() => new SessionCache({ poolSize: 10, pageSize: 4 }), 'INVALID_OPTION')
+      expectCode(() => new SessionCache({}), 'INVALID_OPTION')
+      expectCode(
+        () => new SessionCache({ poolSize: 16, evictionPolicy: 'random' as never }),
+        'INVALID_OPTION',
+      )
+      expectCode(() => new SessionCache({ cache: new RadixCache() }), 'INVALID_OPTION')
+      expectCode(
+        () =>
+          new SessionCache({
+            cache: new RadixCache({ trackValues: false }),
+            pool: new PagedAllocator({ size: 16 }),
+          }),
+        'INVALID_OPTION',
+      )
+      expectCode(
+        () => new SessionCache({ pool: new PagedAllocator({ size: 16, pageSize: 4 }), pageSize: 2 }),
+        'INVALID_OPTION',
+      )
+      expectCode(() => new SessionCache({ poolSize: 16, evictionBuckets: [4, 2] }), 'INVALID_OPTION')
+      expectCode(() => new SessionCache({ poolSize: 16, releasedMemory: -1 }), 'INVALID_OPTION')
+      expectCode(() => new Histogram([]), 'INVALID_OPTION')
+      const { sc } = makeCache()
+      expectRefused(sc, 'INVALID_OPTION', () => sc.ensureFree(-1))
+      expectRefused(sc, 'INVALID_OPTION', () => sc.evict(Number.NaN))
+      expectRefused(sc, 'INVALID_OPTION', () => sc.evictIdleSessions({ idleMs: -5 }))
+      expectRefused(sc, 'INVALID_OPTION', () => sc.evictIdleSessions({ needTokens: 1.5 }))
+      expectRefused(sc, 'INVALID_OPTION', () => sc.openSession('s', { extraKey: 3 as never }))
+    },
+    INVALID_REQUEST: () => {
+      const { sc } = makeCache()
+      expectCode(() => sc.createRequest({ rid: '', inputIds: [1] }), 'INVALID_REQUEST')
+      expectCode(() => sc.createRequest({ rid: 'a', inputIds: [] }), 'INVALID_REQUEST')
+      expectCode(() => sc.createRequest({ rid: 'a', inputIds: [1, -2] }), 'INVALID_REQUEST')
+      expectCode(() => sc.createRequest({ rid: 'a', inputIds: [1], priority: Number.NaN }), 'INVALID_REQUEST')
+      expectCode(() => sc.openSession(''), 'INVALID_REQUEST')
+      const req = sc.createRequest({ rid: 'a', inputIds: range(1, 10) })
+      sc.matchPrefix(req)
+      expectRefused(sc, 'INVALID_REQUEST', () => sc.prefill(req, 11))
+      expectRefused(sc, 'INVALID_REQUEST', () => sc.prefill(req, -1))
+      expectRefused(sc, 'INVALID_REQUEST', () => sc.decode(req, 5)) // prompt not prefilled
+      sc.prefill(req, 10)
+      expectRefused(sc, 'INVALID_REQUEST', () => sc.decode(req, 2 ** 32))
+    },
+    UNKNOWN_REQUEST: () => {
+      const { sc } = makeCache()
+      const other = makeCache().sc
+      const foreign = other.createRequest({ rid: 'x', inputIds: [1, 2] })
+      expectRefused(sc, 'UNKNOWN_REQUEST', () => sc.matchPrefix(foreign))
+      expectRefused(sc, 'UNKNOWN_REQUEST', () => sc.matchPrefix({ rid: 'fake' } as never))
+      const req = sc.createRequest({ rid: 'a', inputIds: [1, 2] })
+      expectRefused(sc, 'UNKNOWN_REQUEST', () => sc.prefill(req, 1))
+      expectRefused(sc, 'UNKNOWN_REQUEST', () => sc.cacheUnfinishedReq(req))
+      expectRefused(sc, 'UNKNOWN_REQUEST', () => sc.cacheFinishedReq(req))
+    },
+    DUPLICATE_REQUEST: () => {
+      const { sc } = makeCache()
+      sc.matchPrefix(sc.createRequest({ rid: 'a', inputIds: [1, 2] }))
+      const twin = sc.createRequest({ rid: 'a', inputIds: [3, 4] })
+      expectRefused(sc, 'DUPLICATE_REQUEST', () => sc.matchPrefix(twin))
+    },
+    REQUEST_FINISHED: () => {
+      const { sc } = makeCache()
+      const req = turn(sc, 'a', range(1, 9), [1])
+      expectRefused(sc, 'REQUEST_FINISHED', () => sc.cacheFinishedReq(req))
+      expectRefused(sc, 'REQUEST_FINISHED', () => sc.abortReq(req))
+      expectRefused(sc, 'REQUEST_FINISHED', () => sc.decode(req, 1))
+      const ab = sc.createRequest({ rid: 'b', inputIds: [1, 2] })
+      sc.abortReq(ab)
+      expectRefused(sc, 'REQUEST_FINISHED', () => sc.matchPrefix(ab))
+    },
+    UNKNOWN_SESSION: () => {
+      const { sc } = makeCache()
+      expectRefused(sc, 'UNKNOWN_SESSION', () => sc.releaseSession('nope'))
+      const req = sc.createRequest({ rid: 'a', sessionId: 'nope', inputIds: [1, 2] })
+      expectRefused(sc, 'UNKNOWN_SESSION', () => sc.matchPrefix(req))
+    },
+    SESSION_EXISTS: () => {
+      const { sc } = makeCache()
+      sc.openSession('s')
+      expectRefused(sc, 'SESSION_EXISTS', () => sc.openSession('s'))
+    },
+    SESSION_RELEASED: () => {
+      const { sc, clock } = makeCache()
+      sc.openSession('s')
+      sc.releaseSession('s')
+      expectRefused(sc, 'SESSION_RELEASED', () => sc.releaseSession('s'))
+      const req = sc.createRequest({ rid: 'a', sessionId: 's', inputIds: [1, 2] })
+      expectRefused(sc, 'SESSION_RELEASED', () => sc.matchPrefix(req))
+      sc.openSession('t')
+      clock.t = 100
+      expect(sc.evictIdleSessions({ idleMs: 10 }).released).toEqual(['t'])
+      const err = expectRefused(sc, 'SESSION_RELEASED', () => sc.releaseSession('t'))
+      expect(err.message).toMatch(/evicted/)
+      sc.openSession('s') // an id may be reopened
+    },
+    SESSION_BUSY: () => {
+      const { sc } = makeCache()
+      sc.openSession('s')
+      sc.matchPrefix(sc.createRequest({ rid: 'a', sessionId: 's', inputIds: [1, 2] }))
+      const second = sc.createRequest({ rid: 'b', sessionId: 's', inputIds: [1, 2, 3] })
+      expectRefused(sc, 'SESSION_BUSY', () => sc.matchPrefix(second))
+      expectRefused(sc, 'SESSION_BUSY', () => sc.releaseSession('s'))
+    },
+    PREFIX_MISMATCH: () => {
+      const { sc } = makeCache()
+      sc.openSession('s')
+      const t1 = turn(sc, 'a', range(1, 10), [50, 51], { sessionId: 's' })
+      const committed = [...t1.tokenIds.subarray(0, t1.kvCommittedLen)]
+      const changed = [...t1.tokenIds, 9]
+      changed[3] = 999
+      for (const [rid, inputIds] of [
+        ['diverges', changed],
+        ['not-longer', committed],
+        ['shorter', committed.slice(0, 4)],
+      ] as const) {
+        const req = sc.createRequest({ rid, sessionId: 's', inputIds })
+        expectRefused(sc, 'PREFIX_MISMATCH', () => sc.matchPrefix(req))
+      }
+      // The uncommitted last output token may be replaced: only committed tokens must match.
+      sc.matchPrefix(sc.createRequest({ rid: 'ok', sessionId: 's', inputIds: [...committed, 7] }))
+    },
+    NAMESPACE_MISMATCH: () => {
+      const { sc } = makeCache()
+      sc.openSession('s', { extraKey: 'lora-a' })
+      const req = sc.createRequest({ rid: 'a', sessionId: 's', extraKey: 'lora-b', inputIds: [1, 2] })
+      expectRefused(sc, 'NAMESPACE_MISMATCH', () => sc.matchPrefix(req))
+      const ok = sc.createRequest({ rid: 'b', sessionId: 's', inputIds: [1, 2] })
+      sc.matchPrefix(ok)
+      expect(ok.extraKey).toBe('lora-a')
+    },
+    OUT_OF_MEMORY: () => {
+      const { sc } = makeCache({ poolSize: 32 })
+      sc.openSession('s')
+      const req = sc.createRequest({ rid: 'a', sessionId: 's', inputIds: range(1, 40) })
+      sc.matchPrefix(req)
+      sc.prefill(req, 20)
+      // Out of memory is raised after trying to evict the shortfall (SGLang's order): the tree's
+      // evict counter moves, nothing else does.
+      const before = JSON.stringify([sc.poolAccounting(), sc.inFlightRequests().map((r) => r.kvAllocatedLen)])
+      expectCode(() => sc.prefill(req, 20), 'OUT_OF_MEMORY')
+      expect(JSON.stringify([sc.poolAccounting(), sc.inFlightRequests().map((r) => r.kvAllocatedLen)])).toBe(
+        before,
+      )
+      expect(req.kvCommittedLen).toBe(20)
+      sc.abortReq(req) // what an engine does with it; nothing leaks
+      expect(sc.poolAccounting()).toMatchObject({ free: 32, balanced: true })
+    },
+  }
+  for (const code of Object.values(SessionCacheErrorCode)) {
+    it(code, () => {
+      cases[code]()
+    })
+  }
+})
+
+describe('the extra release hook', () => {
+  it('releases each extra once: replaced by a turn, at release, at eviction', () => {
+    const released: [unknown, string][] = []
+    const { sc, clock } = makeCache({ releaseExtra: (x, id) => released.push([x, id]) })
+    const A = { mamba: 1 }
+    const B = { mamba: 2 }
+    sc.openSession('s', { extra: A })
+    const req = sc.createRequest({ rid: 'a', sessionId: 's', inputIds: range(1, 9) })
+    sc.matchPrefix(req)
+    expect(req.extra).toBe(A) // lent for the turn
+    sc.prefill(req, 9)
+    sc.cacheFinishedReq(req, { extra: A }) // same state: nothing released
+    expect(released).toEqual([])
+    const r2 = sc.createRequest({ rid: 'b', sessionId: 's', inputIds: [...req.tokenIds, 1] })
+    sc.matchPrefix(r2)
+    sc.prefill(r2, r2.originInputIds.length - r2.kvCommittedLen)
+    sc.cacheFinishedReq(r2, { extra: B })
+    expect(released).toEqual([[A, 's']])
+    sc.releaseSession('s')
+    expect(released).toEqual([
+      [A, 's'],
+      [B, 's'],
+    ])
+    const C = { mamba: 3 }
+    sc.openSession('t', { extra: C })
+    clock.t = 50
+    sc.evictIdleSessions({ idleMs: 1 })
+    expect(released.at(-1)).toEqual([C, 't'])
+    sc.openSession('u') // no extra: no hook call
+    sc.releaseSession('u')
+    expect(released).toHaveLength(3)
+  })
+})
+
+describe('status, stats and accounting', () => {
+  it('reports residency from the tree and counts evictions in the histogram', () => {
+    const { sc, clock } = makeCache({ pageSize: 4, poolSize: 64, evictGranularity: 'page' })
+    expect(sc.getSessionStatus('x')).toBeUndefined()
+    sc.openSession('a')
+    sc.openSession('b')
+    expect(sc.listSessionStatuses().map((s) => s.sessionId)).toEqual(['a', 'b'])
+    expect(sc.getSessionStatus('a')).toMatchObject({
+      resident: false,
+      residentTokens: 0,
+      active: false,
+      turns: 0,
+    })
+    clock.t = 5
+    turn(sc, 'a1', range(1, 22), [90, 91], { sessionId: 'a' })
+    expect(sc.getSessionStatus('a')).toMatchObject({
+      resident: true,
+      residentTokens: 20,
+      committedTokens: 23,
+      heldTokens: 0,
+      lastAccessTime: 5,
+      turns: 1,
+    })
+    turn(sc, 'b1', range(100, 30), [], { sessionId: 'b' })
+    sc.releaseSession('a')
+    // 64 slots: b holds 28 in the tree, a's 20 are evictable, 16 are free; a 30-token prompt
+    // needs 32 slots, so 16 tokens of a are evicted (page by page) and b is untouched.
+    const big = sc.createRequest({ rid: 'x', inputIds: range(500, 30) })
+    sc.matchPrefix(big)
+    sc.prefill(big, 30)
+    const st = sc.stats()
+    expect(st.evictions).toBe(1)
+    expect(st.evictedTokens).toBe(16)
+    expect(st.evictionHistogram.counts[0]).toBe(1)
+    expect(st.evictionHistogram.max).toBe(16)
+    expect(st.sessionsEvicted).toBe(0)
+    expect(st.sessionsHeld).toBe(1)
+    expect(st.requestsInFlight).toBe(1)
+    expect(st.residentTokensPerSession.get('b')).toBe(28)
+    expect(st.sessionsReleased).toBe(1)
+    expect(sc.poolAccounting()).toMatchObject({ requestOwned: 32, sessionHeld: 0, balanced: true })
+    checkSessionInvariants(sc)
+  })
+
+  it('ensureFree reports failure when everything left is in use', () => {
+    const { sc } = makeCache({ poolSize: 32 })
+    const req = sc.createRequest({ rid: 'a', inputIds: range(1, 30) })
+    sc.matchPrefix(req)
+    sc.prefill(req, 24)
+    expect(sc.ensureFree(16)).toMatchObject({ ok: false, available: 8, freedTokens: 0 })
+    expect(sc.ensureFree(8).ok).toBe(true)
+  })
+})
+
+describe('evictIdleSessions', () => {
+  it('TTL: releases idle sessions older than idleMs, oldest first, never a busy one', () => {
+    const { sc, clock } = makeCache()
+    sc.openSession('old')
+    clock.t = 10
+    sc.openSession('busy')
+    sc.matchPrefix(sc.createRequest({ rid: 'r', sessionId: 'busy', inputIds: [1, 2] }))
+    clock.t = 20
+    sc.openSession('young')
+    clock.t = 30
+    expect(sc.evictIdleSessions({ idleMs: 15 })).toEqual({ released: ['old'], freedTokens: 0 })
+    clock.t = 100
+    expect(sc.evictIdleSessions({ idleMs: 15 }).released).toEqual(['young'])
+    expect(sc.hasSession('busy')).toBe(true)
+    expect(sc.stats().sessionsEvicted).toBe(2)
+  })
+
+  it('pressure: least recently used sessions holding KV first, until free + evictable covers the need', () => {
+    const { sc, clock } = makeCache({ pageSize: 4, poolSize: 128 })
+    for (const [i, s] of ['a', 'b', 'c'].entries()) {
+      clock.t = i
+      sc.openSession(s)
+      turn(sc, s, range(100 * (i + 1), 28), [], { sessionId: s })
+    }
+    sc.openSession('empty') // holds no KV: never picked for pressure
+    const before = sc.pool.availableSize() + sc.cache.evictableSize()
+    expect(before).toBe(128 - 84)
+    const res = sc.evictIdleSessions({ needTokens: before + 40 })
+    expect(res.released).toEqual(['a', 'b'])
+    expect(sc.pool.availableSize() + sc.cache.evictableSize()).toBe(before + 56)
+    expect(sc.hasSession('empty')).toBe(true)
+  })
+})
+
+describe('session granularity (legacy)', () => {
+  it('parks the row in the slot, restores later turns from it, and frees the tail at once', () => {
+    const { sc, pool } = makeCache({ granularity: 'session', pageSize: 4, poolSize: 256 })
+    sc.openSession('s')
+    const t1 = turn(sc, 'a', range(1, 18), [50, 51, 52], { sessionId: 's' })
+    // Only the first prompt (page-aligned) entered the tree; the decode output is slot-owned.
+    expect(sc.cache.totalSize()).toBe(16)
+    expect(sc.getSessionStatus('s')).toMatchObject({ residentTokens: 20, committedTokens: 20, heldTokens: 4 })
+    const match = vi.spyOn(sc.cache, 'matchPrefix')
+    const r2 = sc.createRequest({ rid: 'b', sessionId: 's', inputIds: [...t1.tokenIds, 60, 61] })
+    const m = sc.matchPrefix(r2)
+    expect(match).not.toHaveBeenCalled()
+    expect(m).toMatchObject({ length: 20, fromSlot: true, reprefillTokens: 0 })
+    expect(Array.from(m.indices)).toEqual(Array.from(t1.reqToToken.subarray(0, 20)))
+    sc.prefill(r2, 3)
+    expect(sc.cacheUnfinishedReq(r2).insertedTokens).toBe(0) // later turns bypass the tree
+    sc.decode(r2, 70)
+    sc.decode(r2, 71)
+    sc.cacheFinishedReq(r2)
+    expect(sc.cache.totalSize()).toBe(16)
+    const held = sc.getSessionStatus('s')!.heldTokens
+    expect(held).toBe(8) // committed 24 (23 prompt + 1 decoded): positions 16..23 on 2 pages
+    checkSessionInvariants(sc)
+    // An aborted later turn leaves the slot as it was.
+    const r3 = sc.createRequest({ rid: 'c', sessionId: 's', inputIds: [...r2.tokenIds, ...range(80, 9)] })
+    sc.matchPrefix(r3)
+    sc.prefill(r3, 10)
+    sc.abortReq(r3)
+    expect(sc.getSessionStatus('s')!.heldTokens).toBe(held)
+    checkSessionInvariants(sc)
+    const free = pool.availableSize()
+    expect(sc.releaseSession('s')).toBe(held)
+    expect(pool.availableSize()).toBe(free + held)
+    expect(sc.cache.protectedSize()).toBe(0)
+  })
+
+  it('block granularity re-prefills the unaligned tail of each turn; session granularity keeps it', () => {
+    for (const granularity of ['block', 'session'] as const) {
+      const { sc } = makeCache({ granularity, pageSize: 4 })
+      sc.openSession('s')
+      const t1 = turn(sc, 'a', range(1, 10), [20, 21, 22], { sessionId: 's' }) // 12 committed
+      const r2 = sc.createRequest({ rid: 'b', sessionId: 's', inputIds: [...t1.tokenIds, 5] })
+      const m = sc.matchPrefix(r2)
+      expect(m.reprefillTokens).toBe(0) // 12 committed tokens: page-aligned, nothing lost
+      expect(m.length).toBe(12)
+      const r3prompt = [...t1.tokenIds, 5]
+      sc.prefill(r2, r3prompt.length - r2.kvCommittedLen)
+      sc.decode(r2, 6)
+      sc.decode(r2, 7) // 15 committed: 12 aligned + 3
+      sc.cacheFinishedReq(r2)
+      const r3 = sc.createRequest({ rid: 'c', sessionId: 's', inputIds: [...r2.tokenIds, 8] })
+      const m3 = sc.matchPrefix(r3)
+      expect(m3.reprefillTokens).toBe(granularity === 'block' ? 3 : 0)
+      expect(sc.stats().reprefillTokens).toBe(granularity === 'block' ? 3 : 0)
+    }
+  })
+})
+
+describe('options', () => {
+  it('wraps a given cache and pool', () => {
+    const pool = new PagedAllocator({ size: 64, pageSize: 4 })
+    const cache = new RadixCache({ pageSize: 4, allocator: pool })
+    const sc = new SessionCache({ cache, pool })
+    expect(sc.cache).toBe(cache)
+    expect(sc.pool).toBe(pool)
+    expect(sc.granularity).toBe('block')
+    turn(sc, 'a', range(1, 9), [1])
+    expect(cache.totalSize()).toBe(8)
+  })
+
+  it('remembers a bounded number of released ids', () => {
+    const { sc } = makeCache({ releasedMemory: 1 })
+    sc.openSession('a')
+    sc.openSession('b')
+    sc.releaseSession('a')
+    sc.releaseSession('b')
+    expectRefused(sc, 'UNKNOWN_SESSION', () => sc.releaseSession('a'))
+    expectRefused(sc, 'SESSION_RELEASED', () => sc.releaseSession('b'))
+  })
+})
+
+describe('Histogram', () => {
+  it('buckets by upper bound', () => {
+    const h = new Histogram([16, 256])
+    for (const v of [1, 16, 17, 256, 257, 1000]) h.observe(v)
+    expect(h.snapshot()).toEqual({
+      bounds: [16, 256],
+      counts: [2, 2, 2],
+      count: 6,
+      sum: 1547,
+      max: 1000,
+      mean: 1547 / 6,
+    })
+  })
+})
