@@ -65,6 +65,7 @@ export class KvEventIndex implements HoldingsView {
   #consistent = true
   #gaps = 0
   #ignored = 0
+  #resets = 0
 
   constructor(options: KvEventIndexOptions = {}) {
     const keep = options.keepTokens ?? false
@@ -119,6 +120,7 @@ export class KvEventIndex implements HoldingsView {
     if (this.#started && event.eventId !== this.#lastEventId + 1) {
       this.#gaps++
       this.#consistent = false
+      this.#resets++
     }
     this.#started = true
     this.#lastEventId = event.eventId
@@ -157,6 +159,7 @@ export class KvEventIndex implements HoldingsView {
         break
       case 'AllBlocksCleared':
         this.#entries.clear()
+        this.#resets++
         break
     }
     return true
@@ -198,7 +201,9 @@ export class KvEventIndex implements HoldingsView {
    * ```
    */
   forget(hash: bigint): boolean {
-    return this.#entries.delete(hash)
+    const had = this.#entries.delete(hash)
+    if (had) this.#resets++
+    return had
   }
 
   /**
@@ -246,6 +251,7 @@ export class KvEventIndex implements HoldingsView {
     this.#lastEventId = snapshot.eventId
     this.#started = true
     this.#consistent = true
+    this.#resets++
   }
 
   /**
@@ -261,6 +267,16 @@ export class KvEventIndex implements HoldingsView {
     const blocks: { hash: bigint; parentHash: bigint | null }[] = []
     for (const e of this.#entries.values()) blocks.push({ hash: e.hash, parentHash: e.parentHash })
     return { eventId: this.#lastEventId, blocks }
+  }
+
+  /**
+   * @internal Bumped whenever the index stops being an exact mirror of a radix tree grown and
+   * trimmed through events (a gap, a `forget`, a clear, a resync). Between bumps, the blocks of a
+   * chain it holds form a prefix of the chain (a radix tree only loses pages from the tail of a
+   * path), which lets callers cache per-chain prefixes.
+   */
+  get _resetGeneration(): number {
+    return this.#resets
   }
 
   /** @internal Digest memo for hash verification on P. */

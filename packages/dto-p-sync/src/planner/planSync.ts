@@ -188,6 +188,7 @@ enum Act {
   Hash = 1,
   Kv = 2,
   Unavailable = 3,
+  Planned = 4,
 }
 
 interface Work {
@@ -199,8 +200,8 @@ interface Work {
   readonly needPages: number
   /** First page from `c` on that can be neither skipped nor sent. */
   readonly availLimit: number
-  readonly acts: Uint8Array
-  readonly planned: Uint8Array
+  /** Action of page `c + i` (up to and including the first unavailable page). */
+  readonly acts: number[]
   frontier: number
   plannedBytes: number
   neededBytes: number | null
@@ -242,24 +243,44 @@ interface Work {
 export function planSync(input: PlanInput): SyncPlan {
   if (input === null || typeof input !== 'object')
     throw invalidOption('planSync input must be an object', input)
-  const ps = checkPageSize(input.pageSize)
-  const beta = checkNonNegative('beta', input.beta)
+  checkPageSize(input.pageSize)
+  checkNonNegative('beta', input.beta)
   if (input.bandwidth === null || typeof input.bandwidth !== 'object') {
     throw invalidOption('bandwidth must be { bytesPerSecond, kvBytesPerToken }', input.bandwidth)
   }
-  const bps = checkPositive('bandwidth.bytesPerSecond', input.bandwidth.bytesPerSecond)
-  const kvb = checkNonNegative('bandwidth.kvBytesPerToken', input.bandwidth.kvBytesPerToken)
-  const horizon = checkNonNegative('horizonMs', input.horizonMs)
-  const backlog = checkNonNegative('backlogBytes', input.backlogBytes ?? 0)
+  checkPositive('bandwidth.bytesPerSecond', input.bandwidth.bytesPerSecond)
+  checkNonNegative('bandwidth.kvBytesPerToken', input.bandwidth.kvBytesPerToken)
+  checkNonNegative('horizonMs', input.horizonMs)
+  checkNonNegative('backlogBytes', input.backlogBytes ?? 0)
   const maxBlocks = checkNonNegative('maxBlocksPerTransfer', input.maxBlocksPerTransfer ?? 64, true)
   if (maxBlocks === 0) throw invalidOption('maxBlocksPerTransfer must be at least 1', maxBlocks)
   const weights = input.weights === undefined ? DEFAULT_PRIORITY_WEIGHTS : checkWeights(input.weights)
   if (input.score !== undefined && typeof input.score !== 'function')
     throw invalidOption('score must be a function', input.score)
   if (!Array.isArray(input.sessions)) throw invalidOption('sessions must be an array', input.sessions)
-  const eager = input.eager ?? false
+  if (input.eager !== undefined && typeof input.eager !== 'boolean')
+    throw invalidOption('eager must be a boolean', input.eager)
   const seen = new Set<string>()
-  for (const s of input.sessions) checkSession(s, ps, seen)
+  for (const s of input.sessions) checkSession(s, input.pageSize, seen)
+  return planUnchecked(input, weights)
+}
+
+/**
+ * {@link planSync} without input validation (the {@link SyncSource} builds valid input itself).
+ * @internal
+ */
+export function planUnchecked(
+  input: PlanInput,
+  weights: PriorityWeights = input.weights ?? DEFAULT_PRIORITY_WEIGHTS,
+): SyncPlan {
+  const ps = input.pageSize
+  const beta = input.beta
+  const kvb = input.bandwidth.kvBytesPerToken
+  const bps = input.bandwidth.bytesPerSecond
+  const horizon = input.horizonMs
+  const backlog = input.backlogBytes ?? 0
+  const maxBlocks = input.maxBlocksPerTransfer ?? 64
+  const eager = input.eager ?? false
 
   const prefillHolds = input.prefillHolds
   const inFlight = input.inFlight
@@ -275,7 +296,7 @@ export function planSync(input: PlanInput): SyncPlan {
     const c = Math.min(s.confirmedPages, n)
     const over = s.committedTokens - beta
     const needPages = over <= 0 ? 0 : Math.ceil(over / ps)
-    const acts = new Uint8Array(n)
+    const acts: number[] = []
     let availLimit = n
     for (let k = c; k < n; k++) {
       const h = s.blocks[k]!.hash
@@ -284,7 +305,7 @@ export function planSync(input: PlanInput): SyncPlan {
       else if (prefillHolds?.has(h)) a = Act.Hash
       else if (available === undefined || available.has(h)) a = Act.Kv
       else a = Act.Unavailable
-      acts[k] = a
+      acts.push(a)
       if (a === Act.Unavailable) {
         availLimit = k
         break
@@ -304,7 +325,6 @@ export function planSync(input: PlanInput): SyncPlan {
       needPages,
       availLimit,
       acts,
-      planned: new Uint8Array(n),
       frontier: c,
       plannedBytes: 0,
       neededBytes: null,
@@ -324,7 +344,7 @@ export function planSync(input: PlanInput): SyncPlan {
     let bytes = 0
     let run = 0
     for (let k = w.frontier; k < to; k++) {
-      const a = w.acts[k]!
+      const a = w.acts[k - w.c]!
       if (a === Act.InFlight) {
         run = 0
         continue
@@ -364,7 +384,7 @@ export function planSync(input: PlanInput): SyncPlan {
     }
     let k = w.frontier
     for (; k < to; k++) {
-      const a = w.acts[k]!
+      const a = w.acts[k - w.c]!
       if (a === Act.InFlight) {
         flush()
         continue
@@ -381,7 +401,7 @@ export function planSync(input: PlanInput): SyncPlan {
       curBytes += add
       if (withKv) curKv++
       remaining -= add
-      w.planned[k] = 1
+      w.acts[k - w.c] = Act.Planned
     }
     flush()
     w.frontier = k
@@ -412,7 +432,11 @@ export function planSync(input: PlanInput): SyncPlan {
   let plannedBytes = 0
   for (const w of works) {
     let p = w.c
-    while (p < w.n && (w.planned[p] === 1 || w.acts[p] === Act.InFlight)) p++
+    while (p < w.n) {
+      const a = w.acts[p - w.c]
+      if (a !== Act.Planned && a !== Act.InFlight) break
+      p++
+    }
     const projectedStaleness = w.s.committedTokens - ps * p
     const withinBudget = projectedStaleness <= beta
     let reason: OverBudgetReason | null = null

@@ -2,7 +2,7 @@ import { type BlockHasher, type KvEvent, sglangBlockHasher } from '@kvc/radix-ca
 import { DtoPSyncError, DtoPSyncErrorCode, invalidMessage, invalidOption } from '../errors/dtoPSyncError.js'
 import { type HoldingsSnapshot, KvEventIndex } from '../holdings/kvEventIndex.js'
 import { type CommitOptions, OfferBuilder } from '../offers/offerBuilder.js'
-import { type Bandwidth, type PlanSession, planSync, type SyncPlan } from '../planner/planSync.js'
+import { type Bandwidth, type PlanSession, planUnchecked, type SyncPlan } from '../planner/planSync.js'
 import { checkHints, checkWeights, type PriorityHints, type PriorityWeights } from '../planner/priority.js'
 import { messageBytes } from '../protocol/bytes.js'
 import type {
@@ -138,6 +138,9 @@ interface SourceSession {
   hints: PriorityHints | undefined
   pins: SourcePin[]
   nextSeq: number
+  /** Cached length of the chain prefix P's events say it holds, valid for `evGen`. */
+  evPrefix: number
+  evGen: number
 }
 
 interface InFlight {
@@ -315,6 +318,8 @@ export class SyncSource {
       hints: undefined,
       pins: [],
       nextSeq: 0,
+      evPrefix: 0,
+      evGen: -1,
     }
     if (nsChanged) {
       session.pins = []
@@ -324,6 +329,7 @@ export class SyncSource {
     session.blocks = prev.slice(0, cut).concat(offer.blocks)
     // A rewritten history: pins still cover the common prefix only.
     if (cut < prev.length) for (const p of session.pins) p.pages = Math.min(p.pages, cut)
+    if (session.evPrefix > cut) session.evPrefix = cut
     session.version = offer.version
     session.committedTokens = offer.committedTokens
     session.lastCommitAt = now
@@ -442,7 +448,7 @@ export class SyncSource {
       })
     }
     const inFlight: HoldingsView = { has: (h) => this.#inFlightHashes.has(h) }
-    const plan = planSync({
+    const plan = planUnchecked({
       sessions,
       pageSize: this.pageSize,
       beta: this.beta,
@@ -648,11 +654,32 @@ export class SyncSource {
     for (const p of s.pins) if (p.until > at && p.pages > c) c = p.pages
     c = Math.min(c, s.blocks.length)
     if (this.#trustEvents && this.#view.consistent) {
-      let e = 0
-      while (e < s.blocks.length && this.#view.has(s.blocks[e]!.hash)) e++
+      const e = this.#eventPrefix(s)
       if (e > c) c = e
     }
     return c
+  }
+
+  /**
+   * Leading pages of `s`'s chain in the view of P's events. Incremental: P's radix tree only loses
+   * pages from the tail of a path and only gains them below pages it holds, so the held part of a
+   * chain is a prefix; walk back from the cached boundary while it shrank, then forward while it
+   * grew. A full rescan only after the view was reset (gap, correction, clear, resync).
+   */
+  #eventPrefix(s: SourceSession): number {
+    const view = this.#view
+    const blocks = s.blocks
+    let k: number
+    if (s.evGen !== view._resetGeneration) {
+      k = 0
+      s.evGen = view._resetGeneration
+    } else {
+      k = Math.min(s.evPrefix, blocks.length)
+      while (k > 0 && !view.has(blocks[k - 1]!.hash)) k--
+    }
+    while (k < blocks.length && view.has(blocks[k]!.hash)) k++
+    s.evPrefix = k
+    return k
   }
 
   #get(sessionId: string): SourceSession {
