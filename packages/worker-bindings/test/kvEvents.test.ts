@@ -203,13 +203,21 @@ describe('publisher → subscriber over ZeroMQ: sequence, gaps, replay', () => {
       },
       onGap: (g) => gaps.push(g),
     })
-    const bare = new KvEventSubscriber({ endpoint, onBatch: () => {}, onGap: (g) => gaps.push(g) })
+    let bareGot = 0
+    const bare = new KvEventSubscriber({
+      endpoint,
+      onBatch: () => {
+        bareGot++
+      },
+      onGap: (g) => gaps.push(g),
+    })
     await sub.start()
     await bare.start()
     try {
       await until(() => {
-        if (got.length === 0) void pub.publish({ ts: 0, events: [stored(1n)], dataParallelRank: null })
-        return got.length > 0
+        if (got.length === 0 || bareGot === 0)
+          void pub.publish({ ts: 0, events: [stored(1n)], dataParallelRank: null })
+        return got.length > 0 && bareGot > 0
       })
       await new Promise((r) => setTimeout(r, 50))
       for (let i = 0; i < 3; i++)
