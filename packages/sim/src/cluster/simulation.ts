@@ -1073,7 +1073,7 @@ export class ClusterSimulation {
     if (job.leaseId !== undefined) w.leases?.release(job.leaseId)
     if (decodes) w.reservedOutputs += out
     const input = turn.spec.inputLength
-    const cachedCost = Math.min(opened.cached, input)
+    const cachedCost = Math.min(Math.round(opened.cached * this.#w.tokenScale), input)
     const newCost = Math.max(1, input - cachedCost)
     turn.cached = cachedCost
     turn.matched = opened.cached
@@ -1320,7 +1320,7 @@ export class ClusterSimulation {
       this.#failPhysical(turn, 'transfer_error', 'link down')
       return
     }
-    const costTokens = Math.min(t.tokens, turn.spec.inputLength)
+    const costTokens = Math.min(Math.round(t.tokens * this.#w.tokenScale), turn.spec.inputLength)
     const start = Math.max(this.#now, link.busyUntil)
     const end = start + transferSeconds(this.cost, costTokens) * 1000
     if (end > t.deadlineMs) return // the deadline fires first

@@ -71,14 +71,17 @@ export interface Estimate {
  * @example
  * ```ts
  * import type { PairedEstimate } from '@kvc/sim'
- * const d: PairedEstimate = { diff: -0.2, lo: -0.3, hi: -0.1, pBetter: 1 }
+ * const d: PairedEstimate = { diff: -0.2, lo: -0.3, hi: -0.1, pBetter: 1, pWorse: 0 }
  * ```
  */
 export interface PairedEstimate {
   readonly diff: number
   readonly lo: number
   readonly hi: number
+  /** Share of resamples in which the policy is strictly better than the reference. */
   readonly pBetter: number
+  /** Share of resamples in which it is strictly worse (ties count in neither). */
+  readonly pWorse: number
 }
 
 /**
@@ -218,12 +221,14 @@ export function pairedBootstrap(
     CI_METRICS.forEach((name, m) => {
       const d = new Float64Array(resamples)
       let better = 0
+      let worse = 0
       const hib = higherIsBetter(name)
       for (let b = 0; b < resamples; b++) {
         const x = samples[p]![m]![b]!
         const y = samples[reference]![m]![b]!
         d[b] = diffOf(x, y)
         if (hib ? x > y : x < y) better++
+        else if (hib ? x < y : x > y) worse++
       }
       d.sort()
       r[name] = {
@@ -231,6 +236,7 @@ export function pairedBootstrap(
         lo: quantileSorted(d, 0.025),
         hi: quantileSorted(d, 0.975),
         pBetter: resamples === 0 ? Number.NaN : better / resamples,
+        pWorse: resamples === 0 ? Number.NaN : worse / resamples,
       }
     })
     return r

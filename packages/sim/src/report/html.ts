@@ -8,7 +8,8 @@ main{max-width:1320px;margin:0 auto;padding:20px 28px 60px}
 h1{font-size:24px;margin:8px 0 4px}h2{font-size:18px;margin:34px 0 8px;border-bottom:1px solid #d0d7de;padding-bottom:4px}
 h3{font-size:15px;margin:18px 0 6px}p,li{max-width:980px}
 table{border-collapse:collapse;margin:8px 0 14px;font-variant-numeric:tabular-nums;background:#fff}
-th,td{border:1px solid #d0d7de;padding:4px 8px;text-align:right;vertical-align:top}th{background:#f0f3f6}
+th,td{border:1px solid #d0d7de;padding:4px 8px;text-align:right;vertical-align:top;white-space:nowrap}
+.scroll{overflow-x:auto;max-width:100%}th{background:#f0f3f6}
 td:first-child,th:first-child{text-align:left}.ci{color:#57606a;font-size:12px}.good{color:#116329;font-weight:600}.bad{color:#a40e26;font-weight:600}
 .grid-charts{display:flex;flex-wrap:wrap;gap:12px}.card{background:#fff;border:1px solid #d0d7de;border-radius:6px;padding:6px}
 svg .ct{font-size:14px;font-weight:600}svg .tick{font-size:11px;fill:#444}svg .grid{stroke:#e6e9ed}svg .axis{stroke:#555}
@@ -54,7 +55,7 @@ function strataTable(title: string, strata: readonly Stratum[], labels: readonly
           .join('')}</tr>`,
     )
     .join('')
-  return `<table>${head}${rows}</table>`
+  return `<div class="scroll"><table>${head}${rows}</table></div>`
 }
 
 function strataChart(title: string, strata: readonly Stratum[], labels: readonly string[]): string {
@@ -159,7 +160,8 @@ export function renderHtmlReport(r: ExperimentResult): string {
   )
   const usageCharts = r.policies.map((p) =>
     lineChart({
-      title: `${p.policy}: KV usage per ${p.pathMode === 'direct' ? 'worker' : 'D worker'} (seed ${c.seeds[0]})`,
+      title: p.policy,
+      subtitle: `KV usage per ${p.pathMode === 'direct' ? 'colocated worker' : 'D worker'}, seed ${c.seeds[0]}`,
       series: p.usage.map((u) => ({
         name: u.workerId,
         points: u.timesS.map((t, i) => [t, u.usage[i]!] as const),
@@ -209,7 +211,7 @@ export function renderHtmlReport(r: ExperimentResult): string {
             const f = rate
               ? (v: number) => `${Number.isFinite(v) ? (v * 100).toFixed(2) : fmt(v)} pp`
               : (v: number) => fmt(v, ' s')
-            const better = d.pBetter >= 0.975 ? 'good' : d.pBetter <= 0.025 ? 'bad' : ''
+            const better = d.pBetter >= 0.975 ? 'good' : d.pWorse >= 0.975 ? 'bad' : ''
             return `<td class="${better}">${f(d.diff)}<br><span class="ci">[${f(d.lo)}, ${f(d.hi)}] · better in ${(d.pBetter * 100).toFixed(0)}%</span></td>`
           })
           .join('')}</tr>`,
@@ -247,22 +249,22 @@ faults: ${esc(c.faults)} · kvc-sim ${esc(r.tool.version)}</p>
 <ul>
 <li>Every policy ran on the <b>same trials</b>: for each seed the same sessions, turns, prompts and think times (paired comparison). Numbers pool all seeds; the brackets are <b>bootstrap 95% intervals</b> (${c.bootstrap.resamples} resamples of whole ${c.bootstrap.unit}s within each seed).</li>
 <li><b>Failed turns are never filtered out.</b> They count in the error rate, in the percentiles as infinitely slow (a percentile reached by failures prints <i>failed</i>), and in the means at the time they took to fail (a lower bound).</li>
-<li>The <b>paired table</b> gives each policy minus the reference <b>${esc(c.reference)}</b> on the same resampled turns: negative latency differences are better; green = better in ≥ 97.5% of resamples, red = worse in ≥ 97.5%.</li>
+<li>The <b>paired table</b> gives each policy minus the reference <b>${esc(c.reference)}</b> on the same resampled turns: negative latency differences are better; green = better in ≥ 97.5% of resamples, red = worse in ≥ 97.5% (ties count as neither).</li>
 <li><b>Fast path</b> = the turn went straight to the D worker holding the session, which prefilled only the append; <b>reseed</b> = a later turn of a session went through a P again; colocated (DP) workers serve every turn <i>direct</i>.</li>
 <li>The decisions (routing, admission, retention, eviction) are made by the real packages; only GPU time and link time come from the cost model below.</li>
 </ul>
 
 <h2>Verdict</h2>
-<table>
+<div class="scroll"><table>
 <tr><th>policy</th><th>TTFT mean</th><th>TTFT p50</th><th>TTFT p90</th><th>TTFT p99</th><th>E2E p50</th><th>E2E p90</th><th>E2E p99</th><th>errors</th><th>fast path</th><th>reseeds</th><th>migrations</th><th>D evictions</th><th>prefix hit</th><th>KV moved (GB/trial)</th><th>turns/s</th><th>peak D usage</th></tr>
 ${verdict}
-</table>
+</table></div>
 
 <h2>Paired differences against ${esc(c.reference)}</h2>
 ${
   r.paired.length === 0
     ? '<p class="note">Only one policy: nothing to pair.</p>'
-    : `<table><tr><th>policy − ${esc(c.reference)}</th>${metricsShown.map((m) => `<th>${METRIC_LABEL[m]}</th>`).join('')}</tr>${paired}</table>`
+    : `<div class="scroll"><table><tr><th>policy − ${esc(c.reference)}</th>${metricsShown.map((m) => `<th>${METRIC_LABEL[m]}</th>`).join('')}</tr>${paired}</table></div>`
 }
 
 <h2>Charts</h2>

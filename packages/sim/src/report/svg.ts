@@ -67,7 +67,8 @@ function logScale(lo: number, hi: number, a: number, b: number): Scale {
 }
 
 function tickLabel(v: number): string {
-  if (v >= 1000 || v < 0.01) return v.toExponential(0)
+  if (v === 0) return '0'
+  if (v >= 100_000 || v < 0.01) return v.toExponential(0)
   return String(Number(v.toPrecision(3)))
 }
 
@@ -93,7 +94,7 @@ export function barChart(o: {
   readonly width?: number
   readonly height?: number
 }): string {
-  const W = o.width ?? 640
+  const W = o.width ?? 600
   const H = o.height ?? 300
   const m = { l: 64, r: 12, t: 34, b: 64 }
   const finite: number[] = []
@@ -180,6 +181,8 @@ export interface LineSeries {
 /** A line chart (optionally log-scaled on x). */
 export function lineChart(o: {
   readonly title: string
+  /** A second, smaller title line. */
+  readonly subtitle?: string
   readonly series: readonly LineSeries[]
   readonly xLabel: string
   readonly yLabel: string
@@ -190,7 +193,7 @@ export function lineChart(o: {
   readonly height?: number
   readonly step?: boolean
 }): string {
-  const W = o.width ?? 640
+  const W = o.width ?? 600
   const H = o.height ?? 300
   const m = { l: 64, r: 12, t: 34, b: 64 }
   const xs: number[] = []
@@ -210,7 +213,10 @@ export function lineChart(o: {
   const yTop = o.yMax ?? (ys.length === 0 ? 1 : Math.max(...ys) * 1.05 || 1)
   const y = linear(0, yTop, H - m.b, m.t)
   const parts: string[] = []
-  parts.push(`<text x="${W / 2}" y="18" text-anchor="middle" class="ct">${esc(o.title)}</text>`)
+  parts.push(`<text x="${W / 2}" y="16" text-anchor="middle" class="ct">${esc(o.title)}</text>`)
+  if (o.subtitle !== undefined) {
+    parts.push(`<text x="${W / 2}" y="29" text-anchor="middle" class="tick">${esc(o.subtitle)}</text>`)
+  }
   for (const t of y.ticks) {
     parts.push(`<line x1="${m.l}" x2="${W - m.r}" y1="${y(t)}" y2="${y(t)}" class="grid"/>`)
     parts.push(
@@ -269,7 +275,7 @@ export function stackedBarChart(o: {
   readonly width?: number
   readonly height?: number
 }): string {
-  const W = o.width ?? 640
+  const W = o.width ?? 600
   const H = o.height ?? 300
   const m = { l: 64, r: 12, t: 34, b: 64 }
   const totals = o.groups.map((_, gi) => o.stacks.reduce((a, s) => a + (s.values[gi] ?? 0), 0))
@@ -321,6 +327,13 @@ export function stackedBarChart(o: {
     ),
   )
   return svg(W, H, o.title, parts)
+}
+
+/** A group label under the x axis; `name:options` labels break after the name. */
+function _groupLabel(g: string, x: number, y: number): string {
+  const i = g.indexOf(':')
+  if (i < 0) return `<text x="${x}" y="${y}" text-anchor="middle" class="tick">${esc(g)}</text>`
+  return `<text x="${x}" y="${y}" text-anchor="middle" class="tick"><tspan x="${x}">${esc(g.slice(0, i))}</tspan><tspan x="${x}" dy="12">${esc(g.slice(i + 1))}</tspan></text>`
 }
 
 function legend(names: readonly string[], x0: number, y0: number, width: number): string {

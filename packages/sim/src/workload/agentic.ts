@@ -237,6 +237,7 @@ export function generateAgenticWorkload(options: AgenticWorkloadOptions): Worklo
     sessionLabels: labels,
     turns,
     notes: [],
+    tokenScale: 1,
     suggestedPageSize: undefined,
     promptTokens: (id) => streams[streamOf[id]!]!.subarray(0, promptEnd[id]!),
     outputTokens: (id) => streams[streamOf[id]!]!.subarray(promptEnd[id]!, outputEnd[id]!),

@@ -80,6 +80,7 @@ export function parseAzureTrace(text: string, file: string): Workload {
     sessionLabels: [],
     turns,
     notes: [],
+    tokenScale: 1,
     suggestedPageSize: undefined,
     promptTokens: (i) => uniqueTokens(i, turns[i]!.inputLength),
     outputTokens: () => undefined,

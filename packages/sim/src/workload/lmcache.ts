@@ -177,6 +177,7 @@ export function parseLmcacheTrace(
       ...(emptyInputs > 0 ? [`${emptyInputs} calls with an empty input were skipped`] : []),
       ...(emptyFiles > 0 ? [`${emptyFiles} empty session files were skipped`] : []),
     ],
+    tokenScale: 1,
     suggestedPageSize: undefined,
     promptTokens: (i) => prompts[i]!,
     outputTokens: (i) => (outputs[i]!.length > 0 ? outputs[i]! : undefined),

@@ -3,6 +3,9 @@ import { expandBlockIds } from './tokens.js'
 import { nonBlankLines, readTraceText } from './traceFiles.js'
 import type { TurnSpec, Workload } from './types.js'
 
+/** Page tokens stay below this; each prompt ends with one token above it (see {@link parseMooncakeTrace}). */
+const PAGE_TOKEN_LIMIT = 0xf0000000
+
 /**
  * Options of the Mooncake FAST'25 trace loader.
  *
@@ -27,7 +30,9 @@ export interface MooncakeTraceOptions {
  * Parse a Mooncake FAST'25 trace (JSONL, one request per line:
  * `{"timestamp": ms, "input_length": tokens, "output_length": tokens, "hash_ids": [...]}`).
  * Each `hash_ids` entry is a prefix hash of one 512-token block; each is expanded into a
- * deterministic page of tokens (see {@link expandBlockIds}), so equal ids share KV exactly. Bad
+ * deterministic page of tokens (see {@link expandBlockIds}), so equal ids share KV exactly, and
+ * the prompt ends with one request-specific token (the generation prompt), so that an engine,
+ * which computes at least the last prompt token, can still reuse every block of a full hit. Bad
  * data fails with a `SimError` (`INVALID_TRACE`) naming the file, the line and the field.
  * Requests carry no session (the trace has none).
  *
@@ -36,7 +41,7 @@ export interface MooncakeTraceOptions {
  * import { parseMooncakeTrace } from '@kvc/sim'
  * const w = parseMooncakeTrace('{"timestamp": 0, "input_length": 600, "output_length": 5, "hash_ids": [0, 1]}\n', 'inline.jsonl')
  * w.turns[0].inputLength // 600
- * w.promptTokens(0).length // 1024: two full 512-token pages
+ * w.promptTokens(0).length // 1025: two full 512-token pages and the generation token
  * ```
  */
 export function parseMooncakeTrace(text: string, file: string, options: MooncakeTraceOptions = {}): Workload {
@@ -98,12 +103,17 @@ export function parseMooncakeTrace(text: string, file: string, options: Mooncake
     const from = nIds
     for (let i = 0; i < h.length; i++) {
       const id = h[i]
-      if (typeof id !== 'number' || !Number.isInteger(id) || id < 0 || (id + 1) * pageTokens > 2 ** 32) {
+      if (
+        typeof id !== 'number' ||
+        !Number.isInteger(id) ||
+        id < 0 ||
+        (id + 1) * pageTokens > PAGE_TOKEN_LIMIT
+      ) {
         throw traceError(
           file,
           line,
           `hash_ids[${i}]`,
-          `must be a non-negative integer below ${Math.floor(2 ** 32 / pageTokens)}`,
+          `must be a non-negative integer below ${Math.floor(PAGE_TOKEN_LIMIT / pageTokens)}`,
           id,
         )
       }
@@ -148,8 +158,16 @@ export function parseMooncakeTrace(text: string, file: string, options: Mooncake
     sessionLabels: [],
     turns,
     notes: [],
+    tokenScale: block / pageTokens,
     suggestedPageSize: pageTokens,
-    promptTokens: (i) => expandBlockIds(ids.subarray(spans[2 * i]!, spans[2 * i + 1]!), pageTokens),
+    promptTokens: (i) => {
+      const from = spans[2 * i]!
+      const to = spans[2 * i + 1]!
+      const out = new Uint32Array((to - from) * pageTokens + 1)
+      out.set(expandBlockIds(ids.subarray(from, to), pageTokens))
+      out[out.length - 1] = PAGE_TOKEN_LIMIT + (i % 0x0fffffff)
+      return out
+    },
     outputTokens: () => undefined,
   }
 }

@@ -119,7 +119,7 @@ export function computeTraceStats(w: Workload, pageSize?: number): TraceStats {
     }
     total += pages
     hits += hitPages
-    hitTokens += Math.min(t.inputLength, hitPages * ps)
+    hitTokens += Math.min(t.inputLength, hitPages * ps * w.tokenScale)
     inputTokens += t.inputLength
   }
   const perSession = new Map<number, number>()

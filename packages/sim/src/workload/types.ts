@@ -78,6 +78,11 @@ export interface Workload {
   readonly turns: readonly TurnSpec[]
   /** What the loader had to adapt (skipped rows and why); shown by `trace stats` and in reports. */
   readonly notes: readonly string[]
+  /**
+   * Real tokens one prompt token stands for (1, except for hash-id traces expanded into pages
+   * smaller than their blocks: a 512-token block expanded into 16 tokens stands for 32 each).
+   */
+  readonly tokenScale: number
   /** Page size that fits the data (Mooncake: the 512-token block), or undefined. */
   readonly suggestedPageSize: number | undefined
   /**
