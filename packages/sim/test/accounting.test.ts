@@ -1,0 +1,130 @@
+import { describe, expect, it } from 'vitest'
+import { generateAgenticWorkload, parseFaults, runSimulation, SimError, formatFaults } from '../src/index.js'
+
+const small = () => generateAgenticWorkload({ seed: 5, sessions: 10, maxTurnsPerSession: 12 })
+
+describe('every turn is accounted for', () => {
+  for (const policy of ['kvc', 'round-robin', 'sglang-cache-aware:defaults=rust']) {
+    it(`${policy}: completed + failed = turns, one record each, pools balanced`, () => {
+      const w = small()
+      const r = runSimulation({
+        workload: w,
+        topology: { kind: 'pd', prefill: 1, decode: 3 },
+        policy,
+        seed: 1,
+        costModel: { capacityTokens: 120_000 },
+      })
+      expect(r.records).toHaveLength(w.turns.length)
+      r.records.forEach((rec, i) => {
+        expect(rec.id).toBe(i)
+        expect(['completed', 'failed']).toContain(rec.status)
+        if (rec.status === 'failed') expect(typeof rec.cause).toBe('string')
+        else {
+          expect(rec.firstTokenMs).toBeGreaterThanOrEqual(rec.arrivalMs)
+          expect(rec.endMs).toBeGreaterThanOrEqual(rec.firstTokenMs)
+        }
+      })
+      expect(r.accounting.balanced).toBe(true)
+      expect(r.accounting.poolsBalanced).toBe(true)
+      expect(r.accounting.completed + r.accounting.failed).toBe(w.turns.length)
+    })
+  }
+
+  it('dp-cache-aware runs on N×DP with N = P + D', () => {
+    const r = runSimulation({
+      workload: small(),
+      topology: { kind: 'pd', prefill: 1, decode: 3 },
+      policy: 'dp-cache-aware',
+      seed: 1,
+    })
+    expect(r.topology).toBe('4xDP')
+    expect(r.records.every((x) => x.status === 'failed' || x.path === 'direct')).toBe(true)
+  })
+
+  it('a P/D policy on a DP topology is refused', () => {
+    expect(() =>
+      runSimulation({ workload: small(), topology: { kind: 'dp', workers: 4 }, policy: 'kvc', seed: 1 }),
+    ).toThrow(SimError)
+  })
+})
+
+describe('fault injection', () => {
+  it('parses the schedule syntax and JSON-like specs, and refuses bad ones', () => {
+    const f = parseFaults(
+      'd-death:d1@120s+60s, link-flap:p0-d2@2m+10s; admit-timeout~0.05, router-pause@500ms+0.2s, lost-kv-events~0.01',
+    )
+    expect(f).toEqual([
+      { kind: 'd-death', target: 'd1', atS: 120, forS: 60 },
+      { kind: 'link-flap', target: 'p0-d2', atS: 120, forS: 10 },
+      { kind: 'admit-timeout', probability: 0.05 },
+      { kind: 'router-pause', atS: 0.5, forS: 0.2 },
+      { kind: 'lost-kv-events', probability: 0.01 },
+    ])
+    expect(formatFaults(f)).toContain('d-death:d1@120s+60s')
+    expect(parseFaults('none')).toEqual([])
+    for (const bad of [
+      'explode@1s',
+      'd-death',
+      'd-death@1s~0.5',
+      'admit-timeout~2',
+      'link-flap@3s',
+      'd-death@soon',
+    ]) {
+      expect(() => parseFaults(bad), bad).toThrow(SimError)
+    }
+  })
+
+  it('with every fault kind at once, every turn still ends completed or failed with a cause', () => {
+    const w = generateAgenticWorkload({ seed: 9, sessions: 12, maxTurnsPerSession: 15 })
+    const faults = parseFaults(
+      'd-death:d0@20s+15s, link-flap:p0-d1@10s+20s, admit-timeout~0.1, router-pause@30s+2s, lost-kv-events~0.05, d-death~0.01+5s, router-pause~0.02',
+    )
+    const r = runSimulation({
+      workload: w,
+      topology: { kind: 'pd', prefill: 2, decode: 3 },
+      policy: 'kvc',
+      seed: 3,
+      faults,
+      costModel: { capacityTokens: 150_000 },
+    })
+    expect(r.accounting.balanced).toBe(true)
+    expect(r.accounting.poolsBalanced).toBe(true)
+    expect(r.counters.workerDeaths).toBeGreaterThanOrEqual(1)
+    expect(r.counters.admissionTimeouts).toBeGreaterThan(0)
+    expect(r.counters.kvEventsLost).toBeGreaterThan(0)
+    expect(r.counters.routerPauses).toBeGreaterThan(0)
+    for (const rec of r.records) {
+      expect(rec.status === 'completed' || (rec.status === 'failed' && rec.cause !== undefined)).toBe(true)
+    }
+    // The run recovers: most turns still complete.
+    expect(r.accounting.completed / r.records.length).toBeGreaterThan(0.5)
+  })
+
+  it('a timed D death fails what it holds and the D comes back empty', () => {
+    const w = generateAgenticWorkload({ seed: 2, sessions: 8, maxTurnsPerSession: 20 })
+    const r = runSimulation({
+      workload: w,
+      topology: { kind: 'pd', prefill: 1, decode: 2 },
+      policy: 'kvc',
+      seed: 1,
+      faults: parseFaults('d-death:d0@15s+10s'),
+    })
+    expect(r.counters.workerDeaths).toBe(1)
+    expect(r.accounting.balanced).toBe(true)
+    const d0 = r.usage.find((u) => u.workerId === 'd0')!
+    const during = d0.timesS.findIndex((t) => t > 16 && t < 24)
+    expect(d0.usage[during]).toBe(0)
+  })
+
+  it('refuses faults that name workers the topology does not have', () => {
+    expect(() =>
+      runSimulation({
+        workload: small(),
+        topology: { kind: 'pd', prefill: 1, decode: 2 },
+        policy: 'kvc',
+        seed: 1,
+        faults: parseFaults('d-death:d7@1s'),
+      }),
+    ).toThrow(/no such D worker/)
+  })
+})

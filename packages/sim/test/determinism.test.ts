@@ -1,0 +1,21 @@
+import { describe, expect, it } from 'vitest'
+import { runExperiment, toStableJson } from '../src/index.js'
+
+describe('determinism', () => {
+  it('the same configuration gives byte-identical JSON', async () => {
+    const config = {
+      workload: { kind: 'agentic' as const, options: { sessions: 6, maxTurnsPerSession: 8 } },
+      topology: '1P2D',
+      policies: ['kvc', 'round-robin'],
+      seeds: [1, 2, 3],
+      bootstrapResamples: 30,
+      faults: [{ kind: 'admit-timeout' as const, probability: 0.05 }],
+    }
+    const a = toStableJson(await runExperiment(config))
+    const b = toStableJson(await runExperiment(config))
+    expect(a).toBe(b)
+    expect(a).not.toMatch(/wallMs/)
+    const c = toStableJson(await runExperiment({ ...config, seeds: [4, 5, 6] }))
+    expect(c).not.toBe(a)
+  })
+})
