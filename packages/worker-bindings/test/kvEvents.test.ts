@@ -1,3 +1,4 @@
+import { ResidencyIndex } from '@kvc/kvc-router'
 import { encode } from '@msgpack/msgpack'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import {
@@ -266,6 +267,31 @@ describe('publisher → subscriber over ZeroMQ: sequence, gaps, replay', () => {
       // Events are numbered consecutively from 0, whatever arrived live or by replay.
       expect(ingested.map((s) => Number(s.split(':')[1]))).toEqual(ingested.map((_, i) => i))
       expect(gaps.every((g) => g.recovered)).toBe(true)
+    } finally {
+      await sub.close()
+      await emu.close()
+    }
+  })
+
+  it("feeds kvc-router's ResidencyIndex from a live emulator: residency follows the worker's cache", async () => {
+    const emu = await createSglangEmulator({ capacityTokens: 256, pageSize: 4, timing: { scale: 0 } })
+    const index = new ResidencyIndex()
+    index.addWorker('d0')
+    const sub = new KvEventSubscriber({
+      endpoint: emu.kvEventsEndpoint!,
+      replayEndpoint: emu.kvReplayEndpoint!,
+      startSeq: 0n,
+      onBatch: residencyFeeder(index, 'd0'),
+    })
+    await sub.start()
+    try {
+      const c = new SglangClient({ baseURL: emu.url })
+      await c.generate({ text: 'residency of this prompt', sampling_params: { max_new_tokens: 1 } })
+      const expected = emu.stats().treeTokens / 4
+      await until(() => index.workerBlocks('d0').length === expected)
+      expect(expected).toBeGreaterThan(0)
+      await c.flushCache()
+      await until(() => index.workerBlocks('d0').length === 0)
     } finally {
       await sub.close()
       await emu.close()
