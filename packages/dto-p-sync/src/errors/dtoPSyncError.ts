@@ -11,6 +11,12 @@
  * | `UNKNOWN_SESSION` | a call names a session this side does not track |
  * | `UNKNOWN_RESERVATION` | `complete` / `abort` of a reservation that does not exist (finished, expired, never begun) |
  * | `TIME_WENT_BACKWARDS` | a clock or `advanceTo` moved backwards |
+ *
+ * @example
+ * ```ts
+ * import { DtoPSyncError, DtoPSyncErrorCode } from '@kvc/dto-p-sync'
+ * const isHashMismatch = (e: unknown) => e instanceof DtoPSyncError && e.code === DtoPSyncErrorCode.HashMismatch
+ * ```
  */
 export const DtoPSyncErrorCode = {
   InvalidOption: 'INVALID_OPTION',
@@ -23,7 +29,15 @@ export const DtoPSyncErrorCode = {
   TimeWentBackwards: 'TIME_WENT_BACKWARDS',
 } as const
 
-/** One of the string codes of {@link DtoPSyncErrorCode}. */
+/**
+ * One of the string codes of {@link DtoPSyncErrorCode}.
+ *
+ * @example
+ * ```ts
+ * import type { DtoPSyncErrorCode } from '@kvc/dto-p-sync'
+ * const code: DtoPSyncErrorCode = 'UNKNOWN_RESERVATION'
+ * ```
+ */
 export type DtoPSyncErrorCode = (typeof DtoPSyncErrorCode)[keyof typeof DtoPSyncErrorCode]
 
 /**

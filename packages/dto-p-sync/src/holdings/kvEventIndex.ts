@@ -3,7 +3,15 @@ import { invalidMessage, invalidOption } from '../errors/dtoPSyncError.js'
 import type { HoldingsView } from '../protocol/types.js'
 import { describe } from '../protocol/validate.js'
 
-/** One block a worker holds, as learnt from its `BlockStored` events. */
+/**
+ * One block a worker holds, as learnt from its `BlockStored` events.
+ *
+ * @example
+ * ```ts
+ * import { KvEventIndex, type IndexedBlock } from '@kvc/dto-p-sync'
+ * const b: IndexedBlock | undefined = new KvEventIndex().get(7n)
+ * ```
+ */
 export interface IndexedBlock {
   readonly hash: bigint
   readonly parentHash: bigint | null
@@ -15,14 +23,31 @@ export interface IndexedBlock {
   readonly refs: number
 }
 
-/** A point-in-time copy of a worker's holdings, to resynchronise an index after an event gap. */
+/**
+ * A point-in-time copy of a worker's holdings, to resynchronise an index after an event gap.
+ *
+ * @example
+ * ```ts
+ * import { KvEventIndex, type HoldingsSnapshot } from '@kvc/dto-p-sync'
+ * const snap: HoldingsSnapshot = { eventId: 3, blocks: [{ hash: 7n, parentHash: null }] }
+ * new KvEventIndex().resync(snap)
+ * ```
+ */
 export interface HoldingsSnapshot {
   /** Id of the last event reflected in the snapshot. */
   readonly eventId: number
   readonly blocks: readonly { readonly hash: bigint; readonly parentHash: bigint | null }[]
 }
 
-/** Options of {@link KvEventIndex}. */
+/**
+ * Options of {@link KvEventIndex}.
+ *
+ * @example
+ * ```ts
+ * import { KvEventIndex } from '@kvc/dto-p-sync'
+ * const withTokens = new KvEventIndex({ keepTokens: true })
+ * ```
+ */
 export interface KvEventIndexOptions {
   /** Keep each page's tokens (P's ingest needs them to rebuild token paths; views do not). */
   readonly keepTokens?: boolean

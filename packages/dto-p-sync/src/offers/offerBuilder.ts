@@ -3,7 +3,17 @@ import { invalidOption } from '../errors/dtoPSyncError.js'
 import { checkExtraKey, checkPageSize, checkSessionId, toTokens } from '../protocol/validate.js'
 import type { Offer, SyncBlock } from '../protocol/types.js'
 
-/** Options of {@link OfferBuilder}. */
+/**
+ * Options of {@link OfferBuilder}.
+ *
+ * @example
+ * ```ts
+ * import { sglangBlockHasher } from '@kvc/radix-cache'
+ * import { OfferBuilder, type OfferBuilderOptions } from '@kvc/dto-p-sync'
+ * const opts: OfferBuilderOptions = { pageSize: 64, blockHasher: sglangBlockHasher() }
+ * const offers = new OfferBuilder(opts)
+ * ```
+ */
 export interface OfferBuilderOptions {
   /** Tokens per page; must equal the radix caches' `pageSize` on D and P. */
   readonly pageSize: number
@@ -15,7 +25,16 @@ export interface OfferBuilderOptions {
   readonly blockHasher?: BlockHasher
 }
 
-/** Options of {@link OfferBuilder.commitTurn}. */
+/**
+ * Options of {@link OfferBuilder.commitTurn}.
+ *
+ * @example
+ * ```ts
+ * import { OfferBuilder, type CommitOptions } from '@kvc/dto-p-sync'
+ * const opts: CommitOptions = { extraKey: 'lora-a', newestSampled: true }
+ * new OfferBuilder({ pageSize: 4 }).commitTurn('s', [1, 2, 3, 4, 5], opts)
+ * ```
+ */
 export interface CommitOptions {
   /** Namespace of the session's pages (LoRA id, cache salt); default `''`. */
   readonly extraKey?: string
@@ -27,7 +46,17 @@ export interface CommitOptions {
   readonly newestSampled?: boolean
 }
 
-/** What {@link OfferBuilder} knows about one session. */
+/**
+ * What {@link OfferBuilder} knows about one session.
+ *
+ * @example
+ * ```ts
+ * import { OfferBuilder, type OfferSessionInfo } from '@kvc/dto-p-sync'
+ * const offers = new OfferBuilder({ pageSize: 2 })
+ * offers.commitTurn('s', [1, 2, 3])
+ * const info: OfferSessionInfo | undefined = offers.session('s') // version 1, 1 block
+ * ```
+ */
 export interface OfferSessionInfo {
   readonly sessionId: string
   readonly version: number

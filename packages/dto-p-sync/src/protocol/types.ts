@@ -2,7 +2,7 @@ import type { DtoPSyncErrorCode } from '../errors/dtoPSyncError.js'
 
 /**
  * One full page of a session's committed history: `pageSize` token ids, the page's chained block
- * hash (the radix cache's {@link BlockHasher} id, so D and P agree) and its parent's hash
+ * hash (the radix cache's `BlockHasher` id, so D and P agree) and its parent's hash
  * (`null` for the first page of a chain).
  *
  * @example
@@ -106,6 +106,12 @@ export interface TransferMessage {
  * | `missing-kv` | a block sent without KV is not on P (`missingHash`): D must send it with KV |
  * | `no-space` | P could not allocate KV slots even after evicting |
  * | `rejected` | the message was malformed (`error` holds the {@link DtoPSyncErrorCode}) |
+ *
+ * @example
+ * ```ts
+ * import type { ReplyStatus } from '@kvc/dto-p-sync'
+ * const resend = (s: ReplyStatus) => s === 'unknown-parent' || s === 'missing-kv' || s === 'partial'
+ * ```
  */
 export type ReplyStatus =
   | 'applied'

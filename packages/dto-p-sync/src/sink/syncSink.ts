@@ -16,7 +16,7 @@ const EMPTY_TOKENS = new Uint32Array(0)
 const EMPTY_SLOTS = new Int32Array(0)
 
 /**
- * The KV slot pool P's ingest allocates from: the radix cache's {@link KvAllocator} (`free`)
+ * The KV slot pool P's ingest allocates from: the radix cache's `KvAllocator` (`free`)
  * plus `alloc` and `availableSize`. `PagedAllocator` from `@kvc/radix-cache` is one; a serving
  * engine plugs its own pool in.
  *
@@ -34,7 +34,20 @@ export interface SlotAllocator extends KvAllocator {
   availableSize(): number
 }
 
-/** Options of {@link SyncSink}. */
+/**
+ * Options of {@link SyncSink}.
+ *
+ * @example
+ * ```ts
+ * import { PagedAllocator, RadixCache } from '@kvc/radix-cache'
+ * import { SyncSink, type SyncSinkOptions } from '@kvc/dto-p-sync'
+ * const pool = new PagedAllocator({ size: 1 << 20, pageSize: 64 })
+ * let sink: SyncSink | undefined
+ * const cache = new RadixCache({ pageSize: 64, allocator: pool, onEvent: (e) => sink?.observe(e) })
+ * const opts: SyncSinkOptions = { cache, allocator: pool, now: () => performance.now(), pinTtlMs: 30_000 }
+ * sink = new SyncSink(opts)
+ * ```
+ */
 export interface SyncSinkOptions {
   /**
    * P's radix cache. It must store values (`trackValues`, the default), give evicted slots back to

@@ -25,7 +25,20 @@ import {
   validateReply,
 } from '../protocol/validate.js'
 
-/** Options of {@link SyncSource}. */
+/**
+ * Options of {@link SyncSource}.
+ *
+ * @example
+ * ```ts
+ * import { SyncSource, type SyncSourceOptions } from '@kvc/dto-p-sync'
+ * const opts: SyncSourceOptions = {
+ *   pageSize: 64, beta: 1024, now: () => performance.now(),
+ *   bandwidth: { bytesPerSecond: 5e9, kvBytesPerToken: 98_304 },
+ *   trustPrefillEvents: false, // P pins instead
+ * }
+ * const source = new SyncSource(opts)
+ * ```
+ */
 export interface SyncSourceOptions {
   /** Tokens per page (D's and P's caches'). */
   readonly pageSize: number

@@ -1,12 +1,31 @@
 import fc from 'fast-check'
 import { SyncHarness, type SyncHarnessOptions } from './harness.js'
 
-/** The model side of a sync scenario: which sessions exist (D's truth lives in the harness). */
+/**
+ * The model side of a sync scenario: which sessions exist (D's truth lives in the harness).
+ *
+ * @example
+ * ```ts
+ * import type { SyncModel } from '@kvc/dto-p-sync/testing'
+ * const model: SyncModel = { sessions: new Set() }
+ * ```
+ */
 export interface SyncModel {
   readonly sessions: Set<string>
 }
 
-type Cmd = fc.Command<SyncModel, SyncHarness>
+/**
+ * One step of a sync scenario, for `fc.modelRun` ({@link syncCommands}).
+ *
+ * @example
+ * ```ts
+ * import type { SyncCommand } from '@kvc/dto-p-sync/testing'
+ * const describeAll = (cmds: Iterable<SyncCommand>) => [...cmds].map(String).join('; ')
+ * ```
+ */
+export type SyncCommand = fc.Command<SyncModel, SyncHarness>
+
+type Cmd = SyncCommand
 
 abstract class Step implements Cmd {
   constructor(readonly probe: readonly number[]) {}
@@ -142,7 +161,15 @@ class LoseOnDecodeStep extends Step {
   }
 }
 
-/** Options of {@link syncCommands}. */
+/**
+ * Options of {@link syncCommands}.
+ *
+ * @example
+ * ```ts
+ * import { syncCommands } from '@kvc/dto-p-sync/testing'
+ * const cmds = syncCommands({ sessions: ['a', 'b'], alphabet: [0, 1], maxCommands: 30 })
+ * ```
+ */
 export interface SyncCommandsOptions {
   /** Session ids to use (default `['a', 'b', 'c']`). */
   readonly sessions?: readonly string[]
@@ -171,7 +198,7 @@ export interface SyncCommandsOptions {
  * }), { numRuns: 20 })
  * ```
  */
-export function syncCommands(options: SyncCommandsOptions = {}): fc.Arbitrary<Iterable<Cmd>> {
+export function syncCommands(options: SyncCommandsOptions = {}): fc.Arbitrary<Iterable<SyncCommand>> {
   const sessions = options.sessions ?? ['a', 'b', 'c']
   const alphabet = options.alphabet ?? [0, 1, 2, 3]
   const tok = fc.constantFrom(...alphabet)

@@ -1,7 +1,7 @@
 import type { BlockHasher } from '@kvc/radix-cache'
 
 /**
- * A fast, non-cryptographic chained {@link BlockHasher} for tests and simulations: two 32-bit
+ * A fast, non-cryptographic chained `BlockHasher` for tests and simulations: two 32-bit
  * FNV-1a-style lanes over the parent digest and the page's tokens (and the namespace), giving a
  * 64-bit block id. Collisions are possible in principle; never use it to name real KV.
  *

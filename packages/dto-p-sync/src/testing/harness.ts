@@ -9,7 +9,15 @@ import { fnvBlockHasher } from './fnvBlockHasher.js'
 import { checkSyncInvariants, checkTheorem4 } from './invariants.js'
 import { seededRandom } from './random.js'
 
-/** Options of {@link SyncHarness}. */
+/**
+ * Options of {@link SyncHarness}.
+ *
+ * @example
+ * ```ts
+ * import { SyncHarness } from '@kvc/dto-p-sync/testing'
+ * const h = new SyncHarness({ pageSize: 4, beta: 8, pinTtlMs: 0, forward: { bytesPerSecond: 1e5, lossRate: 0.1 } })
+ * ```
+ */
 export interface SyncHarnessOptions {
   /** Tokens per page (default 4). */
   readonly pageSize?: number
@@ -40,7 +48,7 @@ export interface SyncHarnessOptions {
 
 /**
  * A complete D→P sync over an in-memory network: D's truth (session histories, which pages D has
- * lost), a {@link SyncSource}, P's {@link RadixCache} over a {@link PagedAllocator} with a
+ * lost), a {@link SyncSource}, P's `RadixCache` over a `PagedAllocator` with a
  * {@link SyncSink}, and lossy links wired with {@link wireSync}. Every method is one step of a
  * scenario; {@link SyncHarness.check} asserts the invariants and Theorem 4 after any of them.
  *

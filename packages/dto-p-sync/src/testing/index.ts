@@ -11,6 +11,7 @@ export { seededRandom } from './random.js'
 export { checkSyncInvariants, checkTheorem4 } from './invariants.js'
 export { SyncHarness, type SyncHarnessOptions } from './harness.js'
 export {
+  type SyncCommand,
   type SyncCommandsOptions,
   syncCommands,
   syncHarnessOptions,

@@ -59,7 +59,16 @@ export function transferTimeMs(
   return checkNonNegative('latencyMs', model.latencyMs ?? 0) + (bytes / model.bytesPerSecond) * 1000
 }
 
-/** Options of {@link InMemoryNetwork}. */
+/**
+ * Options of {@link InMemoryNetwork}.
+ *
+ * @example
+ * ```ts
+ * import { InMemoryNetwork } from '@kvc/dto-p-sync'
+ * import { seededRandom } from '@kvc/dto-p-sync/testing'
+ * const net = new InMemoryNetwork({ random: seededRandom(1), startTime: 0 })
+ * ```
+ */
 export interface InMemoryNetworkOptions {
   /** Randomness in `[0, 1)` for jitter and faults (required by links that use them). */
   readonly random?: () => number

@@ -6,7 +6,15 @@ import type { SyncPlan } from '../planner/planSync.js'
 import type { SyncSource } from '../source/syncSource.js'
 import type { Transport } from '../transport/transport.js'
 
-/** What {@link wireSync} connects. */
+/**
+ * What {@link wireSync} connects.
+ *
+ * @example
+ * ```ts
+ * import type { SyncWiringOptions } from '@kvc/dto-p-sync'
+ * // wireSync({ source, sink, forward, backward } satisfies SyncWiringOptions)
+ * ```
+ */
 export interface SyncWiringOptions {
   readonly source: SyncSource
   readonly sink: SyncSink
