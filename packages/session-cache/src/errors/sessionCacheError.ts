@@ -18,6 +18,16 @@
  * | `PREFIX_MISMATCH` | a session request whose tokens do not strictly extend the session's committed tokens (sessions are append-only) |
  * | `NAMESPACE_MISMATCH` | a session request with an `extraKey` other than its session's |
  * | `OUT_OF_MEMORY` | the KV pool cannot hold a prefill or decode even after evicting the tree and idle sessions |
+ *
+ * @example
+ * ```ts
+ * import { SessionCacheErrorCode } from '@kvc/session-cache'
+ * try {
+ *   sc.matchPrefix(req)
+ * } catch (err) {
+ *   if (err instanceof SessionCacheError && err.code === SessionCacheErrorCode.SessionBusy) requeue(req)
+ * }
+ * ```
  */
 export const SessionCacheErrorCode = {
   InvalidOption: 'INVALID_OPTION',
@@ -34,7 +44,19 @@ export const SessionCacheErrorCode = {
   OutOfMemory: 'OUT_OF_MEMORY',
 } as const
 
-/** One of the string codes of {@link SessionCacheErrorCode}. */
+/**
+ * One of the string codes of {@link SessionCacheErrorCode}.
+ *
+ * @example
+ * ```ts
+ * import { SessionCacheErrorCode } from '@kvc/session-cache'
+ * try {
+ *   sc.matchPrefix(req)
+ * } catch (err) {
+ *   if (err instanceof SessionCacheError && err.code === SessionCacheErrorCode.SessionBusy) requeue(req)
+ * }
+ * ```
+ */
 export type SessionCacheErrorCode = (typeof SessionCacheErrorCode)[keyof typeof SessionCacheErrorCode]
 
 /**

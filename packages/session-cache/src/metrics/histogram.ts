@@ -4,10 +4,24 @@ import { SessionCacheError, SessionCacheErrorCode } from '../errors/sessionCache
  * Default bucket upper bounds (tokens) of the tokens-freed-per-eviction histogram: one page of
  * 16 up to 256K tokens, in powers of four. The seed's numbers sit at both ends: ~24 tokens per
  * eviction block-level, ~67K per eviction session-level.
+ *
+ * @example
+ * ```ts
+ * import { DEFAULT_EVICTION_BUCKETS, Histogram } from '@kvc/session-cache'
+ * const h = new Histogram([...DEFAULT_EVICTION_BUCKETS, 1_048_576]) // one more bucket for 1M-token sessions
+ * ```
  */
 export const DEFAULT_EVICTION_BUCKETS: readonly number[] = [16, 64, 256, 1024, 4096, 16384, 65536, 262144]
 
-/** A read-only copy of a {@link Histogram}. */
+/**
+ * A read-only copy of a {@link Histogram}.
+ *
+ * @example
+ * ```ts
+ * const { count, mean, max, counts } = sc.stats().evictionHistogram
+ * console.log(`${count} evictions, ${mean} tokens on average, ${max} at most`, counts)
+ * ```
+ */
 export interface HistogramSnapshot {
   /** Bucket upper bounds, ascending (a value `v` falls in the first bucket with `v <= bound`). */
   readonly bounds: readonly number[]

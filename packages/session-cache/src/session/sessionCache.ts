@@ -115,7 +115,7 @@ function defaultNow(): number {
 }
 
 /**
- * Session-aware KV retention over a {@link RadixCache}: the request-level cache operations of a
+ * Session-aware KV retention over a `RadixCache`: the request-level cache operations of a
  * serving engine (SGLang's `match_prefix`, `cache_unfinished_req`, `cache_finished_req`) plus
  * streaming sessions whose KV survives between turns.
  *

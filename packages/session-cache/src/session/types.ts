@@ -10,6 +10,14 @@ import type { HistogramSnapshot } from '../metrics/histogram.js'
  * - `'session'`: the legacy, pre-refactor behaviour (SGLang's streaming `SessionAwareCache`).
  *   Only the first turn's prompt enters the tree; the slot owns `[cacheProtectedLen,
  *   kvAllocatedLen)` outside the tree and frees it all at once on release. Kept to compare.
+ *
+ * @example
+ * ```ts
+ * import { SessionCache, type SessionGranularity } from '@kvc/session-cache'
+ * const caches = (['block', 'session'] as SessionGranularity[]).map(
+ *   (granularity) => new SessionCache({ granularity, poolSize: 65_536, pageSize: 16 }),
+ * )
+ * ```
  */
 export type SessionGranularity = 'block' | 'session'
 
@@ -45,7 +53,22 @@ export interface KvPool extends KvAllocator {
   allocExtend(lastLoc: number, numTokens: number): Int32Array
 }
 
-/** Options of the {@link SessionCache} constructor. */
+/**
+ * Options of the {@link SessionCache} constructor.
+ *
+ * @example
+ * ```ts
+ * import { SessionCache, type SessionCacheOptions } from '@kvc/session-cache'
+ * const options: SessionCacheOptions = {
+ *   poolSize: 1 << 20,
+ *   pageSize: 16,
+ *   evictGranularity: 'page',
+ *   releaseExtra: (extra, sessionId) => mambaPool.free(extra, sessionId),
+ *   onEviction: (e) => metrics.observe(e.freedTokens),
+ * }
+ * const sc = new SessionCache(options)
+ * ```
+ */
 export interface SessionCacheOptions {
   /** `'block'` (default) or the legacy `'session'` mode, see {@link SessionGranularity}. */
   readonly granularity?: SessionGranularity
@@ -85,7 +108,14 @@ export interface SessionCacheOptions {
   readonly releasedMemory?: number
 }
 
-/** Options of {@link SessionCache.openSession}. */
+/**
+ * Options of {@link SessionCache.openSession}.
+ *
+ * @example
+ * ```ts
+ * sc.openSession('agent-7', { extraKey: 'lora-a', extra: mambaPool.alloc() })
+ * ```
+ */
 export interface OpenSessionOptions {
   /** Namespace (LoRA id, cache salt) of every request of the session (default: none). */
   readonly extraKey?: string
@@ -97,6 +127,12 @@ export interface OpenSessionOptions {
  * What a session slot keeps: metadata only in block mode (the KV is in the tree).
  * `lastNode`, `lastAccessTime` and `extra` are the fields of seed 000 §3.1; the rest is
  * bookkeeping.
+ *
+ * @example
+ * ```ts
+ * const slot = sc.getSessionSlot('agent-7')
+ * if (slot?.lastNode !== undefined) console.log(sc.cache.tokensUnder(slot.lastNode), slot.turns)
+ * ```
  */
 export interface SessionSlot {
   /** The session id. */
@@ -121,7 +157,15 @@ export interface SessionSlot {
   readonly activeRid: string | undefined
 }
 
-/** A session's residency as a router or an admission check reads it (seed 000 §3.6). */
+/**
+ * A session's residency as a router or an admission check reads it (seed 000 §3.6).
+ *
+ * @example
+ * ```ts
+ * const s = sc.getSessionStatus('agent-7')
+ * if (s?.resident && !s.active) console.log(`${s.residentTokens} tokens ready for the next turn`)
+ * ```
+ */
 export interface SessionStatus {
   readonly sessionId: string
   /** `residentTokens > 0`. */
@@ -142,7 +186,17 @@ export interface SessionStatus {
   readonly turns: number
 }
 
-/** Lifecycle of a {@link SessionRequest}. */
+/**
+ * Lifecycle of a {@link SessionRequest}.
+ *
+ * @example
+ * ```ts
+ * const req = sc.createRequest({ rid: 'r1', inputIds: [1, 2, 3] })
+ * req.phase // 'created'
+ * sc.matchPrefix(req)
+ * req.phase // 'running'
+ * ```
+ */
 export type RequestPhase = 'created' | 'running' | 'finished' | 'aborted'
 
 /**
@@ -156,6 +210,14 @@ export type RequestPhase = 'created' | 'running' | 'finished' | 'aborted'
  * request keeps them alive with a lock on `lastNode`); `[cacheProtectedLen, kvAllocatedLen)`
  * belong to the request (in session mode, for a later turn, they are lent by the session slot).
  * Every path frees only the request-owned range.
+ *
+ * @example
+ * ```ts
+ * const req = sc.createRequest({ rid: 'r1', sessionId: 'agent-7', inputIds: prompt })
+ * sc.matchPrefix(req)
+ * req.cacheProtectedLen // tokens the tree holds for it (locked through req.lastNode)
+ * req.prefixIndices     // their KV slots, then the request's own
+ * ```
  */
 export interface SessionRequest {
   /** Request id, unique among requests in flight. */
@@ -198,7 +260,14 @@ export interface SessionRequest {
   readonly phase: RequestPhase
 }
 
-/** Input of {@link SessionCache.createRequest}. */
+/**
+ * Input of {@link SessionCache.createRequest}.
+ *
+ * @example
+ * ```ts
+ * const req = sc.createRequest({ rid: 'turn-3', sessionId: 'agent-7', inputIds: [...history, ...append] })
+ * ```
+ */
 export interface RequestInit {
   /** Request id (a non-empty string). */
   readonly rid: string
@@ -212,7 +281,16 @@ export interface RequestInit {
   readonly priority?: number
 }
 
-/** Result of {@link SessionCache.matchPrefix}. */
+/**
+ * Result of {@link SessionCache.matchPrefix}.
+ *
+ * @example
+ * ```ts
+ * const { length, indices, reprefillTokens } = sc.matchPrefix(req)
+ * // prefill tokenIds[length:]; `indices` are the KV slots of the first `length` tokens
+ * if (reprefillTokens > 0) console.log(`recomputing ${reprefillTokens} tokens lost since the last turn`)
+ * ```
+ */
 export interface SessionMatchResult {
   /** Tokens whose KV the request reuses (a page multiple unless restored from a legacy slot). */
   readonly length: number
@@ -230,7 +308,14 @@ export interface SessionMatchResult {
   readonly reprefillTokens: number
 }
 
-/** Result of {@link SessionCache.cacheUnfinishedReq} and {@link SessionCache.cacheFinishedReq}. */
+/**
+ * Result of {@link SessionCache.cacheUnfinishedReq} and {@link SessionCache.cacheFinishedReq}.
+ *
+ * @example
+ * ```ts
+ * const { insertedTokens, freedTokens, protectedLen } = sc.cacheUnfinishedReq(req, { chunked: true })
+ * ```
+ */
 export interface CacheReqResult {
   /** Tokens of the request that entered the tree with this call (0 when nothing was inserted). */
   readonly insertedTokens: number
@@ -242,7 +327,14 @@ export interface CacheReqResult {
   readonly protectedLen: number
 }
 
-/** Options of {@link SessionCache.cacheFinishedReq}. */
+/**
+ * Options of {@link SessionCache.cacheFinishedReq}.
+ *
+ * @example
+ * ```ts
+ * sc.cacheFinishedReq(req, { extra: newMambaState }) // the previous state goes to releaseExtra
+ * ```
+ */
 export interface FinishOptions {
   /**
    * Session turn: the slot-owned state after this turn (e.g. the new Mamba state). Replaces the
@@ -251,7 +343,14 @@ export interface FinishOptions {
   readonly extra?: unknown
 }
 
-/** Options of {@link SessionCache.evictIdleSessions}. */
+/**
+ * Options of {@link SessionCache.evictIdleSessions}.
+ *
+ * @example
+ * ```ts
+ * sc.evictIdleSessions({ idleMs: 300_000, needTokens: 65_536 })
+ * ```
+ */
 export interface EvictIdleOptions {
   /** Release every idle session whose last access is at least `idleMs` old (TTL). */
   readonly idleMs?: number
@@ -262,7 +361,15 @@ export interface EvictIdleOptions {
   readonly needTokens?: number
 }
 
-/** Result of {@link SessionCache.evictIdleSessions}. */
+/**
+ * Result of {@link SessionCache.evictIdleSessions}.
+ *
+ * @example
+ * ```ts
+ * const { released } = sc.evictIdleSessions({ idleMs: 300_000 })
+ * for (const id of released) router.forget(id)
+ * ```
+ */
 export interface EvictIdleResult {
   /** Sessions released, in order. */
   readonly released: readonly string[]
@@ -270,7 +377,14 @@ export interface EvictIdleResult {
   readonly freedTokens: number
 }
 
-/** Result of {@link SessionCache.ensureFree}. */
+/**
+ * Result of {@link SessionCache.ensureFree}.
+ *
+ * @example
+ * ```ts
+ * const { ok, available, releasedSessions } = sc.ensureFree(4096)
+ * ```
+ */
 export interface EnsureFreeResult {
   /** Whether `availableSize() >= numTokens` now. */
   readonly ok: boolean
@@ -285,6 +399,14 @@ export interface EnsureFreeResult {
 /**
  * One eviction: a tree eviction (`evict` of the shortfall; block mode sheds sessions' pages this
  * way) or, in session mode, the drop of an idle session slot with its whole tail.
+ *
+ * @example
+ * ```ts
+ * const sc = new SessionCache({
+ *   poolSize: 65_536,
+ *   onEviction: (e) => console.log(e.kind, e.requestedTokens, e.freedTokens, e.sessionId),
+ * })
+ * ```
  */
 export interface EvictionEvent {
   readonly kind: 'tree' | 'session'
@@ -301,6 +423,11 @@ export interface EvictionEvent {
 /**
  * The pool accounting identity (SGLang's idle memory check):
  * `free + evictable + protected + requestOwned + sessionHeld == poolSize`.
+ *
+ * @example
+ * ```ts
+ * const { free, evictable, protected: locked, requestOwned, sessionHeld, balanced } = sc.poolAccounting()
+ * ```
  */
 export interface PoolAccounting {
   readonly poolSize: number
@@ -318,7 +445,17 @@ export interface PoolAccounting {
   readonly balanced: boolean
 }
 
-/** Counters a serving engine would export. */
+/**
+ * Counters a serving engine would export.
+ *
+ * @example
+ * ```ts
+ * const st = sc.stats()
+ * gauge('sessions_held', st.sessionsHeld)
+ * counter('evictions_total', st.evictions)
+ * for (const [id, tokens] of st.residentTokensPerSession) gauge('resident_tokens', tokens, { session: id })
+ * ```
+ */
 export interface SessionCacheStats {
   readonly granularity: SessionGranularity
   /** Open sessions. */

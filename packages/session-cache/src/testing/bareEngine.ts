@@ -20,7 +20,14 @@ interface BareReq {
   lastNode: NodeHandle
 }
 
-/** Options of {@link BareRadixEngine}. */
+/**
+ * Options of {@link BareRadixEngine}.
+ *
+ * @example
+ * ```ts
+ * const bare = new BareRadixEngine({ pageSize: 16, poolSize: 65_536, evictGranularity: 'page' })
+ * ```
+ */
 export interface BareRadixEngineOptions {
   readonly pageSize: number
   /** Pool size in token slots (a multiple of `pageSize`). */
@@ -31,8 +38,8 @@ export interface BareRadixEngineOptions {
 }
 
 /**
- * SGLang's request flow written out plainly over a bare {@link RadixCache} and a
- * {@link PagedAllocator}, with no sessions: match (capped at `len - 1`) and lock; allocate after
+ * SGLang's request flow written out plainly over a bare `RadixCache` and a
+ * `PagedAllocator`, with no sessions: match (capped at `len - 1`) and lock; allocate after
  * evicting the shortfall; `cache_unfinished_req` (insert, free duplicates, re-match, adopt, move
  * the lock); `cache_finished_req` (insert the committed tokens, free duplicates and the unaligned
  * tail, unlock); abort. It is the reference for invariant I4 (requests without a session behave

@@ -8,7 +8,14 @@ import { checkSessionInvariants } from './invariants.js'
 import { type ModelRequest, SessionReferenceModel } from './referenceModel.js'
 import { type MisuseKind, type SessionScriptOptions, type SessionStep, sessionStep } from './script.js'
 
-/** Configuration of {@link sessionModelSetup} and {@link runSessionScript}. */
+/**
+ * Configuration of {@link sessionModelSetup} and {@link runSessionScript}.
+ *
+ * @example
+ * ```ts
+ * const setup = sessionModelSetup({ granularity: 'session', pageSize: 16, poolPages: 12, evictGranularity: 'page' })
+ * ```
+ */
 export interface SessionModelConfig {
   readonly granularity: SessionGranularity
   readonly pageSize: number
@@ -18,7 +25,15 @@ export interface SessionModelConfig {
   readonly evictionPolicy?: EvictionPolicy
 }
 
-/** The model side of a session-cache model run. */
+/**
+ * The model side of a session-cache model run.
+ *
+ * @example
+ * ```ts
+ * const { model, real } = sessionModelSetup({ granularity: 'block', pageSize: 4 })()
+ * model.model.freeSlots() === real.sc.pool.availableSize() // true
+ * ```
+ */
 export interface SessionModelState {
   readonly model: SessionReferenceModel
   /** Each session id's conversation so far (the client's view; survives release). */
@@ -28,7 +43,16 @@ export interface SessionModelState {
   counters: { rid: number; extra: number }
 }
 
-/** The real side: the cache under test, its clock, the live request objects, what hooks saw. */
+/**
+ * The real side: the cache under test, its clock, the live request objects, what hooks saw.
+ *
+ * @example
+ * ```ts
+ * const { real } = sessionModelSetup({ granularity: 'block', pageSize: 4 })()
+ * real.sc.openSession('s0')
+ * real.clock.t += 10
+ * ```
+ */
 export interface SessionRealState {
   readonly sc: SessionCache
   readonly clock: { t: number }
@@ -42,7 +66,16 @@ export interface SessionRealState {
   readonly lastResident: Map<string, number>
 }
 
-type Cmd = fc.Command<SessionModelState, SessionRealState>
+/**
+ * A fast-check command of a session-cache model run (one {@link SessionStep}).
+ *
+ * @example
+ * ```ts
+ * const cmds: fc.Arbitrary<Iterable<SessionCommand>> = sessionCommands({ sessions: 3 })
+ * ```
+ */
+export type SessionCommand = fc.Command<SessionModelState, SessionRealState>
+type Cmd = SessionCommand
 
 function fail(message: string): never {
   throw new Error(message)
@@ -706,7 +739,7 @@ export function sessionModelSetup(
  * }))
  * ```
  */
-export function sessionCommands(options: SessionScriptOptions = {}): fc.Arbitrary<Iterable<Cmd>> {
+export function sessionCommands(options: SessionScriptOptions = {}): fc.Arbitrary<Iterable<SessionCommand>> {
   return fc.commands([sessionStep(options).map((s) => new StepCommand(s))], {
     maxCommands: options.maxSteps ?? 80,
     size: 'max',

@@ -25,6 +25,7 @@ export {
 export {
   drainAndCheck,
   runSessionScript,
+  type SessionCommand,
   type SessionModelConfig,
   type SessionModelState,
   type SessionRealState,

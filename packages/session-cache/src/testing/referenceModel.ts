@@ -2,7 +2,16 @@ import { RadixReferenceModel } from '@kvc/radix-cache/testing'
 import type { SessionCacheErrorCode } from '../errors/sessionCacheError.js'
 import type { SessionGranularity } from '../session/types.js'
 
-/** A session as the naive model sees it. */
+/**
+ * A session as the naive model sees it.
+ *
+ * @example
+ * ```ts
+ * const m = new SessionReferenceModel('block', 4, 256)
+ * m.open('s', '', undefined)
+ * m.sessions.get('s')?.committed // []
+ * ```
+ */
 export interface ModelSession {
   readonly id: string
   readonly ns: string
@@ -22,7 +31,16 @@ export interface ModelSession {
   allocated: number
 }
 
-/** A request in flight as the naive model sees it. */
+/**
+ * A request in flight as the naive model sees it.
+ *
+ * @example
+ * ```ts
+ * const m = new SessionReferenceModel('block', 4, 256)
+ * m.admit('r1', undefined, undefined, [1, 2, 3, 4, 5])
+ * m.requests[0]?.protectedLen // 0
+ * ```
+ */
 export interface ModelRequest {
   readonly rid: string
   readonly sid: string | undefined
@@ -36,7 +54,15 @@ export interface ModelRequest {
   slotAllocated: number
 }
 
-/** Expected outcome of a model call that may be refused. */
+/**
+ * Expected outcome of a model call that may be refused.
+ *
+ * @example
+ * ```ts
+ * const out = new SessionReferenceModel('block', 4, 256).release('never-opened')
+ * out.error // 'UNKNOWN_SESSION'
+ * ```
+ */
 export type ModelOutcome<T> =
   | { readonly error: SessionCacheErrorCode }
   | { readonly error?: undefined; readonly value: T }
@@ -50,7 +76,7 @@ function err<T>(error: SessionCacheErrorCode): ModelOutcome<T> {
 }
 
 /**
- * A deliberately naive model of a {@link SessionCache}: the tree is a set of cached page paths
+ * A deliberately naive model of a `SessionCache`: the tree is a set of cached page paths
  * with lock counts (the radix package's `RadixReferenceModel`), sessions and requests are plain
  * records, and the free pool is derived from the accounting identity. It predicts every
  * observable result — match lengths, freed slots, which sessions pressure releases (least

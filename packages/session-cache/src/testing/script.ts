@@ -20,6 +20,15 @@ import fc from 'fast-check'
  * | `evict` | `evict(tokens)` |
  * | `tick` | advance the clock |
  * | `misuse` | a call that must be refused with a typed error and change nothing |
+ *
+ * @example
+ * ```ts
+ * const steps: SessionStep[] = [
+ *   { kind: 'turn', session: 0, append: [1, 2, 3], chunk: 2, output: [4], finish: true },
+ *   { kind: 'release', session: 0 },
+ * ]
+ * runSessionScript({ granularity: 'block', pageSize: 1 }, steps)
+ * ```
  */
 export type SessionStep =
   | {
@@ -54,7 +63,14 @@ export type SessionStep =
   | { readonly kind: 'tick'; readonly ms: number }
   | { readonly kind: 'misuse'; readonly what: MisuseKind; readonly pick: number }
 
-/** The refused calls a `misuse` step can make. */
+/**
+ * The refused calls a `misuse` step can make.
+ *
+ * @example
+ * ```ts
+ * const step: SessionStep = { kind: 'misuse', what: 'finishTwice' satisfies MisuseKind, pick: 0 }
+ * ```
+ */
 export type MisuseKind =
   | 'finishTwice'
   | 'releaseTwice'
@@ -71,7 +87,14 @@ export type MisuseKind =
   | 'prefillPast'
   | 'decodeEarly'
 
-/** All {@link MisuseKind}s. */
+/**
+ * All {@link MisuseKind}s.
+ *
+ * @example
+ * ```ts
+ * for (const what of MISUSE_KINDS) runSessionScript({ granularity: 'block', pageSize: 4 }, [{ kind: 'misuse', what, pick: 0 }])
+ * ```
+ */
 export const MISUSE_KINDS: readonly MisuseKind[] = [
   'finishTwice',
   'releaseTwice',
@@ -89,7 +112,14 @@ export const MISUSE_KINDS: readonly MisuseKind[] = [
   'decodeEarly',
 ]
 
-/** Options of {@link sessionStep} and {@link sessionScript}. */
+/**
+ * Options of {@link sessionStep} and {@link sessionScript}.
+ *
+ * @example
+ * ```ts
+ * fc.sample(sessionScript({ sessions: 2, maxAppend: 4, maxSteps: 20 }), 3)
+ * ```
+ */
 export interface SessionScriptOptions {
   /** Session ids `s0 .. s<sessions-1>` (default 4). */
   readonly sessions?: number

@@ -4,7 +4,14 @@ import { SessionCache } from '../session/sessionCache.js'
 import type { SessionGranularity } from '../session/types.js'
 import { BareRadixEngine } from './bareEngine.js'
 
-/** Options of {@link agenticWorkload}; token counts are drawn uniformly from `[min, max]`. */
+/**
+ * Options of {@link agenticWorkload}; token counts are drawn uniformly from `[min, max]`.
+ *
+ * @example
+ * ```ts
+ * const turns = agenticWorkload({ sessions: 32, turns: 20, appendTokens: [50, 400], seed: 42 })
+ * ```
+ */
 export interface AgenticWorkloadOptions {
   /** Concurrent conversations (default 16). */
   readonly sessions?: number
@@ -22,7 +29,16 @@ export interface AgenticWorkloadOptions {
   readonly seed?: number
 }
 
-/** One turn of an {@link agenticWorkload}: what the client appends, what the model answers. */
+/**
+ * One turn of an {@link agenticWorkload}: what the client appends, what the model answers.
+ *
+ * @example
+ * ```ts
+ * for (const { session, turn, append, output } of agenticWorkload({ sessions: 2, turns: 2 })) {
+ *   console.log(session, turn, append.length, output.length)
+ * }
+ * ```
+ */
 export interface WorkloadTurn {
   readonly session: number
   /** 0-based turn index within the session. */
@@ -98,10 +114,27 @@ export function agenticWorkload(options: AgenticWorkloadOptions = {}): WorkloadT
   return out
 }
 
-/** Which engine {@link runWorkload} drives. */
+/**
+ * Which engine {@link runWorkload} drives.
+ *
+ * @example
+ * ```ts
+ * for (const engine of ['block', 'session', 'bare'] as WorkloadEngine[]) {
+ *   console.log(runWorkload({ engine, pageSize: 16, poolSize: 65_536 }, turns).reprefillPerTurn)
+ * }
+ * ```
+ */
 export type WorkloadEngine = SessionGranularity | 'bare'
 
-/** Configuration of {@link runWorkload}. */
+/**
+ * Configuration of {@link runWorkload}.
+ *
+ * @example
+ * ```ts
+ * const config: RunWorkloadConfig = { engine: 'block', pageSize: 16, poolSize: 65_536, evictGranularity: 'page', idleTtl: 24 }
+ * runWorkload(config, agenticWorkload())
+ * ```
+ */
 export interface RunWorkloadConfig {
   /** `'block'` / `'session'` (a {@link SessionCache}) or `'bare'` (a {@link BareRadixEngine}). */
   readonly engine: WorkloadEngine
@@ -119,7 +152,15 @@ export interface RunWorkloadConfig {
   readonly idleTtl?: number
 }
 
-/** What {@link runWorkload} measured. */
+/**
+ * What {@link runWorkload} measured.
+ *
+ * @example
+ * ```ts
+ * const r = runWorkload({ engine: 'session', pageSize: 16, poolSize: 65_536 }, agenticWorkload())
+ * console.log(r.freedPerEvictionMax, r.reprefillPerTurn)
+ * ```
+ */
 export interface WorkloadReport {
   readonly engine: WorkloadEngine
   readonly turns: number
