@@ -99,9 +99,23 @@ export interface LinkHealth {
   readonly lastFailureAt: number
 }
 
+/**
+ * @internal The live record of a D worker that Route reads directly (one array, aligned with
+ * `decodeIds()`, no map lookups on the hot path).
+ */
+export interface DecodeWorkerRecord {
+  readonly id: string
+  readonly healthy: boolean
+  readonly draining: boolean
+  readonly available: number
+  /** Its slot in the residency index. */
+  readonly slot: number
+}
+
 interface WorkerState {
   readonly id: string
   readonly role: WorkerRole
+  slot: number
   readonly capacityTokens: number
   healthy: boolean
   draining: boolean
@@ -168,6 +182,7 @@ export class ClusterView {
   readonly #now: () => number
   readonly #workers = new Map<string, WorkerState>()
   #decodeIds: string[] = []
+  #decodeStates: WorkerState[] = []
   #prefillIds: string[] = []
   readonly #links = new Map<string, MutableLink>()
   readonly #admissionCache = new Map<string, CachedAdmission>()
@@ -204,15 +219,17 @@ export class ClusterView {
     if (this.#workers.has(spec.id)) {
       throw new RouterError('DUPLICATE_WORKER', `worker ${spec.id} already added`, spec.id)
     }
-    if (spec.role === 'decode') {
-      this.residency.addWorker(
-        spec.id,
-        spec.lastEventId === undefined ? {} : { lastEventId: spec.lastEventId },
-      )
-    }
-    this.#workers.set(spec.id, {
+    const slot =
+      spec.role === 'decode'
+        ? this.residency.addWorker(
+            spec.id,
+            spec.lastEventId === undefined ? {} : { lastEventId: spec.lastEventId },
+          )
+        : -1
+    const state: WorkerState = {
       id: spec.id,
       role: spec.role,
+      slot,
       capacityTokens: spec.capacityTokens,
       healthy: spec.healthy ?? true,
       draining: false,
@@ -220,9 +237,12 @@ export class ClusterView {
       available: spec.capacityTokens,
       transferQueueDepth: 0,
       retractedQueueDepth: 0,
-    })
-    if (spec.role === 'decode') this.#decodeIds = [...this.#decodeIds, spec.id]
-    else this.#prefillIds = [...this.#prefillIds, spec.id]
+    }
+    this.#workers.set(spec.id, state)
+    if (spec.role === 'decode') {
+      this.#decodeIds = [...this.#decodeIds, spec.id]
+      this.#decodeStates = [...this.#decodeStates, state]
+    } else this.#prefillIds = [...this.#prefillIds, spec.id]
   }
 
   /**
@@ -244,6 +264,7 @@ export class ClusterView {
     if (w.role === 'decode') {
       this.residency.removeWorker(id)
       this.#decodeIds = this.#decodeIds.filter((x) => x !== id)
+      this.#decodeStates = this.#decodeStates.filter((x) => x.id !== id)
     } else this.#prefillIds = this.#prefillIds.filter((x) => x !== id)
     this.#workers.delete(id)
     this.store.dropWorker(id)
@@ -278,6 +299,11 @@ export class ClusterView {
    */
   decodeIds(): readonly string[] {
     return this.#decodeIds
+  }
+
+  /** @internal The D workers' live records, aligned with {@link ClusterView.decodeIds}. */
+  decodeRecords(): readonly DecodeWorkerRecord[] {
+    return this.#decodeStates
   }
 
   /**

@@ -1,7 +1,6 @@
 import { type BlockHasher, computeBlockHashes } from '@kvc/radix-cache'
 import { RouterError, checkLength } from '../errors/routerError.js'
-
-const scratch = new DataView(new ArrayBuffer(8))
+import { HI, LO, b64, w32 } from './split64.js'
 
 /**
  * A prompt's chained block hashes in the router's compact form: each 64-bit hash is split once
@@ -103,8 +102,8 @@ export class BlockKeys {
   pushHash(hash: bigint): void {
     if (typeof hash !== 'bigint')
       throw new RouterError('INVALID_MESSAGE', `block hash must be a bigint`, hash)
-    scratch.setBigUint64(0, BigInt.asUintN(64, hash))
-    this.#push(scratch.getUint32(0), scratch.getUint32(4))
+    b64[0] = hash // wraps modulo 2^64: signed and unsigned spellings agree
+    this.#push(w32[HI]!, w32[LO]!)
   }
 
   #push(hi: number, lo: number): void {

@@ -1,6 +1,7 @@
 import type { BlockHasher, KvEvent } from '@kvc/radix-cache'
 import { RouterError, checkOption } from '../errors/routerError.js'
 import { BlockKeys } from './blockKeys.js'
+import { HI, LO, b64, w32 } from './split64.js'
 
 /**
  * How overlap is counted.
@@ -136,8 +137,6 @@ function validateHashes(what: string, hs: unknown): readonly bigint[] {
   }
   return hs as readonly bigint[]
 }
-
-const split = new DataView(new ArrayBuffer(8))
 
 /**
  * The router's residency index: which D workers hold which KV blocks, fed by the workers' KV
@@ -793,8 +792,8 @@ export class ResidencyIndex {
    */
   holdersOf(hash: bigint): string[] {
     if (typeof hash !== 'bigint') throw new RouterError('INVALID_MESSAGE', 'hash must be a bigint', hash)
-    split.setBigUint64(0, BigInt.asUintN(64, hash))
-    const node = this.#find(split.getUint32(0), split.getUint32(4))
+    b64[0] = hash
+    const node = this.#find(w32[HI]!, w32[LO]!)
     const out: string[] = []
     if (node === EMPTY) return out
     for (const rec of this.#bySlot) {
@@ -859,22 +858,22 @@ export class ResidencyIndex {
   }
 
   #holds(slot: number, hash: bigint): boolean {
-    split.setBigUint64(0, BigInt.asUintN(64, hash))
-    const node = this.#find(split.getUint32(0), split.getUint32(4))
+    b64[0] = hash
+    const node = this.#find(w32[HI]!, w32[LO]!)
     return node !== EMPTY && this.#hasBit(node, slot)
   }
 
   #storeHashes(rec: WorkerRec, hashes: readonly bigint[]): void {
     for (let i = 0; i < hashes.length; i++) {
-      split.setBigUint64(0, BigInt.asUintN(64, hashes[i]!))
-      this.#storeKey(rec, split.getUint32(0), split.getUint32(4))
+      b64[0] = hashes[i]!
+      this.#storeKey(rec, w32[HI]!, w32[LO]!)
     }
   }
 
   #removeHashes(rec: WorkerRec, hashes: readonly bigint[], routerSide: boolean): void {
     for (let i = 0; i < hashes.length; i++) {
-      split.setBigUint64(0, BigInt.asUintN(64, hashes[i]!))
-      this.#removeKey(rec, split.getUint32(0), split.getUint32(4), routerSide)
+      b64[0] = hashes[i]!
+      this.#removeKey(rec, w32[HI]!, w32[LO]!, routerSide)
     }
   }
 
@@ -951,7 +950,9 @@ export class ResidencyIndex {
     this.#keyHi[node] = hi
     this.#keyLo[node] = lo
     this.#holderCount[node] = 0
-    this.#holders.fill(0, node * this.#words, (node + 1) * this.#words)
+    const words = this.#words
+    const h = this.#holders
+    for (let j = node * words, end = j + words; j < end; j++) h[j] = 0
     const slots = this.#slots
     const mask = this.#mask
     let i = this.#home(hi, lo)

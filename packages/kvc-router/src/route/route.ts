@@ -149,8 +149,7 @@ export function analyzeTurn(ctx: RouteContext, turn: TurnRequest): TurnAnalysis 
   const residency = cluster.residency
   const now = cluster.now()
   const s = turn.sessionId
-  const ids = cluster.decodeIds()
-  const n = ids.length
+  const n = cluster.decodeIds().length
   const keys = turnKeys(turn)
   const slots = residency.slotCount
   if (plainScratch.length < slots) {
@@ -161,14 +160,18 @@ export function analyzeTurn(ctx: RouteContext, turn: TurnRequest): TurnAnalysis 
   const excl = exclScratch
   residency.overlapInto(keys, plain, excl)
 
+  const recs = cluster.decodeRecords()
+  // One lookup for the session's exclusions (empty for almost every session), not one per worker.
+  const excludedList = store.excludedWorkers(s)
+  const anyExcluded = excludedList.length > 0
   // Eligibility, with the exclusion-saturation release.
   let eligibleCount = 0
   let excludedCount = 0
   for (let i = 0; i < n; i++) {
-    const d = ids[i]!
-    if (!cluster.healthy(d) || cluster.draining(d) || now < store.pauseUntil(d)) continue
+    const r = recs[i]!
+    if (!r.healthy || r.draining || now < store.pauseUntil(r.id)) continue
     eligibleCount++
-    if (store.isExcluded(s, d)) excludedCount++
+    if (anyExcluded && excludedList.includes(r.id)) excludedCount++
   }
   let released = false
   if (params.releaseWhenAllExcluded && eligibleCount > 0 && excludedCount === eligibleCount) {
@@ -187,12 +190,13 @@ export function analyzeTurn(ctx: RouteContext, turn: TurnRequest): TurnAnalysis 
   const ineligible: IneligibleWorker[] = []
   let loadSum = 0
   for (let i = 0; i < n; i++) {
-    const d = ids[i]!
-    if (!cluster.healthy(d)) {
+    const r = recs[i]!
+    const d = r.id
+    if (!r.healthy) {
       ineligible.push({ workerId: d, reason: 'unhealthy' })
       continue
     }
-    if (cluster.draining(d)) {
+    if (r.draining) {
       ineligible.push({ workerId: d, reason: 'draining' })
       continue
     }
@@ -201,11 +205,11 @@ export function analyzeTurn(ctx: RouteContext, turn: TurnRequest): TurnAnalysis 
       ineligible.push({ workerId: d, reason: 'paused', until })
       continue
     }
-    if (!released && store.isExcluded(s, d)) {
+    if (!released && anyExcluded && excludedList.includes(d)) {
       ineligible.push({ workerId: d, reason: 'excluded' })
       continue
     }
-    const slot = residency.slotOf(d)
+    const slot = r.slot
     const plainBlocks = plain[slot]!
     const idxTokens = Math.min(prompt, plainBlocks * ps)
     let held: number
@@ -221,7 +225,7 @@ export function analyzeTurn(ctx: RouteContext, turn: TurnRequest): TurnAnalysis 
     }
     const append = prompt - held
     const needTokens = append + reserve
-    const avail = cluster.available(d)
+    const avail = r.available
     const capOk = avail >= needTokens
     const l = store.load(d)
     const load = l.turns + l.pendingSeeds
@@ -303,10 +307,8 @@ export function finishDecision(
     x.rank = i
     x.decidedBy = i === c.length - 1 ? 'last' : explainKeys ? firstDifference(x, c[i + 1]!) : 'policy'
   }
-  const candidates: RouteCandidate[] = c.map((x) => {
-    const { note, ...rest } = x
-    return note === undefined ? rest : { ...rest, note }
-  })
+  // The analysis objects become the decision's candidates as they are (no per-call copy).
+  const candidates: readonly RouteCandidate[] = c
   return {
     policy,
     pathMode,

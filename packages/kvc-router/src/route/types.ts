@@ -94,8 +94,8 @@ export interface RouteCandidate {
   readonly needTokens: number
   readonly availableTokens: number
   readonly decidedBy: RankKey
-  /** Policy-specific detail for baselines (for example a Dynamo cost). */
-  readonly note?: string
+  /** Policy-specific detail for baselines (for example a Dynamo cost); undefined for Algorithm 1. */
+  readonly note: string | undefined
 }
 
 /**
