@@ -152,7 +152,7 @@ export {
   type SglangEmulator,
   type SglangEmulatorOptions,
 } from './emulator/emulator.js'
-export { DEFAULT_EMULATOR_TIMING, type EmulatorTiming } from './emulator/timing.js'
+export { DEFAULT_EMULATOR_TIMING, type EmulatorTiming, type ResolvedTiming } from './emulator/timing.js'
 export {
   BOS_TOKEN,
   EOS_TOKEN,

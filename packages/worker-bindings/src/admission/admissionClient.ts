@@ -15,7 +15,16 @@ import {
 import { WorkerBindingsError } from '../errors/workerBindingsError.js'
 import { type CallOptions, type ClientOptions, HttpTransport } from '../transport/httpTransport.js'
 
-/** Options of {@link AdmissionClient}. */
+/**
+ * Options of {@link AdmissionClient}.
+ *
+ * @example
+ * ```ts
+ * import { AdmissionClient, type AdmissionClientOptions } from '@kvc/worker-bindings'
+ * const opts: AdmissionClientOptions = { baseURL: 'http://10.0.0.6:30002', timeout: 300 }
+ * const admission = new AdmissionClient(opts)
+ * ```
+ */
 export interface AdmissionClientOptions extends ClientOptions {
   /** Path of the admission endpoint (default `ADMIT_HTTP_PATH`, `/kvc/v1/admit`). */
   readonly path?: string

@@ -16,10 +16,36 @@ import {
 import { Ajv2020, type ErrorObject, type ValidateFunction } from 'ajv/dist/2020.js'
 import { BodyTooLargeError, mediaType, readBody, sendJson } from '../http/serverUtils.js'
 
-/** Decides one admission request (for example `kvc-router`'s `admit` over the worker's state). */
+/**
+ * Decides one admission request (for example `kvc-router`'s `admit` over the worker's state).
+ *
+ * @example
+ * ```ts
+ * import type { AdmitFunction } from '@kvc/worker-bindings'
+ * const refuseAll: AdmitFunction = (req) => ({
+ *   requestId: req.requestId, admitted: false, reason: 'capacity', residentTokens: 0, needTokens: req.appendTokens,
+ *   tokenUsageAfter: 1, transferQueueDepth: 0, retractedQueueDepth: 0, recommendedPauseMs: 2_000,
+ * })
+ * ```
+ */
 export type AdmitFunction = (request: AdmitRequest) => AdmitResponse | Promise<AdmitResponse>
 
-/** Options of {@link createAdmissionHandler}. */
+/**
+ * Options of {@link createAdmissionHandler}.
+ *
+ * @example
+ * ```ts
+ * import { createAdmissionHandler, type AdmissionHandlerOptions } from '@kvc/worker-bindings'
+ * const opts: AdmissionHandlerOptions = {
+ *   maxBodyBytes: 16_384,
+ *   admit: (req) => ({
+ *     requestId: req.requestId, admitted: false, reason: 'draining', residentTokens: 0, needTokens: 0,
+ *     tokenUsageAfter: 0, transferQueueDepth: 0, retractedQueueDepth: 0, recommendedPauseMs: 1_000,
+ *   }),
+ * }
+ * const handler = createAdmissionHandler(opts)
+ * ```
+ */
 export interface AdmissionHandlerOptions {
   /** The decision. Its answer is validated before it is sent (500 `INVALID_RESPONSE` if invalid). */
   readonly admit: AdmitFunction

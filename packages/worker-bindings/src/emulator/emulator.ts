@@ -40,10 +40,28 @@ import {
   transferMs,
 } from './timing.js'
 
-/** What the emulated worker is: SGLang's `--disaggregation-mode prefill|decode`, or `null` (colocated). */
+/**
+ * What the emulated worker is: SGLang's `--disaggregation-mode prefill|decode`, or `null` (colocated).
+ *
+ * @example
+ * ```ts
+ * import type { EmulatorRole } from '@kvc/worker-bindings'
+ * const roles: EmulatorRole[] = ['prefill', 'decode', 'colocated']
+ * ```
+ */
 export type EmulatorRole = 'prefill' | 'decode' | 'colocated'
 
-/** KV-event publishing of the emulator. */
+/**
+ * KV-event publishing of the emulator.
+ *
+ * @example
+ * ```ts
+ * import { createSglangEmulator, type EmulatorKvEventsOptions } from '@kvc/worker-bindings'
+ * const kvEvents: EmulatorKvEventsOptions = { encoding: 'map', bufferSteps: 1_000 }
+ * const emu = await createSglangEmulator({ kvEvents, timing: { scale: 0 } })
+ * await emu.close()
+ * ```
+ */
 export interface EmulatorKvEventsOptions {
   /** Topic frame (default `''`). */
   readonly topic?: string
@@ -55,7 +73,17 @@ export interface EmulatorKvEventsOptions {
   readonly blockHasher?: BlockHasher
 }
 
-/** Options of {@link createSglangEmulator}. */
+/**
+ * Options of {@link createSglangEmulator}.
+ *
+ * @example
+ * ```ts
+ * import { createSglangEmulator, type SglangEmulatorOptions } from '@kvc/worker-bindings'
+ * const opts: SglangEmulatorOptions = { role: 'prefill', capacityTokens: 32_768, pageSize: 16, timing: { scale: 0.01 } }
+ * const emu = await createSglangEmulator(opts)
+ * await emu.close()
+ * ```
+ */
 export interface SglangEmulatorOptions {
   /** Default `'colocated'`. */
   readonly role?: EmulatorRole
@@ -106,7 +134,18 @@ export interface SglangEmulatorOptions {
   readonly weightVersion?: string
 }
 
-/** One injected HTTP fault (see {@link EmulatorFaults.inject}). */
+/**
+ * One injected HTTP fault (see {@link EmulatorFaults.inject}).
+ *
+ * @example
+ * ```ts
+ * import { createSglangEmulator, type EmulatorFault } from '@kvc/worker-bindings'
+ * const emu = await createSglangEmulator({ timing: { scale: 0 } })
+ * const fault: EmulatorFault = { path: '/generate', status: 429, retryAfter: '1', times: 2 }
+ * emu.faults.inject(fault)
+ * await emu.close()
+ * ```
+ */
 export interface EmulatorFault {
   /** Path it applies to (exact match, e.g. `/get_load`). */
   readonly path: string
@@ -122,7 +161,18 @@ export interface EmulatorFault {
   readonly body?: string
 }
 
-/** Fault injection for tests and demos. */
+/**
+ * Fault injection for tests and demos.
+ *
+ * @example
+ * ```ts
+ * import { createSglangEmulator } from '@kvc/worker-bindings'
+ * const emu = await createSglangEmulator({ timing: { scale: 0 } })
+ * emu.faults.setHealthy(false) // /health answers 503
+ * emu.faults.clear()
+ * await emu.close()
+ * ```
+ */
 export interface EmulatorFaults {
   /** Makes the next `times` requests to `path` fail or stall. */
   inject(fault: EmulatorFault): void
@@ -134,7 +184,17 @@ export interface EmulatorFaults {
   clear(): void
 }
 
-/** Counters and state of an emulator. */
+/**
+ * Counters and state of an emulator.
+ *
+ * @example
+ * ```ts
+ * import { createSglangEmulator } from '@kvc/worker-bindings'
+ * const emu = await createSglangEmulator({ timing: { scale: 0 } })
+ * const { treeTokens, freeTokens, balanced } = emu.stats()
+ * await emu.close()
+ * ```
+ */
 export interface EmulatorStats {
   readonly runningRequests: number
   readonly waitingRequests: number

@@ -7,13 +7,51 @@
  * @module
  */
 
-/** Token ids 0–2 are special; byte `b` is token `b + 3`. */
+/**
+ * Token ids 0–2 are special; byte `b` is token `b + 3`.
+ *
+ * @example
+ * ```ts
+ * import { TOKEN_OFFSET } from '@kvc/worker-bindings'
+ * const tokenOfByte = (b: number) => b + TOKEN_OFFSET
+ * ```
+ */
 export const TOKEN_OFFSET = 3
-/** Padding / health-check token. */
+/**
+ * Padding / health-check token.
+ *
+ * @example
+ * ```ts
+ * import { PAD_TOKEN } from '@kvc/worker-bindings'
+ * const healthProbe = { input_ids: [PAD_TOKEN], sampling_params: { max_new_tokens: 1 } }
+ * ```
+ */
 export const PAD_TOKEN = 0
+/**
+ * @example
+ * ```ts
+ * import { BOS_TOKEN } from '@kvc/worker-bindings'
+ * const withBos = [BOS_TOKEN, 10, 11]
+ * ```
+ */
 export const BOS_TOKEN = 1
+/**
+ * @example
+ * ```ts
+ * import { EOS_TOKEN } from '@kvc/worker-bindings'
+ * const ended = (ids: number[]) => ids.at(-1) === EOS_TOKEN
+ * ```
+ */
 export const EOS_TOKEN = 2
-/** Vocabulary size of the fake tokenizer. */
+/**
+ * Vocabulary size of the fake tokenizer.
+ *
+ * @example
+ * ```ts
+ * import { VOCAB_SIZE } from '@kvc/worker-bindings'
+ * VOCAB_SIZE // 259
+ * ```
+ */
 export const VOCAB_SIZE = 256 + TOKEN_OFFSET
 
 const encoder = new TextEncoder()

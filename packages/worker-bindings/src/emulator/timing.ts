@@ -37,7 +37,15 @@ export interface EmulatorTiming {
   readonly linkGbps?: number
 }
 
-/** {@link EmulatorTiming} with every field set. */
+/**
+ * {@link EmulatorTiming} with every field set.
+ *
+ * @example
+ * ```ts
+ * import { DEFAULT_EMULATOR_TIMING, type ResolvedTiming } from '@kvc/worker-bindings'
+ * const slowLink: ResolvedTiming = { ...DEFAULT_EMULATOR_TIMING, linkGbps: 25 }
+ * ```
+ */
 export type ResolvedTiming = Required<EmulatorTiming>
 
 /**

@@ -17,6 +17,12 @@
  * | `KV_EVENT_DECODE` | a KV-event message is not a valid event batch (bad frame count, bad msgpack, bad shape) | no |
  * | `REPLAY_FAILED` | a KV-event replay request timed out or returned an unusable answer | no |
  * | `CLOSED` | a call on a subscriber, publisher or emulator that was closed | no |
+ *
+ * @example
+ * ```ts
+ * import { WorkerBindingsErrorCode } from '@kvc/worker-bindings'
+ * const isTransient = (code: string) => code === WorkerBindingsErrorCode.Timeout || code === WorkerBindingsErrorCode.Connection
+ * ```
  */
 export const WorkerBindingsErrorCode = {
   InvalidOption: 'INVALID_OPTION',
@@ -80,7 +86,15 @@ export class WorkerBindingsError extends Error {
   }
 }
 
-/** Longest body excerpt kept on a {@link WorkerApiError} (characters). */
+/**
+ * Longest body excerpt kept on a {@link WorkerApiError} (characters).
+ *
+ * @example
+ * ```ts
+ * import { BODY_EXCERPT_CHARS } from '@kvc/worker-bindings'
+ * BODY_EXCERPT_CHARS // 2048
+ * ```
+ */
 export const BODY_EXCERPT_CHARS = 2048
 
 /**

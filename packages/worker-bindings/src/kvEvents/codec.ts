@@ -88,7 +88,16 @@ export interface KvEventBatch {
   readonly dataParallelRank: number | null
 }
 
-/** msgpack layout of a batch: msgspec `array_like` (positional) or a map of named fields. */
+/**
+ * msgpack layout of a batch: msgspec `array_like` (positional) or a map of named fields.
+ *
+ * @example
+ * ```ts
+ * import { encodeKvEventBatch, type KvEventEncoding } from '@kvc/worker-bindings'
+ * const layout: KvEventEncoding = 'map'
+ * encodeKvEventBatch({ ts: 0, events: [], dataParallelRank: null }, layout)
+ * ```
+ */
 export type KvEventEncoding = 'array' | 'map'
 
 /**

@@ -9,7 +9,16 @@ import { WorkerBindingsError } from '../errors/workerBindingsError.js'
 import { type KvEventBatch, type KvEventEncoding, encodeKvEventBatch } from './codec.js'
 import { END_SEQ, decodeSeq, encodeSeq } from './seq.js'
 
-/** Options of {@link KvEventPublisher}. */
+/**
+ * Options of {@link KvEventPublisher}.
+ *
+ * @example
+ * ```ts
+ * import { KvEventPublisher, type KvEventPublisherOptions } from '@kvc/worker-bindings'
+ * const opts: KvEventPublisherOptions = { endpoint: 'tcp://127.0.0.1:5557', replayEndpoint: 'tcp://127.0.0.1:5558', encoding: 'array' }
+ * const pub = new KvEventPublisher(opts)
+ * ```
+ */
 export interface KvEventPublisherOptions {
   /** PUB endpoint to bind (default `tcp://127.0.0.1:*`, an ephemeral loopback port). */
   readonly endpoint?: string

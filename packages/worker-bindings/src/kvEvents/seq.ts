@@ -1,4 +1,12 @@
-/** The replay end marker: sequence −1 as 8 big-endian bytes (`0xff` × 8). */
+/**
+ * The replay end marker: sequence −1 as 8 big-endian bytes (`0xff` × 8).
+ *
+ * @example
+ * ```ts
+ * import { END_SEQ, decodeSeq } from '@kvc/worker-bindings'
+ * const isEnd = (frame: Uint8Array) => decodeSeq(frame) === END_SEQ
+ * ```
+ */
 export const END_SEQ = -1n
 
 /**

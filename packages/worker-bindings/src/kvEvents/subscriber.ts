@@ -49,7 +49,15 @@ export interface KvEventGap {
   readonly reason: 'no-replay-endpoint' | 'not-buffered' | 'replay-timeout' | undefined
 }
 
-/** Counters of a {@link KvEventSubscriber}. */
+/**
+ * Counters of a {@link KvEventSubscriber}.
+ *
+ * @example
+ * ```ts
+ * import type { KvEventSubscriber } from '@kvc/worker-bindings'
+ * const lossy = (sub: KvEventSubscriber) => sub.stats.unrecoveredGaps > 0
+ * ```
+ */
 export interface KvEventSubscriberStats {
   /** Messages received on the SUB socket. */
   readonly received: number
@@ -64,7 +72,20 @@ export interface KvEventSubscriberStats {
   readonly decodeErrors: number
 }
 
-/** Options of {@link KvEventSubscriber}. */
+/**
+ * Options of {@link KvEventSubscriber}.
+ *
+ * @example
+ * ```ts
+ * import { KvEventSubscriber, type KvEventSubscriberOptions } from '@kvc/worker-bindings'
+ * const opts: KvEventSubscriberOptions = {
+ *   endpoint: 'tcp://127.0.0.1:5557',
+ *   replayEndpoint: 'tcp://127.0.0.1:5558',
+ *   onBatch: ({ seq, batch }) => console.log(seq, batch.events.length),
+ * }
+ * const sub = new KvEventSubscriber(opts)
+ * ```
+ */
 export interface KvEventSubscriberOptions {
   /** PUB endpoint to connect to (e.g. `tcp://10.0.0.6:5557`). */
   readonly endpoint: string

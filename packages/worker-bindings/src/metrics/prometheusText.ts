@@ -6,7 +6,15 @@
  */
 import { WorkerBindingsError } from '../errors/workerBindingsError.js'
 
-/** Metric type from a `# TYPE` line (`untyped` when none was given). */
+/**
+ * Metric type from a `# TYPE` line (`untyped` when none was given).
+ *
+ * @example
+ * ```ts
+ * import type { MetricType } from '@kvc/worker-bindings'
+ * const cumulative = (t: MetricType) => t === 'counter' || t === 'histogram'
+ * ```
+ */
 export type MetricType =
   | 'counter'
   | 'gauge'
@@ -18,7 +26,15 @@ export type MetricType =
   | 'gaugehistogram'
   | 'unknown'
 
-/** One sample line. */
+/**
+ * One sample line.
+ *
+ * @example
+ * ```ts
+ * import type { MetricSample } from '@kvc/worker-bindings'
+ * const byModel = (s: MetricSample) => s.labels.model_name
+ * ```
+ */
 export interface MetricSample {
   /** The sample's own name (e.g. `sglang:prompt_tokens_total`, `..._bucket`). */
   readonly name: string
@@ -29,7 +45,16 @@ export interface MetricSample {
   readonly timestamp: number | undefined
 }
 
-/** A metric family: the samples that share a `# TYPE` (or, untyped, a name). */
+/**
+ * A metric family: the samples that share a `# TYPE` (or, untyped, a name).
+ *
+ * @example
+ * ```ts
+ * import { parsePrometheusText, type MetricFamily } from '@kvc/worker-bindings'
+ * const fams: MetricFamily[] = parsePrometheusText('# TYPE up gauge\nup 1\n')
+ * fams[0]?.type // 'gauge'
+ * ```
+ */
 export interface MetricFamily {
   /** Family name as declared by `# TYPE` (without `_total` for OpenMetrics-style counters). */
   readonly name: string
@@ -219,7 +244,15 @@ function bad(ln: number, line: string, why: string): never {
   })
 }
 
-/** A histogram read from its `_bucket` / `_sum` / `_count` samples (summed over label sets). */
+/**
+ * A histogram read from its `_bucket` / `_sum` / `_count` samples (summed over label sets).
+ *
+ * @example
+ * ```ts
+ * import type { HistogramValue } from '@kvc/worker-bindings'
+ * const mean = (h: HistogramValue) => (h.count === 0 ? 0 : h.sum / h.count)
+ * ```
+ */
 export interface HistogramValue {
   /** Cumulative buckets, ascending by upper bound (`le`), `+Inf` last. */
   readonly buckets: readonly { readonly le: number; readonly count: number }[]

@@ -8,16 +8,38 @@ import { randomBytes } from 'node:crypto'
 import { WorkerBindingsError } from '../errors/workerBindingsError.js'
 import type { BootstrapRoom } from '../sglang/types.js'
 
-/** `2^63`: bootstrap rooms lie in `[0, 2^63)`. */
+/**
+ * `2^63`: bootstrap rooms lie in `[0, 2^63)`.
+ *
+ * @example
+ * ```ts
+ * import { BOOTSTRAP_ROOM_LIMIT } from '@kvc/worker-bindings'
+ * BOOTSTRAP_ROOM_LIMIT === 2n ** 63n // true
+ * ```
+ */
 export const BOOTSTRAP_ROOM_LIMIT = 1n << 63n
 
 /**
  * `FAKE_BOOTSTRAP_HOST` of SGLang (`2.2.2.2`): a fake transfer used by warmup and health checks
  * (it skips the radix-cache insert). Never inject it into real traffic.
+ *
+ * @example
+ * ```ts
+ * import { FAKE_BOOTSTRAP_HOST } from '@kvc/worker-bindings'
+ * const isWarmup = (host: string) => host === FAKE_BOOTSTRAP_HOST
+ * ```
  */
 export const FAKE_BOOTSTRAP_HOST = '2.2.2.2'
 
-/** SGLang's default `--disaggregation-bootstrap-port`. */
+/**
+ * SGLang's default `--disaggregation-bootstrap-port`.
+ *
+ * @example
+ * ```ts
+ * import { DEFAULT_BOOTSTRAP_PORT } from '@kvc/worker-bindings'
+ * const url = `http://10.0.0.5:${DEFAULT_BOOTSTRAP_PORT}` // port 8998
+ * ```
+ */
 export const DEFAULT_BOOTSTRAP_PORT = 8998
 
 /**
@@ -59,7 +81,16 @@ export function isBootstrapRoom(room: unknown): room is BootstrapRoom {
   return typeof room === 'number' && Number.isSafeInteger(room) && room >= 0
 }
 
-/** Where the prefill worker's bootstrap server is. */
+/**
+ * Where the prefill worker's bootstrap server is.
+ *
+ * @example
+ * ```ts
+ * import { injectBootstrap, type BootstrapTarget } from '@kvc/worker-bindings'
+ * const target: BootstrapTarget = { host: '10.0.0.5', port: 8998 }
+ * const body = injectBootstrap({ text: 'hi' }, target)
+ * ```
+ */
 export interface BootstrapTarget {
   /** Host of the prefill worker (SGLang's router uses the hostname of its URL). */
   readonly host: string

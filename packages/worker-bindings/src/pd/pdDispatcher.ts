@@ -18,7 +18,20 @@ import type {
 import type { CallOptions } from '../transport/httpTransport.js'
 import { DEFAULT_BOOTSTRAP_PORT, bootstrapHostOf, injectBootstrap } from './bootstrap.js'
 
-/** Options of {@link PdDispatcher}. */
+/**
+ * Options of {@link PdDispatcher}.
+ *
+ * @example
+ * ```ts
+ * import { PdDispatcher, SglangClient, type PdDispatcherOptions } from '@kvc/worker-bindings'
+ * const opts: PdDispatcherOptions = {
+ *   prefill: new SglangClient({ baseURL: 'http://10.0.0.5:30000' }),
+ *   decode: new SglangClient({ baseURL: 'http://10.0.0.6:30001' }),
+ *   bootstrapPort: 8998,
+ * }
+ * const pd = new PdDispatcher(opts)
+ * ```
+ */
 export interface PdDispatcherOptions {
   readonly prefill: SglangClient
   readonly decode: SglangClient
@@ -30,7 +43,15 @@ export interface PdDispatcherOptions {
   readonly randomU64?: () => bigint
 }
 
-/** D's answer, P's answer, and the room that paired them. */
+/**
+ * D's answer, P's answer, and the room that paired them.
+ *
+ * @example
+ * ```ts
+ * import type { GenerateResponse, PdResult } from '@kvc/worker-bindings'
+ * const text = (r: PdResult<GenerateResponse>) => r.decode.text
+ * ```
+ */
 export interface PdResult<T> {
   /** The decode worker's answer (what the client gets). */
   readonly decode: T

@@ -27,7 +27,16 @@ import type {
   V1LoadsResponse,
 } from './types.js'
 
-/** Options of {@link SglangClient}. */
+/**
+ * Options of {@link SglangClient}.
+ *
+ * @example
+ * ```ts
+ * import { SglangClient, type SglangClientOptions } from '@kvc/worker-bindings'
+ * const opts: SglangClientOptions = { baseURL: 'http://127.0.0.1:30000', timeout: 30_000, streamOutput: 'cumulative' }
+ * const client = new SglangClient(opts)
+ * ```
+ */
 export interface SglangClientOptions extends ClientOptions {
   /** How the server streams `/generate` (default `'cumulative'`, SGLang's default). */
   readonly streamOutput?: StreamOutputMode
@@ -35,7 +44,16 @@ export interface SglangClientOptions extends ClientOptions {
   readonly sse?: SseDecoderOptions
 }
 
-/** Answer of {@link SglangClient.flushCache}. */
+/**
+ * Answer of {@link SglangClient.flushCache}.
+ *
+ * @example
+ * ```ts
+ * import { SglangClient } from '@kvc/worker-bindings'
+ * const { success, message } = await new SglangClient({ baseURL: 'http://127.0.0.1:30000' }).flushCache()
+ * if (!success) console.log('requests are running:', message)
+ * ```
+ */
 export interface FlushCacheResult {
   /** `false` when the server refused (HTTP 400: requests were running or waiting). */
   readonly success: boolean

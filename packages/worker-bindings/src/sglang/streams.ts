@@ -14,6 +14,13 @@ import type { ChatCompletionChunk, GenerateResponse, MetaInfo } from './types.js
  * chunk carries everything so far) or `'incremental'` (servers started with
  * `--incremental-streaming-output`, formerly `--stream-output`: every chunk carries only the new
  * part).
+ *
+ * @example
+ * ```ts
+ * import { SglangClient, type StreamOutputMode } from '@kvc/worker-bindings'
+ * const mode: StreamOutputMode = 'incremental' // the server runs with --incremental-streaming-output
+ * const client = new SglangClient({ baseURL: 'http://127.0.0.1:30000', streamOutput: mode })
+ * ```
  */
 export type StreamOutputMode = 'cumulative' | 'incremental'
 

@@ -61,7 +61,15 @@ export interface SessionParams {
   [key: string]: unknown
 }
 
-/** A 63-bit bootstrap room: a `bigint` (exact) or a safe-integer `number`. */
+/**
+ * A 63-bit bootstrap room: a `bigint` (exact) or a safe-integer `number`.
+ *
+ * @example
+ * ```ts
+ * import type { BootstrapRoom } from '@kvc/worker-bindings'
+ * const rooms: BootstrapRoom[] = [0, 9223372036854775807n]
+ * ```
+ */
 export type BootstrapRoom = bigint | number
 
 /**
@@ -430,7 +438,15 @@ export interface V1LoadsResponse {
   [key: string]: unknown
 }
 
-/** `include=` sections of `/v1/loads`. */
+/**
+ * `include=` sections of `/v1/loads`.
+ *
+ * @example
+ * ```ts
+ * import type { V1LoadsInclude } from '@kvc/worker-bindings'
+ * const include: V1LoadsInclude[] = ['core', 'disagg', 'queues']
+ * ```
+ */
 export type V1LoadsInclude = 'core' | 'memory' | 'spec' | 'lora' | 'disagg' | 'queues' | 'all'
 
 /**

@@ -6,7 +6,16 @@
  */
 import { WorkerBindingsError } from '../errors/workerBindingsError.js'
 
-/** One dispatched event. */
+/**
+ * One dispatched event.
+ *
+ * @example
+ * ```ts
+ * import { SseDecoder, type SseEvent } from '@kvc/worker-bindings'
+ * const events: SseEvent[] = new SseDecoder().push(new TextEncoder().encode('event: ping\ndata: 1\n\n'))
+ * events[0]?.event // 'ping'
+ * ```
+ */
 export interface SseEvent {
   /** The `event:` field (default `'message'`). */
   readonly event: string
@@ -18,7 +27,16 @@ export interface SseEvent {
   readonly retry: number | undefined
 }
 
-/** Options of {@link SseDecoder}. */
+/**
+ * Options of {@link SseDecoder}.
+ *
+ * @example
+ * ```ts
+ * import { SseDecoder, type SseDecoderOptions } from '@kvc/worker-bindings'
+ * const opts: SseDecoderOptions = { maxLineLength: 1 << 20 }
+ * const dec = new SseDecoder(opts)
+ * ```
+ */
 export interface SseDecoderOptions {
   /** Longest accepted line, in characters (default 16 Mi). A longer one fails with `SSE_PARSE`. */
   readonly maxLineLength?: number

@@ -5,7 +5,16 @@
  * @module
  */
 
-/** Health of one endpoint, as {@link EndpointHealthTracker.state} reports it. */
+/**
+ * Health of one endpoint, as {@link EndpointHealthTracker.state} reports it.
+ *
+ * @example
+ * ```ts
+ * import { EndpointHealthTracker, type EndpointHealth } from '@kvc/worker-bindings'
+ * const tracker = new EndpointHealthTracker()
+ * const down: EndpointHealth[] = tracker.states().filter((s) => !s.healthy)
+ * ```
+ */
 export interface EndpointHealth {
   readonly endpoint: string
   readonly healthy: boolean
@@ -20,7 +29,16 @@ export interface EndpointHealth {
   readonly lastError: string | undefined
 }
 
-/** Options of {@link EndpointHealthTracker}. */
+/**
+ * Options of {@link EndpointHealthTracker}.
+ *
+ * @example
+ * ```ts
+ * import { EndpointHealthTracker, type EndpointHealthTrackerOptions } from '@kvc/worker-bindings'
+ * const opts: EndpointHealthTrackerOptions = { failureThreshold: 2, onChange: (h) => console.log(h.endpoint, h.healthy) }
+ * const tracker = new EndpointHealthTracker(opts)
+ * ```
+ */
 export interface EndpointHealthTrackerOptions {
   /** Consecutive failures that make an endpoint unhealthy (default 3). */
   readonly failureThreshold?: number

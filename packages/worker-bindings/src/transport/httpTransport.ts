@@ -18,10 +18,31 @@ import {
 } from './retry.js'
 import { abortableSleep, abortedError } from './sleep.js'
 
-/** The `fetch` signature the transport needs (the global `fetch`, undici's, or a test double). */
+/**
+ * The `fetch` signature the transport needs (the global `fetch`, undici's, or a test double).
+ *
+ * @example
+ * ```ts
+ * import { SglangClient, type FetchLike } from '@kvc/worker-bindings'
+ * const logged: FetchLike = (url, init) => {
+ *   console.log(init.method, url)
+ *   return fetch(url, init)
+ * }
+ * const client = new SglangClient({ baseURL: 'http://127.0.0.1:30000', fetch: logged })
+ * ```
+ */
 export type FetchLike = (input: string, init: RequestInit) => Promise<Response>
 
-/** Options shared by every client of this package. */
+/**
+ * Options shared by every client of this package.
+ *
+ * @example
+ * ```ts
+ * import { MooncakeMasterClient, type ClientOptions } from '@kvc/worker-bindings'
+ * const opts: ClientOptions = { baseURL: 'http://10.0.0.2:9003', timeout: 5_000, maxRetries: 3, defaultHeaders: { 'x-team': 'infra' } }
+ * const master = new MooncakeMasterClient(opts)
+ * ```
+ */
 export interface ClientOptions {
   /** Base URL of the endpoint, e.g. `http://127.0.0.1:30000` (a path prefix is kept). */
   readonly baseURL: string
@@ -41,7 +62,16 @@ export interface ClientOptions {
   readonly random?: () => number
 }
 
-/** Per-call options. */
+/**
+ * Per-call options.
+ *
+ * @example
+ * ```ts
+ * import { SglangClient, type CallOptions } from '@kvc/worker-bindings'
+ * const opts: CallOptions = { signal: AbortSignal.timeout(2_000), maxRetries: 0 }
+ * await new SglangClient({ baseURL: 'http://127.0.0.1:30000' }).getLoad(opts)
+ * ```
+ */
 export interface CallOptions {
   /** Aborts the call (and any retry wait); the call fails with `ABORTED` and is never retried. */
   readonly signal?: AbortSignal
@@ -53,7 +83,16 @@ export interface CallOptions {
   readonly headers?: Readonly<Record<string, string>>
 }
 
-/** What to send. */
+/**
+ * What to send.
+ *
+ * @example
+ * ```ts
+ * import { HttpTransport, type HttpRequestSpec } from '@kvc/worker-bindings'
+ * const spec: HttpRequestSpec = { method: 'GET', path: '/get_load', idempotent: true }
+ * await new HttpTransport({ baseURL: 'http://127.0.0.1:30000' }).json(spec)
+ * ```
+ */
 export interface HttpRequestSpec {
   readonly method: 'GET' | 'POST' | 'PUT' | 'DELETE'
   /** Path relative to the base URL (leading `/` optional; `''` is the base URL itself). */
@@ -69,14 +108,33 @@ export interface HttpRequestSpec {
   readonly acceptStatus?: readonly number[]
 }
 
-/** A fully read answer. */
+/**
+ * A fully read answer.
+ *
+ * @example
+ * ```ts
+ * import { HttpTransport } from '@kvc/worker-bindings'
+ * const http = new HttpTransport({ baseURL: 'http://127.0.0.1:30000' })
+ * const { status, text } = await http.text({ method: 'POST', path: '/flush_cache', idempotent: true, acceptStatus: [400] })
+ * ```
+ */
 export interface HttpTextResponse {
   readonly status: number
   readonly headers: Readonly<Record<string, string>>
   readonly text: string
 }
 
-/** An answer whose body is still streaming. */
+/**
+ * An answer whose body is still streaming.
+ *
+ * @example
+ * ```ts
+ * import { HttpTransport } from '@kvc/worker-bindings'
+ * const http = new HttpTransport({ baseURL: 'http://127.0.0.1:30000' })
+ * const res = await http.stream({ method: 'POST', path: '/generate', body: { text: 'hi', stream: true }, idempotent: false })
+ * for await (const bytes of res.body) console.log(bytes.length)
+ * ```
+ */
 export interface HttpStreamResponse {
   readonly status: number
   readonly headers: Readonly<Record<string, string>>

@@ -4,7 +4,16 @@
  * @module
  */
 
-/** Settings of the exponential backoff between retries. */
+/**
+ * Settings of the exponential backoff between retries.
+ *
+ * @example
+ * ```ts
+ * import { SglangClient, type RetryPolicy } from '@kvc/worker-bindings'
+ * const retry: RetryPolicy = { baseDelayMs: 100, maxDelayMs: 2_000, jitter: 'full' }
+ * const client = new SglangClient({ baseURL: 'http://127.0.0.1:30000', retry })
+ * ```
+ */
 export interface RetryPolicy {
   /** First delay in ms (default 500). Attempt `n` (from 0) waits `min(base · 2^n, max)` before jitter. */
   readonly baseDelayMs?: number
@@ -22,7 +31,15 @@ export interface RetryPolicy {
   readonly maxRetryAfterMs?: number
 }
 
-/** {@link RetryPolicy} with every field set. */
+/**
+ * {@link RetryPolicy} with every field set.
+ *
+ * @example
+ * ```ts
+ * import { DEFAULT_RETRY_POLICY, type ResolvedRetryPolicy } from '@kvc/worker-bindings'
+ * const p: ResolvedRetryPolicy = { ...DEFAULT_RETRY_POLICY, maxDelayMs: 2_000 }
+ * ```
+ */
 export type ResolvedRetryPolicy = Required<RetryPolicy>
 
 /**
