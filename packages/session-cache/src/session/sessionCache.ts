@@ -54,6 +54,7 @@ class RequestState implements SessionRequest {
   constructor(
     rid: string,
     tokens: Uint32Array,
+    len: number,
     sessionId: string | undefined,
     extraKey: string | undefined,
     priority: number,
@@ -63,11 +64,10 @@ class RequestState implements SessionRequest {
     this.extraKey = extraKey
     this.ns = extraKey ?? ''
     this.priority = priority
-    const buf = new Uint32Array(tokens.length + 64)
-    buf.set(tokens)
-    this.buf = buf
-    this.len = tokens.length
-    this.originInputIds = buf.subarray(0, tokens.length)
+    // `tokens` is a private buffer with spare capacity for the output (see toTokens).
+    this.buf = tokens
+    this.len = len
+    this.originInputIds = tokens.subarray(0, len)
   }
 
   get tokenIds(): Uint32Array {
@@ -514,9 +514,10 @@ export class SessionCache {
     if (typeof priority !== 'number' || !Number.isFinite(priority)) {
       fail('INVALID_REQUEST', `priority must be a finite number, got ${String(priority)}`, priority)
     }
-    const tokens = toTokens(inputIds)
-    if (tokens.length === 0) fail('INVALID_REQUEST', 'inputIds must hold at least one token', inputIds)
-    const req = new RequestState(rid, tokens, sessionId, extraKey, priority)
+    const tokens = toTokens(inputIds, 64)
+    const len = tokens.length - 64
+    if (len === 0) fail('INVALID_REQUEST', 'inputIds must hold at least one token', inputIds)
+    const req = new RequestState(rid, tokens, len, sessionId, extraKey, priority)
     this.#created.add(req)
     return req
   }
@@ -567,9 +568,7 @@ export class SessionCache {
         )
       }
       const c = slot.committed
-      let ok = r.len > c.length
-      for (let i = 0; ok && i < c.length; i++) if (r.buf[i] !== c[i]) ok = false
-      if (!ok) {
+      if (!(r.len > c.length && startsWith(r.buf, c))) {
         fail(
           'PREFIX_MISMATCH',
           `request ${r.rid} (${r.len} tokens) does not strictly extend the ${c.length} tokens session ${slot.sessionId} committed`,
@@ -585,6 +584,7 @@ export class SessionCache {
     r.phase = 'running'
     this.#requests.set(r.rid, r)
     let length: number
+    let indices: Int32Array
     let fromSlot = false
     if (slot !== undefined) {
       slot.activeRid = r.rid
@@ -603,11 +603,13 @@ export class SessionCache {
       r.lastNode = slot.lastNode!
       this.cache.incLockRef(r.lastNode)
       length = r.kvCommittedLen
+      indices = r.reqToToken.slice(0, length)
       fromSlot = true
     } else {
       const m = this.cache.matchPrefix(r.buf.subarray(0, r.len - 1), { extraKey: ns })
       length = m.length
-      this.#ensureRow(r, Math.max(length, r.len))
+      indices = m.indices // a fresh array: the caller's copy
+      this.#ensureRow(r, r.len + 64)
       r.reqToToken.set(m.indices, 0)
       r.cacheProtectedLen = length
       r.kvCommittedLen = length
@@ -621,13 +623,7 @@ export class SessionCache {
       reprefill = Math.max(0, slot.committed.length - length)
       this.#reprefillTokens += reprefill
     }
-    return {
-      length,
-      indices: r.reqToToken.slice(0, length),
-      lastNode: r.lastNode!,
-      fromSlot,
-      reprefillTokens: reprefill,
-    }
+    return { length, indices, lastNode: r.lastNode!, fromSlot, reprefillTokens: reprefill }
   }
 
   /**
@@ -1226,8 +1222,8 @@ export class SessionCache {
   }
 }
 
-/** Validate token ids and return them as a `Uint32Array` (a copy). */
-function toTokens(tokens: ArrayLike<number>): Uint32Array {
+/** Validate token ids and copy them into a new `Uint32Array` with `spare` free slots at the end. */
+function toTokens(tokens: ArrayLike<number>, spare: number): Uint32Array {
   if (tokens === null || typeof tokens !== 'object' || typeof tokens.length !== 'number') {
     fail(
       'INVALID_REQUEST',
@@ -1235,9 +1231,12 @@ function toTokens(tokens: ArrayLike<number>): Uint32Array {
       tokens,
     )
   }
-  if (tokens instanceof Uint32Array) return tokens.slice()
   const n = tokens.length
-  const out = new Uint32Array(n)
+  const out = new Uint32Array(n + spare)
+  if (tokens instanceof Uint32Array) {
+    out.set(tokens)
+    return out
+  }
   for (let i = 0; i < n; i++) {
     const t = tokens[i]!
     if (!Number.isInteger(t) || t < 0 || t > 0xffffffff) {
@@ -1246,4 +1245,29 @@ function toTokens(tokens: ArrayLike<number>): Uint32Array {
     out[i] = t
   }
   return out
+}
+
+/** Whether `a` starts with all of `b` (8 tokens per step: committed prefixes are long). */
+function startsWith(a: Uint32Array, b: Uint32Array): boolean {
+  const n = b.length
+  if (a.length < n) return false
+  let i = 0
+  const n8 = n - 7
+  while (i < n8) {
+    if (
+      (a[i]! ^ b[i]!) |
+      (a[i + 1]! ^ b[i + 1]!) |
+      (a[i + 2]! ^ b[i + 2]!) |
+      (a[i + 3]! ^ b[i + 3]!) |
+      (a[i + 4]! ^ b[i + 4]!) |
+      (a[i + 5]! ^ b[i + 5]!) |
+      (a[i + 6]! ^ b[i + 6]!) |
+      (a[i + 7]! ^ b[i + 7]!)
+    ) {
+      return false
+    }
+    i += 8
+  }
+  for (; i < n; i++) if (a[i] !== b[i]) return false
+  return true
 }
