@@ -394,7 +394,7 @@ class Emulator implements SglangEmulator {
   #running = 0
   #waiting = 0
   #batchTokens = 0
-  #reservedDecode = 0
+  #reservedSlots = 0
   #transferQueue = 0
   #requestsTotal = 0
   #promptTotal = 0
@@ -1479,7 +1479,8 @@ class Emulator implements SglangEmulator {
         throwIfAborted(signal)
         sreq = this.#createRequest(item)
         cached = sc.matchPrefix(sreq).length
-        const need = item.tokens.length - cached + maxNew
+        // Slots are handed out by page: the prompt's pages plus the decode tokens', rounded up.
+        const need = this.#ceilPage(item.tokens.length + maxNew) - cached
         if (need > this.capacityTokens) {
           sc.abortReq(sreq)
           sreq = undefined
@@ -1487,7 +1488,12 @@ class Emulator implements SglangEmulator {
             `The request needs ${need} KV slots, more than the pool holds (${this.capacityTokens} tokens).`,
           )
         }
-        if (sc.ensureFree(need + this.#reservedDecode).ok) break
+        if (sc.ensureFree(need + this.#reservedSlots).ok) {
+          // Reserve every slot the request will take until it has allocated it.
+          reserved = need
+          this.#reservedSlots += reserved
+          break
+        }
         sc.abortReq(sreq)
         sreq = undefined
         await this.#waitMemory(signal)
@@ -1495,8 +1501,12 @@ class Emulator implements SglangEmulator {
       this.#waiting--
       waiting = false
       this.#running++
-      reserved = maxNew
-      this.#reservedDecode += reserved
+      const target = this.#ceilPage(item.tokens.length + maxNew)
+      const syncReserve = (r: SessionRequest): void => {
+        const remaining = Math.max(0, target - this.#ceilPage(r.kvAllocatedLen))
+        this.#reservedSlots += remaining - reserved
+        reserved = remaining
+      }
       const promptLen = item.tokens.length
       this.#batchTokens += promptLen
       const uncached = promptLen - cached
@@ -1507,6 +1517,7 @@ class Emulator implements SglangEmulator {
         await this.#sleep(prefillMs(this.#timing, uncached, cached), signal)
       }
       sc.prefill(sreq, uncached)
+      syncReserve(sreq)
       this.#promptTotal += promptLen
       this.#cachedTotal += cached
       this.#ttft.observe((performance.now() - t0) / 1000)
@@ -1519,10 +1530,7 @@ class Emulator implements SglangEmulator {
         throwIfAborted(signal)
         const tok = fakeNextToken(hash, i)
         sc.decode(sreq, tok)
-        if (i > 0) {
-          reserved--
-          this.#reservedDecode--
-        }
+        syncReserve(sreq) // what stays reserved: the decode pages not yet allocated
         out.push(tok)
         this.#batchTokens++
         this.#genTotal++
@@ -1587,7 +1595,7 @@ class Emulator implements SglangEmulator {
         this.#running--
         this.#batchTokens = Math.max(0, this.#batchTokens - item.tokens.length)
       }
-      this.#reservedDecode -= reserved
+      this.#reservedSlots -= reserved
       this.#notifyMemory()
       const sid = item.sessionId
       if (
@@ -1599,6 +1607,10 @@ class Emulator implements SglangEmulator {
         if (this.sessionCache.hasSession(sid)) this.sessionCache.releaseSession(sid)
       }
     }
+  }
+
+  #ceilPage(n: number): number {
+    return Math.ceil(n / this.pageSize) * this.pageSize
   }
 
   /** A session turn when the prompt extends the session's committed tokens, else a plain request. */
