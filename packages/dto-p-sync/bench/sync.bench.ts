@@ -14,7 +14,9 @@ function row(label: string, r: WorkloadResult, ref: WorkloadResult): string {
   const bytesPerSaved =
     saved > 0
       ? `${Math.round(r.bytesSynced / saved).toLocaleString('en-US')} (${(r.bytesSynced / saved / kv).toFixed(2)}×)`
-      : '—'
+      : r === ref
+        ? '—'
+        : '— (worse)'
   return `| ${label} | ${r.reseeds} | ${r.reseedPrefillTokens.toLocaleString('en-US')} | ${perReseed.toLocaleString('en-US')} | ${r.reseedsWithinBudget}/${r.reseeds} | ${r.theoremViolations} | ${(r.bytesSynced / 1e9).toFixed(1)} | ${bytesPerSaved} |`
 }
 

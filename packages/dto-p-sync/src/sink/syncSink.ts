@@ -222,7 +222,7 @@ type MutableMetrics = { -readonly [K in keyof SinkMetrics]: SinkMetrics[K] }
  *   sessionId: 's1', version: offer.version, seq: 0, extraKey: '', startPage: 0,
  *   blocks: offer.blocks.map((b) => ({ ...b, withKv: true })),
  * })
- * console.log(reply.status, reply.heldPages, reply.pinnedUntil) // 'applied' 2 5000
+ * console.log(reply?.status, reply?.heldPages, reply?.pinnedUntil) // 'applied' 2 5000
  * ```
  */
 export class SyncSink {
