@@ -176,7 +176,11 @@ describe('P/D against prefill and decode emulators', () => {
     expect(await boot.rankAddress({ dpRank: 3, tpRank: 0 })).toBeUndefined()
     await boot.health()
     await boot.registerDpRank(2n ** 62n, 0)
-    expect(await boot.queryDpRanks([2n ** 62n])).toBeTypeOf('object')
+    await boot.registerDpRank(2n ** 63n - 1n, 1)
+    expect(await boot.queryDpRanks([2n ** 62n, 2n ** 63n - 1n, 5])).toEqual({
+      [String(2n ** 62n)]: 0,
+      '9223372036854775807': 1,
+    })
     const p2 = await createSglangEmulator({
       role: 'prefill',
       capacityTokens: 256,

@@ -6,6 +6,7 @@
  */
 import { type Server, createServer } from 'node:http'
 import { BodyTooLargeError, readBody, sendJson, sendText } from '../http/serverUtils.js'
+import { readBigIntField } from '../json/json.js'
 
 /** @internal */
 export interface BootstrapServerState {
@@ -119,13 +120,20 @@ export class EmulatedBootstrapServer {
         sendText(res, 400, 'Missing bootstrap_room or dp_rank')
         return
       }
-      this.#dpRanks.set(String(body.bootstrap_room), body.dp_rank)
+      // Rooms go up to 2^63: read them exactly from the text, not from the rounded number.
+      const room = readBigIntField(text, 'bootstrap_room')
+      this.#dpRanks.set(String(typeof room === 'bigint' ? room : body.bootstrap_room), body.dp_rank)
       sendText(res, 200, 'OK')
       return
     }
     if (url.pathname === '/query_dp_ranks' && req.method === 'POST') {
       const body = safeJson(text) as { bootstrap_rooms?: unknown } | undefined
-      const rooms = Array.isArray(body?.bootstrap_rooms) ? body.bootstrap_rooms : []
+      const exact = readBigIntField(text, 'bootstrap_rooms')
+      const rooms = Array.isArray(exact)
+        ? exact
+        : Array.isArray(body?.bootstrap_rooms)
+          ? body.bootstrap_rooms
+          : []
       const out: Record<string, number> = {}
       for (const r of rooms) {
         const v = this.#dpRanks.get(String(r))
