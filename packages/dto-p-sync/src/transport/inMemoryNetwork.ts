@@ -98,10 +98,6 @@ export interface LinkStats {
   readonly undeliverable: number
 }
 
-type NetEvent =
-  | { link: InMemoryLink<unknown>; kind: 'deliver'; delivery: Delivery<unknown> }
-  | { link: InMemoryLink<unknown>; kind: 'status'; status: TransferStatus<unknown> }
-
 /**
  * A deterministic in-memory network for tests and discrete-event simulators: links with a
  * bandwidth/latency/fault model ({@link LinkModel}) sharing one virtual clock and one event queue.
@@ -122,7 +118,7 @@ type NetEvent =
  */
 export class InMemoryNetwork {
   readonly #random: (() => number) | undefined
-  readonly #queue = new EventQueue<NetEvent>()
+  readonly #queue = new EventQueue<() => void>()
   #now: number
   #nextTicket = 1
   #nextDelivery = 1
@@ -215,10 +211,10 @@ export class InMemoryNetwork {
     for (;;) {
       const t = this.#queue.peekTime()
       if (t === undefined || t > time) break
-      const ev = this.#queue.pop()!
+      const fire = this.#queue.pop()!
       this.#now = t
       fired++
-      ev.link._fire(ev)
+      fire()
     }
     this.#now = time
     return fired
@@ -261,8 +257,8 @@ export class InMemoryNetwork {
   }
 
   /** @internal */
-  _schedule(time: number, ev: NetEvent): void {
-    this.#queue.push(time, ev)
+  _schedule(time: number, fire: () => void): void {
+    this.#queue.push(time, fire)
   }
 
   /** @internal */
@@ -376,9 +372,8 @@ export class InMemoryLink<M> implements Transport<M> {
     const beginAt = start + this.#latency + jitter
     const endAt = beginAt + ser
     const units = this.#units === undefined ? 1 : this.#units(message)
-    const self = this as unknown as InMemoryLink<unknown>
     const status = (at: number, ok: boolean, reason: TransferStatus<M>['reason']): void =>
-      net._schedule(at, { link: self, kind: 'status', status: { ticketId: id, message, ok, at, reason } })
+      net._schedule(at, () => this.#fireStatus({ ticketId: id, message, ok, at, reason }))
     const deliver = (
       beginTime: number,
       endTime: number | undefined,
@@ -386,17 +381,21 @@ export class InMemoryLink<M> implements Transport<M> {
       got: number,
     ): void => {
       const deliveryId = net._delivery()
-      net._schedule(beginTime, {
-        link: self,
-        kind: 'deliver',
-        delivery: { phase: 'begin', deliveryId, ticketId: id, message, at: beginTime },
-      })
+      net._schedule(beginTime, () =>
+        this.#fireDelivery({ phase: 'begin', deliveryId, ticketId: id, message, at: beginTime }),
+      )
       if (endTime !== undefined) {
-        net._schedule(endTime, {
-          link: self,
-          kind: 'deliver',
-          delivery: { phase: 'end', deliveryId, ticketId: id, message, at: endTime, complete, units: got },
-        })
+        net._schedule(endTime, () =>
+          this.#fireDelivery({
+            phase: 'end',
+            deliveryId,
+            ticketId: id,
+            message,
+            at: endTime,
+            complete,
+            units: got,
+          }),
+        )
       }
     }
     const deadline = now + this.#timeout
@@ -494,14 +493,15 @@ export class InMemoryLink<M> implements Transport<M> {
     return { ...this.#stats }
   }
 
-  /** @internal */
-  _fire(ev: NetEvent): void {
+  #fireDelivery(d: Delivery<M>): void {
     const h = this.#handlers
-    if (h === undefined) {
-      this.#stats.undeliverable++
-      return
-    }
-    if (ev.kind === 'deliver') h.deliver(ev.delivery as Delivery<M>)
-    else if (h.status !== undefined) h.status(ev.status as TransferStatus<M>)
+    if (h === undefined) this.#stats.undeliverable++
+    else h.deliver(d)
+  }
+
+  #fireStatus(st: TransferStatus<M>): void {
+    const h = this.#handlers
+    if (h === undefined) this.#stats.undeliverable++
+    else if (h.status !== undefined) h.status(st)
   }
 }
