@@ -234,7 +234,7 @@ export class RadixCache {
     this.#insertCalls++
     const ps = this.pageSize
     const total = key.length - (key.length % ps)
-    let node = this.#namespaceRoot(extraKey, total > 0)
+    let node = this.#namespaceRoot(extraKey, true)
     if (total === 0) return { prefixLen: 0, lastNode: this.#handle(node), alignedLen: 0 }
 
     const now = this.#now()
@@ -297,6 +297,8 @@ export class RadixCache {
     }
     this.#matchCalls++
     this.#matchQueried += total
+    // A match never creates a namespace (salts can be unbounded): an unknown one matches nothing
+    // and reports the default root as lastNode (locking a root is a no-op).
     const nsId = this.#nsIds.get(extraKey)
     let node = nsId === undefined ? this.#nsRoots[0]! : this.#nsRoots[nsId]!
     if (nsId === undefined || total === 0) {
@@ -506,6 +508,17 @@ export class RadixCache {
    */
   tokensUnder(node: NodeHandle): number {
     return this.#pathLen[this.#slotOf(node)]!
+  }
+
+  /** Lock count of `node` (cheap; {@link RadixCache.nodeInfo} copies the node's arrays). */
+  lockRefOf(node: NodeHandle): number {
+    return this.#lockRef[this.#slotOf(node)]!
+  }
+
+  /** Parent of `node`, `undefined` for a namespace root (cheap). */
+  parentOf(node: NodeHandle): NodeHandle | undefined {
+    const p = this.#parent[this.#slotOf(node)]!
+    return p < 0 ? undefined : this.#handle(p)
   }
 
   /** Whether `node` is a live handle of this cache. */
