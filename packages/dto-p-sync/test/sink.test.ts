@@ -1,8 +1,8 @@
 import fc from 'fast-check'
 import { describe, expect, it } from 'vitest'
-import { DtoPSyncError, type SyncReply, type TransferMessage } from '../src/index.js'
+import { DtoPSyncError, OfferBuilder, type SyncReply, type TransferMessage } from '../src/index.js'
 import { seededRandom } from '../src/testing/index.js'
-import { chainOf, msgOf, prefillSide, tokens } from './fixtures.js'
+import { chainOf, hasher, msgOf, prefillSide, tokens } from './fixtures.js'
 
 describe('SyncSink ingest', () => {
   it('inserts a chain into P as an external producer', () => {
@@ -367,6 +367,35 @@ describe('SyncSink ingest', () => {
     const q = prefillSide()
     expect(() => q.sink.ingest(bad)).toThrowError(/hash/)
     expect(q.cache.totalSize()).toBe(0)
+  })
+
+  it('ingests into the session namespace only', () => {
+    const p = prefillSide()
+    const offers = new OfferBuilder({ pageSize: 4, blockHasher: hasher })
+    const o = offers.commitTurn('s', tokens(21), { extraKey: 'lora-a' })
+    const r = p.sink.ingest({
+      sessionId: 's',
+      version: o.version,
+      seq: 0,
+      extraKey: 'lora-a',
+      startPage: 0,
+      blocks: o.blocks.map((b) => ({ ...b, withKv: true })),
+    })!
+    expect(r.status).toBe('applied')
+    expect(p.cache.matchPrefix(tokens(21), { readOnly: true, extraKey: 'lora-a' }).length).toBe(20)
+    expect(p.cache.matchPrefix(tokens(21), { readOnly: true }).length).toBe(0)
+    // The same chain ids in the default namespace would not verify: the hasher seeds with the namespace.
+    expect(() =>
+      p.sink.ingest({
+        sessionId: 't',
+        version: 1,
+        seq: 0,
+        extraKey: '',
+        startPage: 0,
+        blocks: o.blocks.map((b) => ({ ...b, withKv: true })),
+      }),
+    ).toThrowError(/hash/)
+    p.check()
   })
 
   it('exposes its holdings as a snapshot', () => {

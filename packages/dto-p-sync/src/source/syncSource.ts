@@ -154,6 +154,8 @@ interface SourceSession {
   /** Cached length of the chain prefix P's events say it holds, valid for `evGen`. */
   evPrefix: number
   evGen: number
+  /** Blocks of the session in transfers in flight. */
+  inFlightBlocks: number
 }
 
 interface InFlight {
@@ -333,6 +335,7 @@ export class SyncSource {
       nextSeq: 0,
       evPrefix: 0,
       evGen: -1,
+      inFlightBlocks: 0,
     }
     if (nsChanged) {
       session.pins = []
@@ -492,6 +495,7 @@ export class SyncSource {
       const key = flightKey(msg.sessionId, msg.seq)
       this.#inFlight.set(key, { sessionId: msg.sessionId, seq: msg.seq, hashes, sentAt: now })
       for (const h of hashes) this.#inFlightHashes.set(h, (this.#inFlightHashes.get(h) ?? 0) + 1)
+      s.inFlightBlocks += hashes.length
       this.#m.messagesSent++
       this.#m.bytesSent += messageBytes(msg, kvb)
       this.#m.kvBlocksSent += t.kvBlocks
@@ -646,8 +650,6 @@ export class SyncSource {
     const c = this.#confirmedPages(s, now)
     const confirmedTokens = c * this.pageSize
     const staleness = s.committedTokens - confirmedTokens
-    let inFlightBlocks = 0
-    for (const f of this.#inFlight.values()) if (f.sessionId === s.id) inFlightBlocks += f.hashes.length
     return {
       sessionId: s.id,
       version: s.version,
@@ -657,7 +659,7 @@ export class SyncSource {
       confirmedTokens,
       staleness,
       withinBudget: staleness <= this.beta,
-      inFlightBlocks,
+      inFlightBlocks: s.inFlightBlocks,
     }
   }
 
@@ -709,6 +711,8 @@ export class SyncSource {
 
   #dropInFlight(key: string, f: InFlight): void {
     this.#inFlight.delete(key)
+    const s = this.#sessions.get(f.sessionId)
+    if (s !== undefined) s.inFlightBlocks -= f.hashes.length
     for (const h of f.hashes) {
       const c = this.#inFlightHashes.get(h)! - 1
       if (c <= 0) this.#inFlightHashes.delete(h)
