@@ -6,6 +6,7 @@ import {
   LeaseBook,
   RouterError,
   admit,
+  parseAdmitResponse,
   recommendedPauseMs,
 } from '../src/index.js'
 
@@ -208,8 +209,11 @@ describe('Algorithm 2: admit', () => {
     expect(admit(state({ draining: true }), req(), { now: 0 }).response.reason).toBe('draining')
   })
 
-  it('caps the lease at maxLeaseMs', () => {
+  it('caps the lease at maxLeaseMs and answers whole milliseconds with a fractional clock', () => {
     expect(admit(state(), req({ leaseMs: 10 ** 9 }), { now: 0 }).response.leaseMs).toBe(60_000)
+    const r = admit(state(), req(), { now: 1234.567 }).response
+    expect(r.leaseMs).toBe(5_000)
+    expect(parseAdmitResponse(r)).toEqual(r)
   })
 
   it('refuses malformed requests and inconsistent states', () => {

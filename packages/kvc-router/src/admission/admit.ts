@@ -335,7 +335,8 @@ export function admit(
       transferQueueDepth: state.transferQueueDepth,
       retractedQueueDepth: state.retractedQueueDepth,
       recommendedPauseMs: pause,
-      ...(lease === undefined ? {} : { leaseMs: Math.max(0, lease.expiresAt - now) }),
+      // Whole milliseconds (the wire contract's integers), whatever the clock's resolution.
+      ...(lease === undefined ? {} : { leaseMs: Math.max(0, Math.round(lease.expiresAt - now)) }),
       ...(released.length === 0 ? {} : { releasedSessions: released }),
     }
     return { response, lease, releaseSessions: released, expiredLeases }

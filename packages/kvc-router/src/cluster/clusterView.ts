@@ -132,7 +132,17 @@ interface MutableLink {
   lastFailureAt: number
 }
 
-/** A negative admission answer kept for the staleness budget. */
+/**
+ * A negative admission answer kept for the staleness budget.
+ *
+ * @example
+ * ```ts
+ * import { ClusterView } from '@kvc/kvc-router'
+ * const view = new ClusterView({ now: () => 0 })
+ * view.addWorker({ id: 'd0', role: 'decode', capacityTokens: 1_000 })
+ * view.cachedRejection('d0', 50)?.response.reason // undefined: nothing cached yet
+ * ```
+ */
 export interface CachedAdmission {
   readonly at: number
   readonly needTokens: number

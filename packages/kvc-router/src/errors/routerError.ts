@@ -16,6 +16,12 @@
  * | `TURN_FINISHED` | `next()` on a turn that already ended (`done` or `fail`) |
  * | `WAIT_EXHAUSTED` | a turn waited its whole SLO-class wait budget without a D taking it (the cause is named) |
  * | `ATTEMPTS_EXHAUSTED` | a turn used its whole attempt budget (admission RPCs and seeds) without completing |
+ *
+ * @example
+ * ```ts
+ * import { RouterErrorCode } from '@kvc/kvc-router'
+ * RouterErrorCode.EventOutOfOrder // 'EVENT_OUT_OF_ORDER'
+ * ```
  */
 export const RouterErrorCode = {
   InvalidOption: 'INVALID_OPTION',
@@ -32,7 +38,15 @@ export const RouterErrorCode = {
   AttemptsExhausted: 'ATTEMPTS_EXHAUSTED',
 } as const
 
-/** One of the string codes of {@link RouterErrorCode}. */
+/**
+ * One of the string codes of {@link RouterErrorCode}.
+ *
+ * @example
+ * ```ts
+ * import type { RouterErrorCode } from '@kvc/kvc-router'
+ * const code: RouterErrorCode = 'UNKNOWN_WORKER'
+ * ```
+ */
 export type RouterErrorCode = (typeof RouterErrorCode)[keyof typeof RouterErrorCode]
 
 /**
@@ -66,7 +80,7 @@ export class RouterError extends Error {
   }
 }
 
-/** Throws `INVALID_LENGTH` unless `n` is a finite integer `>= 0`. */
+/** @internal Throws `INVALID_LENGTH` unless `n` is a finite integer `>= 0`. */
 export function checkLength(what: string, n: unknown): number {
   if (typeof n !== 'number' || !Number.isInteger(n) || n < 0) {
     throw new RouterError('INVALID_LENGTH', `${what} must be a non-negative integer, got ${String(n)}`, n)
@@ -74,7 +88,7 @@ export function checkLength(what: string, n: unknown): number {
   return n
 }
 
-/** Throws `INVALID_OPTION` unless `ok`. */
+/** @internal Throws `INVALID_OPTION` unless `ok`. */
 export function checkOption(ok: boolean, what: string, value: unknown): void {
   if (!ok) throw new RouterError('INVALID_OPTION', `invalid option ${what}: ${String(value)}`, value)
 }

@@ -195,7 +195,19 @@ export class ScriptedDriver {
   }
 }
 
-/** Builds a valid `AdmitResponse` for a scripted answer. */
+/**
+ * Builds a valid `AdmitResponse` answering an admit action with a scripted answer.
+ *
+ * @example
+ * ```ts
+ * import { Router } from '@kvc/kvc-router'
+ * import { scriptedResponse } from '@kvc/kvc-router/testing'
+ * const turn = new Router({ now: () => 0, workers: [{ id: 'd0', role: 'decode', capacityTokens: 1e6 }] })
+ *   .dispatch({ sessionId: 's', promptTokens: 10 })
+ * const a = turn.next()
+ * if (a.type === 'admit') turn.next({ type: 'admitResult', response: scriptedResponse(a, { kind: 'admit' }) })
+ * ```
+ */
 export function scriptedResponse(
   a: AdmitAction,
   ans: Exclude<AdmitAnswer, { kind: 'timeout' | 'error' }>,

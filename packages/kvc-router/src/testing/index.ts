@@ -6,11 +6,16 @@
  *
  * @packageDocumentation
  */
-export { ResidencyReferenceModel, checkResidencyAgainstModel } from './residencyModel.js'
+export {
+  ResidencyReferenceModel,
+  checkResidencyAgainstModel,
+  type ResidencyModelWorker,
+} from './residencyModel.js'
 export {
   RESIDENCY_TEST_CHAINS,
   residencyCommands,
   residencyModelSetup,
+  type ResidencyCommand,
   type ResidencyCommandsOptions,
   type ResidencyRealState,
 } from './residencyCommands.js'

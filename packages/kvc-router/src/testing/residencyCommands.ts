@@ -5,12 +5,31 @@ import { BlockKeys } from '../residency/blockKeys.js'
 import { ResidencyIndex } from '../residency/residencyIndex.js'
 import { ResidencyReferenceModel, checkResidencyAgainstModel } from './residencyModel.js'
 
-/** The real side of a residency model run. */
+/**
+ * The real side of a residency model run.
+ *
+ * @example
+ * ```ts
+ * import { residencyModelSetup } from '@kvc/kvc-router/testing'
+ * const { real } = residencyModelSetup()()
+ * real.index.workerCount // 3
+ * ```
+ */
 export interface ResidencyRealState {
   readonly index: ResidencyIndex
 }
 
-type Cmd = fc.Command<ResidencyReferenceModel, ResidencyRealState>
+/**
+ * A command of the residency model-based test.
+ *
+ * @example
+ * ```ts
+ * import type { ResidencyCommand } from '@kvc/kvc-router/testing'
+ * const run = (c: ResidencyCommand) => c.toString()
+ * ```
+ */
+export type ResidencyCommand = fc.Command<ResidencyReferenceModel, ResidencyRealState>
+type Cmd = ResidencyCommand
 
 /**
  * Hashes used by {@link residencyCommands}: a few prefix chains that share heads (so overlaps are
@@ -308,7 +327,7 @@ export function residencyCommands(options: ResidencyCommandsOptions = {}): fc.Ar
  * ```ts
  * import { residencyModelSetup } from '@kvc/kvc-router/testing'
  * const { model, real } = residencyModelSetup({ gapPolicy: 'hold' })()
- * real.index.workerCount // 0
+ * real.index.workerCount // 3 (d0, d1, d2 are pre-registered)
  * ```
  */
 export function residencyModelSetup(

@@ -2,7 +2,19 @@ import type { KvEvent } from '@kvc/radix-cache'
 import { RouterError } from '../errors/routerError.js'
 import type { IngestStatus, OverlapMode, ResidencyIndex } from '../residency/residencyIndex.js'
 
-interface ModelWorker {
+/**
+ * One worker of {@link ResidencyReferenceModel}: the (unsigned) hashes it holds, its last applied
+ * event id and whether a gap flagged it.
+ *
+ * @example
+ * ```ts
+ * import { ResidencyReferenceModel } from '@kvc/kvc-router/testing'
+ * const m = new ResidencyReferenceModel()
+ * m.addWorker('d0')
+ * m.workers.get('d0')?.last // -1
+ * ```
+ */
+export interface ResidencyModelWorker {
   blocks: Set<bigint>
   last: number
   needsResync: boolean
@@ -25,7 +37,7 @@ const u64 = (h: bigint): bigint => BigInt.asUintN(64, h)
  * ```
  */
 export class ResidencyReferenceModel {
-  readonly workers = new Map<string, ModelWorker>()
+  readonly workers = new Map<string, ResidencyModelWorker>()
   readonly #theta: number
   readonly #gapPolicy: 'apply' | 'hold'
   readonly #dedupe: boolean
@@ -45,7 +57,7 @@ export class ResidencyReferenceModel {
     if (!this.workers.delete(id)) throw new RouterError('UNKNOWN_WORKER', id, id)
   }
 
-  #w(id: string): ModelWorker {
+  #w(id: string): ResidencyModelWorker {
     const w = this.workers.get(id)
     if (w === undefined) throw new RouterError('UNKNOWN_WORKER', id, id)
     return w
