@@ -5,7 +5,7 @@ import {
   parseAdmitResponse,
 } from '../admission/contract.js'
 import { RouterError, checkLength } from '../errors/routerError.js'
-import type { BlockKeys } from '../residency/blockKeys.js'
+import { BlockKeys } from '../residency/blockKeys.js'
 import { turnKeys } from '../route/route.js'
 import type {
   RouteCandidate,
@@ -127,9 +127,11 @@ export class TurnDispatch {
   constructor(ctx: RouteContext, policy: RoutingPolicy, turn: TurnRequest, turnId: string) {
     this.#ctx = ctx
     this.#policy = policy
-    this.#turn = turn
     this.turnId = turnId
     this.#keys = turnKeys(turn)
+    // Convert a bigint[] prompt to keys once per turn, not once per walk.
+    this.#turn =
+      turn.blocks === undefined || turn.blocks instanceof BlockKeys ? turn : { ...turn, blocks: this.#keys }
     this.#cls = turn.sloClass ?? 'interactive'
     this.#reserve = turn.expectedOutputTokens ?? ctx.params.defaultDecodeReserve
     const now = ctx.cluster.now()
