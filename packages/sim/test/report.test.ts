@@ -58,17 +58,11 @@ describe('HTML report', () => {
       page.on('pageerror', (e) => errors.push(String(e)))
       page.on('requestfailed', (r) => errors.push(`request failed: ${r.url()}`))
       await page.goto(`file://${join(OUT, 'report.html')}`)
-      const charts = await page.evaluate(() =>
-        [...document.querySelectorAll('svg.chart')].map((s) => {
-          const r = s.getBoundingClientRect()
-          return {
-            w: r.width,
-            h: r.height,
-            marks: s.querySelectorAll('rect.bar, path.line').length,
-            title: s.getAttribute('aria-label'),
-          }
-        }),
-      )
+      // A string expression: the page's DOM types are not part of this package's compile.
+      const charts = (await page.evaluate(`[...document.querySelectorAll('svg.chart')].map((s) => {
+        const r = s.getBoundingClientRect()
+        return { w: r.width, h: r.height, marks: s.querySelectorAll('rect.bar, path.line').length, title: s.getAttribute('aria-label') }
+      })`)) as { w: number; h: number; marks: number; title: string | null }[]
       expect(errors).toEqual([])
       expect(charts.length).toBeGreaterThanOrEqual(10)
       for (const c of charts) {

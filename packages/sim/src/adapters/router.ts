@@ -50,6 +50,7 @@ export {
  * | `sglang-cache-aware` | SGLang router's cache-aware rule in P/D mode: every turn through a P | `nPmD` |
  * | `round-robin` | round-robin over D workers, every turn through a P | `nPmD` |
  * | `random`, `power-of-two`, `sticky-session`, `dynamo-kv-cost` | further baselines (every turn through a P) | `nPmD` |
+ * | `kvc-capacity-blind` | ablation, the seeds' v5 KvAwarePolicy (seed 001 §1): `kvc` with key 2 (`capOk`) removed from Route's ranking and sessions pinned to the D they first landed on; built on the router's own ranking, Dispatch and Admit | `nPmD` |
  *
  * @example
  * ```ts
@@ -66,6 +67,7 @@ export const POLICY_NAMES = [
   'power-of-two',
   'sticky-session',
   'dynamo-kv-cost',
+  'kvc-capacity-blind',
 ] as const
 
 /**
@@ -253,6 +255,9 @@ export function createPolicy(spec: PolicySpec): RoutingPolicy {
     case 'dynamo-kv-cost':
       p = dynamoKvCostPolicy()
       break
+    case 'kvc-capacity-blind':
+      p = capacityBlind(kvcPolicy())
+      break
   }
   if (!spec.admission && p.usesAdmission) {
     const inner = p
@@ -264,6 +269,32 @@ export function createPolicy(spec: PolicySpec): RoutingPolicy {
     }
   }
   return p
+}
+
+/**
+ * Ablation of Algorithm 1 without its capacity key, as the seeds' v5 ran it: the router's own
+ * `kvc` ranking is re-sorted by (prefix resident ∧ append ≤ τ_append, score, −load,
+ * tie-break); a candidate is "fast" whenever its prefix is resident and the append small, full or
+ * not; and a session that has a D is offered only that D while it is eligible (permanent pin).
+ * Dispatch and Admit are the router's, unchanged: a full D rejects, and the turn waits.
+ */
+function capacityBlind(inner: RoutingPolicy): RoutingPolicy {
+  return {
+    ...inner,
+    name: 'kvc-capacity-blind',
+    rank(ctx, turn) {
+      const d = inner.rank(ctx, turn)
+      const tau = ctx.params.tauAppend
+      let blind = d.candidates.map((c) => ({ ...c, fast: c.prefixResident && c.appendTokens <= tau }))
+      const pinned = blind.filter((c) => c.workerId === d.boundWorker)
+      if (pinned.length > 0) blind = pinned
+      blind.sort(
+        (a, b) =>
+          Number(b.fast) - Number(a.fast) || b.score - a.score || a.load - b.load || a.tieBreak - b.tieBreak,
+      )
+      return { ...d, policy: 'kvc-capacity-blind', candidates: blind.map((c, i) => ({ ...c, rank: i })) }
+    },
+  }
 }
 
 /**

@@ -74,6 +74,11 @@ export interface RunOptions {
   readonly faults?: readonly FaultSpec[]
   /** Interval of the per-worker KV usage samples, simulated seconds (default 5). */
   readonly sampleIntervalS?: number
+  /**
+   * Tokens allocated per prefill chunk (SGLang's `--chunked-prefill-size`, default 8,192); also
+   * the chunk of KV a transfer lands in. Evictions happen per chunk and, while decoding, per page.
+   */
+  readonly prefillChunkTokens?: number
   /** A prefill that cannot get KV memory for this long fails with `kv_capacity` (default 30 s). */
   readonly memoryWaitTimeoutS?: number
   /** Turns still running at this simulated time fail with cause `horizon` (default 48 h). */
@@ -290,6 +295,7 @@ export class ClusterSimulation {
   readonly #horizonMs: number
   readonly #sampleMs: number
   readonly #capacity: number
+  readonly #chunk: number
   #now = 0
   #ended = 0
   #transferSeq = 0
@@ -331,6 +337,12 @@ export class ClusterSimulation {
     )
     this.cost = makeCostModel(options.costModel)
     this.#memWaitMs = (options.memoryWaitTimeoutS ?? 30) * 1000
+    this.#chunk = options.prefillChunkTokens ?? 8192
+    checkOption(
+      Number.isInteger(this.#chunk) && this.#chunk >= 1,
+      `prefillChunkTokens must be a positive integer, got ${this.#chunk}`,
+      this.#chunk,
+    )
     this.#horizonMs = (options.horizonS ?? 48 * 3600) * 1000
     this.#sampleMs = (options.sampleIntervalS ?? 5) * 1000
     checkOption(this.#sampleMs > 0, 'sampleIntervalS must be > 0', options.sampleIntervalS)
@@ -1045,13 +1057,25 @@ export class ClusterSimulation {
       make()
     }
     const newTokens = prompt.length - cached!
-    const ef = cache.ensureFree(newTokens + reserve + w.reservedOutputs)
-    if (!ef.ok) {
-      cache.abortReq(req!)
-      return undefined
+    // Admission to the GPU (SGLang's scheduler): the prompt and the outputs of every admitted
+    // request must fit in free + evictable memory; idle sessions give up their locks first, least
+    // recently used first. Nothing is evicted yet.
+    const need = newTokens + reserve + w.reservedOutputs
+    if (w.pool.availableSize() + cache.cache.evictableSize() < need) {
+      cache.evictIdleSessions({ needTokens: need })
+      if (w.pool.availableSize() + cache.cache.evictableSize() < need) {
+        cache.abortReq(req!)
+        return undefined
+      }
     }
+    // Allocate chunk by chunk (chunked prefill / layer-wise transfer): each chunk evicts only
+    // its own shortfall, as the engine does.
     try {
-      cache.prefill(req!, newTokens)
+      for (let done = 0; done < newTokens; ) {
+        const k = Math.min(this.#chunk, newTokens - done)
+        cache.prefill(req!, k)
+        done += k
+      }
     } catch (err) {
       cache.abortReq(req!)
       if (isOom(err)) return undefined
