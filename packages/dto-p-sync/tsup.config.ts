@@ -6,6 +6,8 @@ export default defineConfig({
   dts: true,
   sourcemap: true,
   clean: true,
+  // One shared chunk for both entries, so classes are identical across '.' and './testing' in CJS too.
+  splitting: true,
   target: 'es2022',
   external: ['fast-check'],
 })

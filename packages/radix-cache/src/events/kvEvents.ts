@@ -33,6 +33,12 @@ export interface BlockRemovedEvent {
   readonly type: 'BlockRemoved'
   readonly eventId: number
   readonly blockHashes: readonly bigint[]
+  /**
+   * Namespace of the pages (`null` for the default namespace). An extension: upstream SGLang's
+   * `BlockRemoved` carries hashes only, which is ambiguous when namespaces share hashes. Absent
+   * in events decoded from engines that do not send it.
+   */
+  readonly extraKey?: string | null
 }
 
 /** The whole tree was cleared (`reset()`). */

@@ -1109,8 +1109,15 @@ export class RadixCache {
       const d = this.#digests[x]
       if (d !== undefined) {
         const hasher = this.#hasher!
+        const ns = this.#nsNames[this.#ns[x]!]!
+        const extraKey = ns === '' ? null : ns
         for (let i = 0; i < d.length; i++) {
-          this.#emit({ type: 'BlockRemoved', eventId: this.#eventId++, blockHashes: [hasher.blockId(d[i]!)] })
+          this.#emit({
+            type: 'BlockRemoved',
+            eventId: this.#eventId++,
+            blockHashes: [hasher.blockId(d[i]!)],
+            extraKey,
+          })
         }
       }
     }
