@@ -89,7 +89,10 @@ export function routedEvents(t: Trace, capacityBlocks: number): WorkerEvent[] {
     }
     for (const h of evicted) cache.delete(Number(h))
     if (evicted.length > 0)
-      out.push({ worker: w, event: { type: 'BlockRemoved', eventId: next[w]!++, blockHashes: evicted } })
+      out.push({
+        worker: w,
+        event: { type: 'BlockRemoved', eventId: next[w]!++, blockHashes: evicted, extraKey: null } as KvEvent,
+      })
   }
   return out
 }

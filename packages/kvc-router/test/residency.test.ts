@@ -11,11 +11,9 @@ const stored = (eventId: number, blockHashes: bigint[], parentBlockHash: bigint 
   blockSize: 4,
   extraKey: null,
 })
-const removed = (eventId: number, blockHashes: bigint[]): KvEvent => ({
-  type: 'BlockRemoved',
-  eventId,
-  blockHashes,
-})
+// `extraKey` on BlockRemoved is a newer radix-cache field; the cast keeps both versions compiling.
+const removed = (eventId: number, blockHashes: bigint[]): KvEvent =>
+  ({ type: 'BlockRemoved', eventId, blockHashes, extraKey: null }) as KvEvent
 
 function codeOf(f: () => unknown): string | undefined {
   try {

@@ -85,7 +85,7 @@ function applyEvent(w: World, ev: KvEventSpec, nextId: Map<string, number>): voi
           extraKey: null,
         }
       : ev.kind === 'BlockRemoved'
-        ? { type: 'BlockRemoved', eventId, blockHashes: hashes }
+        ? ({ type: 'BlockRemoved', eventId, blockHashes: hashes, extraKey: null } as KvEvent)
         : { type: 'AllBlocksCleared', eventId }
   w.router.ingest(id, e)
 }
@@ -306,6 +306,72 @@ describe('reset-on-success vs v1 permanent exclusion', () => {
         expect(v1).toContain('all_excluded')
       }),
       { numRuns: 40 },
+    )
+  })
+})
+
+describe('concurrent turns share the cluster view safely', () => {
+  it('interleaved turns never exceed a D pending-seed budget, never drive a load negative, and give every load back', () => {
+    const concArb = fc.record({
+      nP: fc.integer({ min: 1, max: 2 }),
+      nD: fc.integer({ min: 1, max: 3 }),
+      seed: fc.integer(),
+      turns: fc.array(
+        fc.record({
+          session: fc.nat(5),
+          prompt: fc.integer({ min: 1, max: 40_000 }),
+          sloClass: fc.constantFrom(...SLO_CLASSES),
+        }),
+        { minLength: 2, maxLength: 8 },
+      ),
+      order: fc.array(fc.nat(), { minLength: 64, maxLength: 64 }),
+      answers: fc.array(admitAnswerArb(), { maxLength: 20 }),
+      sends: fc.array(sendAnswerArb(), { maxLength: 8 }),
+    })
+    const BUDGET = 2
+    fc.assert(
+      fc.property(concArb, (c) => {
+        const w = world(c.nP, c.nD, c.seed, { pendingSeedsPerD: BUDGET })
+        const answers = [...c.answers]
+        const sends = [...c.sends]
+        const driver = new ScriptedDriver({
+          router: w.router,
+          clock: w.clock,
+          admit: () => answers.shift() ?? { kind: 'admit' },
+          send: () => sends.shift() ?? { kind: 'ok' },
+        })
+        const live = c.turns.map((t) => {
+          const turn = w.router.dispatch({
+            sessionId: `s${t.session}`,
+            promptTokens: t.prompt,
+            blocks: sessionBlocks(t.session, t.prompt),
+            sloClass: t.sloClass,
+          })
+          return { turn, action: turn.next() }
+        })
+        const check = () => {
+          for (const id of [...w.router.cluster.decodeIds(), ...w.router.cluster.prefillIds()]) {
+            const l = w.router.cluster.store.load(id)
+            expect(l.pendingSeeds).toBeLessThanOrEqual(BUDGET)
+            for (const v of Object.values(l)) expect(v).toBeGreaterThanOrEqual(0)
+          }
+        }
+        const bound = c.turns.length * dispatchActionBound(w.router.params, c.nD)
+        let steps = 0
+        for (;;) {
+          const running = live.filter((x) => x.action.type !== 'done' && x.action.type !== 'fail')
+          if (running.length === 0) break
+          const pick = running[c.order[steps % c.order.length]! % running.length]!
+          pick.action = pick.turn.next(driver.answer(pick.action))
+          check()
+          expect(++steps).toBeLessThanOrEqual(bound)
+        }
+        for (const x of live) {
+          if (x.action.type === 'fail') expect(x.action.error).toBeInstanceOf(RouterError)
+        }
+        checkNoInflightLoad(w.router)
+      }),
+      { numRuns: 120 },
     )
   })
 })

@@ -121,7 +121,9 @@ export class TurnDispatch {
   /** Obstacles met during the whole turn; the most frequent one names a failure. */
   readonly #tally = new Map<TurnFailureCause, number>()
   /** Loads added for an in-flight send, undone by its outcome or by `abort`. */
-  #inflight: { d: string; p: string | undefined; prefill: number; blocks: number; seed: boolean } | undefined
+  #inflight: { d: string; p: string | undefined; prefill: number; blocks: number } | undefined
+  /** The D whose pending-seed slot this turn holds (taken before its admission RPC). */
+  #seedSlot: string | undefined
 
   /** @internal Use `Router.dispatch`. */
   constructor(ctx: RouteContext, policy: RoutingPolicy, turn: TurnRequest, turnId: string) {
@@ -238,6 +240,7 @@ export class TurnDispatch {
       )
     }
     this.#undoInflight()
+    this.#releaseSeedSlot()
     const fail = this.#fail('aborted', 'TURN_FINISHED')
     this.#gen.return(fail)
     this.#final = fail
@@ -348,10 +351,16 @@ export class TurnDispatch {
       this.#step('skip', d, undefined, 'no healthy P with a healthy link')
       return undefined
     }
+    // Take the pending-seed slot before the admission RPC, so that turns interleaved with this
+    // one cannot overshoot the budget while it waits for the answer.
+    this.#takeSeedSlot(d)
     let leaseId: string | undefined
     if (policy.usesAdmission) {
       const r = yield* this.#admit(d, 'seed', c)
-      if (r.kind !== 'admitted') return undefined
+      if (r.kind !== 'admitted') {
+        this.#releaseSeedSlot()
+        return undefined
+      }
       leaseId = r.leaseId
     }
     return yield* this.#seed(p, d, c, leaseId)
@@ -445,7 +454,7 @@ export class TurnDispatch {
     const blocks = this.#decodeBlocks()
     if (!this.#policy.usesAdmission)
       cluster.consumeAvailable(d, Math.max(0, Math.min(c.needTokens, cluster.available(d))))
-    this.#addInflight(d, undefined, c.appendTokens, blocks, false)
+    this.#addInflight(d, undefined, c.appendTokens, blocks)
     this.#step('sendFast', d, undefined, `${path}: D prefills ${c.appendTokens} tokens`)
     const out = yield {
       type: 'sendFast',
@@ -472,7 +481,7 @@ export class TurnDispatch {
     const attempt = this.#bumpAttempts()
     if (!this.#policy.usesAdmission)
       cluster.consumeAvailable(d, Math.max(0, Math.min(c.needTokens, cluster.available(d))))
-    this.#addInflight(d, p, this.#turn.promptTokens, this.#decodeBlocks(), true)
+    this.#addInflight(d, p, this.#turn.promptTokens, this.#decodeBlocks())
     this.#step('seedViaP', d, p, `P ${p} prefills ${this.#turn.promptTokens} tokens → D ${d}`)
     const out = yield {
       type: 'seedViaP',
@@ -484,6 +493,7 @@ export class TurnDispatch {
       attempt,
     }
     this.#undoInflight()
+    this.#releaseSeedSlot()
     if (out.type === 'completed') {
       if (cluster.has(p) && cluster.has(d)) cluster.recordTransfer(p, d, true)
       return this.#succeed(d, p, 'seed', out, migratedFrom)
@@ -606,18 +616,30 @@ export class TurnDispatch {
     return Math.ceil((this.#turn.promptTokens + this.#reserve) / this.#ctx.params.pageSize)
   }
 
-  #addInflight(d: string, p: string | undefined, prefill: number, blocks: number, seed: boolean): void {
+  #addInflight(d: string, p: string | undefined, prefill: number, blocks: number): void {
     const store = this.#ctx.cluster.store
-    store.addLoad(d, 1, seed ? 1 : 0, p === undefined ? prefill : 0, blocks)
+    store.addLoad(d, 1, 0, p === undefined ? prefill : 0, blocks)
     if (p !== undefined) store.addLoad(p, 1, 0, prefill, 0)
-    this.#inflight = { d, p, prefill, blocks, seed }
+    this.#inflight = { d, p, prefill, blocks }
+  }
+
+  #takeSeedSlot(d: string): void {
+    this.#ctx.cluster.store.addLoad(d, 0, 1, 0, 0)
+    this.#seedSlot = d
+  }
+
+  #releaseSeedSlot(): void {
+    const d = this.#seedSlot
+    if (d === undefined) return
+    this.#ctx.cluster.store.addLoad(d, 0, -1, 0, 0)
+    this.#seedSlot = undefined
   }
 
   #undoInflight(): void {
     const f = this.#inflight
     if (f === undefined) return
     const store = this.#ctx.cluster.store
-    store.addLoad(f.d, -1, f.seed ? -1 : 0, f.p === undefined ? -f.prefill : 0, -f.blocks)
+    store.addLoad(f.d, -1, 0, f.p === undefined ? -f.prefill : 0, -f.blocks)
     if (f.p !== undefined) store.addLoad(f.p, -1, 0, -f.prefill, 0)
     this.#inflight = undefined
   }

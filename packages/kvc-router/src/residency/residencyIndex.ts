@@ -449,7 +449,7 @@ export class ResidencyIndex {
    * const index = new ResidencyIndex()
    * index.addWorker('d0')
    * index.ingest('d0', { type: 'BlockStored', eventId: 0, blockHashes: [5n], parentBlockHash: null, tokenIds: [], blockSize: 4, extraKey: null }) // 'applied'
-   * index.ingest('d0', { type: 'BlockRemoved', eventId: 3, blockHashes: [5n] }) // 'gap-applied' (ids 1 and 2 were lost)
+   * index.ingest('d0', { type: 'BlockRemoved', eventId: 3, blockHashes: [5n], extraKey: null }) // 'gap-applied' (ids 1 and 2 were lost)
    * ```
    */
   ingest(workerId: string, event: KvEvent): IngestStatus {

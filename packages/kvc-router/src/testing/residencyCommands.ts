@@ -145,7 +145,7 @@ class Ingest implements Cmd {
             extraKey: null,
           }
         : this.kind === 'BlockRemoved'
-          ? { type: 'BlockRemoved', eventId, blockHashes: this.hashes }
+          ? ({ type: 'BlockRemoved', eventId, blockHashes: this.hashes, extraKey: null } as KvEvent)
           : { type: 'AllBlocksCleared', eventId }
     sameOutcome(
       () => r.index.ingest(this.id, e),
