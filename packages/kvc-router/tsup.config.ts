@@ -6,6 +6,9 @@ export default defineConfig({
   dts: true,
   sourcemap: true,
   clean: true,
+  // One shared chunk for both entries, so classes (RouterError, ResidencyIndex, Router...) are
+  // identical across '.' and './testing' in CJS too.
+  splitting: true,
   target: 'es2022',
   external: ['fast-check'],
 })
