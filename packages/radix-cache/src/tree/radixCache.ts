@@ -244,11 +244,8 @@ export class RadixCache {
     while (off < total) {
       const child = this.#findChild(node, key, off)
       if (child < 0) break
-      const ckey = keys[child]!
-      const clen = ckey.length
-      const lim = Math.min(clen, total - off)
-      const i = commonPrefix(ckey, key, off, ps, lim)
-      const m = i - (i % ps)
+      const clen = keys[child]!.length
+      const m = this.#matchInChild(child, key, off, total)
       let next = child
       if (m < clen) next = this.#split(child, m)
       this.#touch(next, now)
@@ -314,11 +311,8 @@ export class RadixCache {
     while (off < total) {
       const child = this.#findChild(node, key, off)
       if (child < 0) break
-      const ckey = keys[child]!
-      const clen = ckey.length
-      const lim = Math.min(clen, total - off)
-      const i = commonPrefix(ckey, key, off, ps, lim)
-      const m = i - (i % ps)
+      const clen = keys[child]!.length
+      const m = this.#matchInChild(child, key, off, total)
       let next = child
       if (m < clen && !readOnly) next = this.#split(child, m)
       if (!readOnly) {
@@ -798,6 +792,17 @@ export class RadixCache {
       c = next[c]!
     }
     return -1
+  }
+
+  /**
+   * Page-aligned length of the match between `child`'s edge and `key[off:total)`; at least one
+   * page, since `#findChild` already compared the first page.
+   */
+  #matchInChild(child: number, key: Uint32Array, off: number, total: number): number {
+    const ckey = this.#keys[child]!
+    const ps = this.pageSize
+    const i = commonPrefix(ckey, key, off, ps, Math.min(ckey.length, total - off))
+    return i - (i % ps)
   }
 
   #touch(node: number, now: number): void {
