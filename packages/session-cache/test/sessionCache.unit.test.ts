@@ -579,3 +579,25 @@ describe('Histogram', () => {
     })
   })
 })
+
+describe('committedTokens and extendsSession', () => {
+  it('expose what the next turn must extend', () => {
+    const { sc } = makeCache()
+    expect(sc.committedTokens('s')).toBeUndefined()
+    expect(sc.extendsSession('s', [1, 2, 3])).toBe(false)
+    sc.openSession('s')
+    expect(sc.committedTokens('s')).toEqual(new Uint32Array(0))
+    const t1 = turn(sc, 'a', range(1, 10), [100, 101], { sessionId: 's' })
+    const committed = sc.committedTokens('s')!
+    // A finished request commits prompt + output minus the newest sampled token (SGLang).
+    expect(Array.from(committed)).toEqual(Array.from(t1.tokenIds).slice(0, committed.length))
+    expect(committed.length).toBe(11)
+    expect(sc.extendsSession('s', [...committed, 7])).toBe(true)
+    expect(sc.extendsSession('s', committed)).toBe(false) // must strictly extend
+    expect(sc.extendsSession('s', [9, ...committed])).toBe(false)
+    // The copy is the caller's: mutating it changes nothing.
+    committed.fill(0)
+    expect(sc.extendsSession('s', [...range(1, 10), 100, 5])).toBe(true)
+    expect(() => sc.extendsSession('s', [1, -1])).toThrow(SessionCacheError)
+  })
+})

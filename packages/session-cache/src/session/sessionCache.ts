@@ -405,6 +405,37 @@ export class SessionCache {
   }
 
   /**
+   * A copy of the token ids a session has committed so far (empty before its first turn), or
+   * `undefined` when the session is not open. The next turn's prompt must strictly extend them.
+   *
+   * @example
+   * ```ts
+   * const committed = sc.committedTokens('agent-7')
+   * console.log(committed?.length)
+   * ```
+   */
+  committedTokens(sessionId: string): Uint32Array | undefined {
+    return this.#slots.get(sessionId)?.committed.slice()
+  }
+
+  /**
+   * Whether `tokens` strictly extend what the session has committed, i.e. whether a request
+   * with them would pass `matchPrefix`'s append-only check (`false` for a closed session).
+   * Validates the token ids like `createRequest`.
+   *
+   * @example
+   * ```ts
+   * if (!sc.extendsSession('agent-7', prompt)) console.log('history was rewritten: reseed')
+   * ```
+   */
+  extendsSession(sessionId: string, tokens: ArrayLike<number>): boolean {
+    const slot = this.#slots.get(sessionId)
+    const t = toTokens(tokens, 0)
+    if (slot === undefined) return false
+    return t.length > slot.committed.length && startsWith(t, slot.committed)
+  }
+
+  /**
    * A snapshot of a session's slot, or `undefined` when it is not open.
    *
    * @example
