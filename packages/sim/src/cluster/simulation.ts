@@ -273,7 +273,7 @@ export class ClusterSimulation {
   readonly cost: CostModel
   readonly pageSize: number
   readonly timeScale: number
-  readonly workers: SimWorker[] = []
+  readonly #workers: SimWorker[] = []
   readonly router: Router
 
   readonly #w: Workload
@@ -384,9 +384,9 @@ export class ClusterSimulation {
     })
 
     const add = (id: string, role: SimWorker['role'], retention: Retention) => {
-      const idx = this.workers.length
+      const idx = this.#workers.length
       const w = this.#makeWorker(idx, id, role, retention)
-      this.workers.push(w)
+      this.#workers.push(w)
       this.#byId.set(id, w)
       if (role !== 'prefill') this.#decodeWorkers.push(w)
       this.router.cluster.addWorker({
@@ -599,10 +599,10 @@ export class ClusterSimulation {
           this.#admitAtD(this.#turns[q.a]!, q.b)
           break
         case EV_PREFILL_DONE:
-          this.#prefillDone(this.workers[q.a]!, q.b)
+          this.#prefillDone(this.#workers[q.a]!, q.b)
           break
         case EV_DECODE_TICK:
-          this.#decodeTick(this.workers[q.a]!, q.b)
+          this.#decodeTick(this.#workers[q.a]!, q.b)
           break
         case EV_TRANSFER_DONE:
           this.#transferDone(q.a)
@@ -611,7 +611,7 @@ export class ClusterSimulation {
           this.#transferDeadline(q.a)
           break
         case EV_MEMORY_TIMEOUT:
-          this.#memoryTimeout(this.workers[q.a]!, q.b)
+          this.#memoryTimeout(this.#workers[q.a]!, q.b)
           break
         case EV_SAMPLE:
           this.#sample()
@@ -653,7 +653,7 @@ export class ClusterSimulation {
       }
     }
     let poolsBalanced = true
-    for (const w of this.workers) {
+    for (const w of this.#workers) {
       if (w.alive && w.cache !== undefined && !w.cache.poolAccounting().balanced) poolsBalanced = false
     }
     const accounting: RunAccounting = {
@@ -684,13 +684,13 @@ export class ClusterSimulation {
       capacityTokens: this.#capacity,
       records,
       makespanS: Math.max(0, this.#lastEnd - first) / 1000,
-      usage: this.workers.map((w) => ({
+      usage: this.#workers.map((w) => ({
         workerId: w.id,
         role: w.role,
         timesS: w.usageTimes,
         usage: w.usage,
       })),
-      evictions: this.workers.map((w) => ({
+      evictions: this.#workers.map((w) => ({
         workerId: w.id,
         evictions: w.evictions,
         evictedTokens: w.evictedTokens,
@@ -990,7 +990,7 @@ export class ClusterSimulation {
     turn.stage = 'queued'
     turn.kind = kind
     turn.w1 = w
-    turn.w2 = decodeIdx >= 0 ? this.workers[decodeIdx] : undefined
+    turn.w2 = decodeIdx >= 0 ? this.#workers[decodeIdx] : undefined
     w.holders.add(turn)
     w.queue.push({ turn, seq: turn.seq, kind, decodeIdx, leaseId, enqueuedMs: this.#now })
     this.#tryStart(w)
@@ -1129,7 +1129,7 @@ export class ClusterSimulation {
     w.runningReq = undefined
     w.cache!.cacheUnfinishedReq(req)
     if (job.kind === 'pfill') {
-      this.#startTransfer(turn, w, this.workers[job.decodeIdx]!, job.leaseId)
+      this.#startTransfer(turn, w, this.#workers[job.decodeIdx]!, job.leaseId)
     } else {
       turn.firstTokenMs = this.#now
       this.#startDecode(w, turn, req)
@@ -1333,8 +1333,8 @@ export class ClusterSimulation {
   }
 
   #startWire(t: Transfer, turn: Turn): void {
-    const p = this.workers[t.p]!
-    const d = this.workers[t.d]!
+    const p = this.#workers[t.p]!
+    const d = this.#workers[t.d]!
     const link = this.#link(p, d)
     t.state = 'wire'
     turn.stage = 'wire'
@@ -1360,8 +1360,8 @@ export class ClusterSimulation {
     const turn = this.#turns[t.turn.id]!
     if (t.state !== 'wire' || t.seq !== turn.seq || turn.ended) return
     t.state = 'done'
-    const p = this.workers[t.p]!
-    const d = this.workers[t.d]!
+    const p = this.#workers[t.p]!
+    const d = this.#workers[t.d]!
     d.transfersOnWire--
     turn.transfer = undefined
     this.#finishP(turn, p)
@@ -1508,7 +1508,7 @@ export class ClusterSimulation {
 
   #sample(): void {
     const tS = this.#now / 1000
-    for (const w of this.workers) {
+    for (const w of this.#workers) {
       const n = w.usageTimes.length
       if (n > 0 && w.usageTimes[n - 1] === tS) continue
       w.usageTimes.push(tS)
@@ -1628,8 +1628,8 @@ export class ClusterSimulation {
           const turn = this.#turns[t.turn.id]!
           if (
             t.state === 'wire' &&
-            this.workers[t.p]!.id === pid &&
-            this.workers[t.d]!.id === did &&
+            this.#workers[t.p]!.id === pid &&
+            this.#workers[t.d]!.id === did &&
             t.seq === turn.seq
           ) {
             this.#transferErrors++

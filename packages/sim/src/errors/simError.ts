@@ -9,6 +9,12 @@
  * | `INVALID_FAULT` | a fault specification cannot be parsed |
  * | `UNAVAILABLE` | a policy needs a package API that is not available in this build |
  * | `ACCOUNTING` | a run ended with a turn neither completed nor failed (a simulator bug; never expected) |
+ *
+ * @example
+ * ```ts
+ * import { SimErrorCode } from '@kvc/sim'
+ * SimErrorCode.InvalidTrace // 'INVALID_TRACE'
+ * ```
  */
 export const SimErrorCode = {
   InvalidOption: 'INVALID_OPTION',
@@ -30,7 +36,13 @@ export const SimErrorCode = {
  */
 export type SimErrorCode = (typeof SimErrorCode)[keyof typeof SimErrorCode]
 
-/** Where in a trace file a problem was found. */
+/** Where in a trace file a problem was found. *
+ * @example
+ * ```ts
+ * import type { TraceLocation } from '@kvc/sim'
+ * const where: TraceLocation = { file: 'trace.jsonl', line: 12, field: 'hash_ids' }
+ * ```
+ */
 export interface TraceLocation {
   /** The file as given by the caller. */
   readonly file: string

@@ -50,17 +50,35 @@ export interface RunMetrics {
   readonly sessionFastPathHistogram: readonly number[]
 }
 
-/** Seconds from arrival to first token; `Infinity` for a failed turn. */
+/** Seconds from arrival to first token; `Infinity` for a failed turn. *
+ * @example
+ * ```ts
+ * import { ttftOf, type TurnRecord } from '@kvc/sim'
+ * const slow = (rs: TurnRecord[]) => rs.filter((r) => ttftOf(r) > 1)
+ * ```
+ */
 export function ttftOf(r: TurnRecord): number {
   return r.status === 'completed' ? (r.firstTokenMs - r.arrivalMs) / 1000 : Number.POSITIVE_INFINITY
 }
 
-/** Seconds from arrival to the end; `Infinity` for a failed turn. */
+/** Seconds from arrival to the end; `Infinity` for a failed turn. *
+ * @example
+ * ```ts
+ * import { e2eOf, type TurnRecord } from '@kvc/sim'
+ * const total = (rs: TurnRecord[]) => rs.reduce((a, r) => a + e2eOf(r), 0) // Infinity if any failed
+ * ```
+ */
 export function e2eOf(r: TurnRecord): number {
   return r.status === 'completed' ? (r.endMs - r.arrivalMs) / 1000 : Number.POSITIVE_INFINITY
 }
 
-/** Seconds a turn took to end (to fail, for a failed turn). */
+/** Seconds a turn took to end (to fail, for a failed turn). *
+ * @example
+ * ```ts
+ * import { elapsedOf, type TurnRecord } from '@kvc/sim'
+ * const timeToFail = (r: TurnRecord) => (r.status === 'failed' ? elapsedOf(r) : 0)
+ * ```
+ */
 export function elapsedOf(r: TurnRecord): number {
   return (r.endMs - r.arrivalMs) / 1000
 }

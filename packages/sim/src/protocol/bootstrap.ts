@@ -87,6 +87,12 @@ export interface PairedEstimate {
 /**
  * Per-turn columns of one policy, concatenated over the seeds in the same order for every policy
  * (so index `i` is the same turn of the same trial everywhere: the pairing).
+ *
+ * @example
+ * ```ts
+ * import type { PolicyColumns } from '@kvc/sim'
+ * const n = (c: PolicyColumns) => c.ttft.length
+ * ```
  */
 export interface PolicyColumns {
   readonly ttft: Float64Array
@@ -98,7 +104,13 @@ export interface PolicyColumns {
   readonly fast: Uint8Array
 }
 
-/** Which turns make up each cluster (session, or request without sessions) of each seed. */
+/** Which turns make up each cluster (session, or request without sessions) of each seed. *
+ * @example
+ * ```ts
+ * import type { ClusterLayout } from '@kvc/sim'
+ * const layout: ClusterLayout = { seeds: [[Int32Array.of(0, 1), Int32Array.of(2)]] } // one seed, two sessions
+ * ```
+ */
 export interface ClusterLayout {
   /** Per seed, the clusters: arrays of global turn indices. */
   readonly seeds: readonly (readonly Int32Array[])[]

@@ -304,7 +304,13 @@ export interface ExperimentResult {
   }
 }
 
-/** Version written into results (kept in sync with package.json by a test). */
+/** Version written into results (kept in sync with package.json by a test). *
+ * @example
+ * ```ts
+ * import { SIM_VERSION } from '@kvc/sim'
+ * console.log(`kvc-sim ${SIM_VERSION}`)
+ * ```
+ */
 export const SIM_VERSION = '0.0.0'
 
 const TURN_BUCKETS: readonly [string, number, number][] = [

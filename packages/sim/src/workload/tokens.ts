@@ -3,7 +3,13 @@
  * unique filler for length-only traces, and a text tokenizer for full-text traces.
  */
 
-/** Murmur3's 32-bit finalizer: a bijection on 32-bit integers. */
+/** Murmur3's 32-bit finalizer: a bijection on 32-bit integers. *
+ * @example
+ * ```ts
+ * import { mix32 } from '@kvc/sim'
+ * mix32(1) !== mix32(2) // true: a bijection on 32-bit integers
+ * ```
+ */
 export function mix32(x: number): number {
   x = Math.imul(x ^ (x >>> 16), 0x85ebca6b)
   x = Math.imul(x ^ (x >>> 13), 0xc2b2ae35)
