@@ -7,7 +7,9 @@ describe('EventQueue', () => {
     fc.assert(
       fc.property(fc.array(fc.integer({ min: 0, max: 20 }), { maxLength: 300 }), (times) => {
         const q = new EventQueue(2)
-        times.forEach((t, i) => q.push(t, 1, i, 0))
+        times.forEach((t, i) => {
+          q.push(t, 1, i, 0)
+        })
         const got: number[] = []
         while (q.pop()) got.push(q.a)
         const want = times.map((t, i) => [t, i] as const).sort((x, y) => x[0] - y[0] || x[1] - y[1])
