@@ -1,0 +1,374 @@
+import { readFileSync } from 'node:fs'
+import { type RouterParamsInput, SLO_CLASSES, type SloClass, resolveRouterParams } from '@kvc/kvc-router'
+import { ProxyError } from './errors.js'
+
+/** Where a session id comes from, tried in the configured order. */
+export type SessionSource = 'header' | 'session_id' | 'user' | 'prefix-hash'
+
+/** How the proxy counts a request's prompt tokens and hashes its blocks. */
+export type TokenizerMode = 'estimate' | 'emulator'
+
+/** Names of the routing policies the proxy can run (all from `@kvc/kvc-router`). */
+export const PROXY_POLICIES = [
+  'kvc',
+  'round-robin',
+  'random',
+  'power-of-two',
+  'sticky-session',
+  'sglang-cache-aware',
+  'dynamo-kv-cost',
+] as const
+
+/** One of {@link PROXY_POLICIES}. */
+export type ProxyPolicyName = (typeof PROXY_POLICIES)[number]
+
+/** KV events of a D worker: discovered from `/server_info` (`auto`), off, or given. */
+export type KvEventsConfig = 'auto' | 'off' | { readonly endpoint: string; readonly replayEndpoint?: string }
+
+/** One upstream SGLang worker. */
+export interface WorkerConfig {
+  /** Unique id (used in metrics labels, logs and the router). */
+  readonly id: string
+  readonly role: 'prefill' | 'decode'
+  /** Base URL of the SGLang HTTP server, e.g. `http://10.0.0.6:30000`. */
+  readonly url: string
+  /** KV pool size in tokens; default: `max_total_num_tokens` from `/server_info` at startup. */
+  readonly capacityTokens?: number
+  /** D only: base URL of the admission RPC (default: `url`; the emulator serves it). */
+  readonly admissionUrl?: string
+  /** P only: the bootstrap port of the PD transfer (default: `/server_info`, else 8998). */
+  readonly bootstrapPort?: number
+  /** D only: KV events feeding the residency index (default: the global `kvEvents`). */
+  readonly kvEvents?: KvEventsConfig
+}
+
+/** The resolved configuration (every default filled in). */
+export interface ProxyConfig {
+  readonly listen: { readonly host: string; readonly port: number }
+  readonly workers: readonly WorkerConfig[]
+  readonly policy: ProxyPolicyName
+  /** `@kvc/kvc-router` parameters (`pageSize`, `tauAppend`, `tauReject`, ...). */
+  readonly router: RouterParamsInput
+  readonly tokenizer: TokenizerMode
+  /** Characters per token of the `estimate` tokenizer's length check (only used for the limits). */
+  readonly session: {
+    readonly sources: readonly SessionSource[]
+    /** Header carrying the session id (`header` source). */
+    readonly header: string
+    /** A session idle this long is forgotten and its KV released on its D (`/close_session`). */
+    readonly idleTimeoutMs: number
+    /** Turns of one session queued behind the running one before 429. */
+    readonly maxQueuedTurns: number
+  }
+  readonly limits: {
+    /** Largest request body; larger ones get 413. */
+    readonly maxBodyBytes: number
+    /** Longest prompt (tokens, as the proxy counts them); longer ones get 400. */
+    readonly maxPromptTokens: number
+    /** `max_tokens` when the request gives none (the decode reserve). */
+    readonly defaultMaxTokens: number
+    /** Largest `max_tokens` accepted. */
+    readonly maxMaxTokens: number
+  }
+  readonly defaultSloClass: SloClass
+  /** Probes of every worker's `/health` (and recovery of unhealthy ones). */
+  readonly health: {
+    readonly intervalMs: number
+    readonly timeoutMs: number
+    readonly failureThreshold: number
+  }
+  /** Polling of `/v1/loads` for capacity reports (0 disables it). */
+  readonly loads: { readonly intervalMs: number }
+  /** KV events of the D workers, unless a worker says otherwise. */
+  readonly kvEvents: 'auto' | 'off'
+  /** Worker calls: idle timeout of a generation (ms between chunks). */
+  readonly upstreamTimeoutMs: number
+  /** One JSON line per routing decision: `stdout`, `stderr`, `off`, or a file path (appended). */
+  readonly decisionLog: string
+  readonly metrics: {
+    /** Also export prom-client's default process metrics (CPU, memory, event loop). */
+    readonly processMetrics: boolean
+  }
+}
+
+/** A configuration as written in a file or built in code: everything but `workers` optional. */
+export interface ProxyConfigInput {
+  readonly listen?: Partial<ProxyConfig['listen']>
+  readonly workers?: readonly WorkerConfig[]
+  readonly policy?: string
+  readonly router?: RouterParamsInput
+  readonly tokenizer?: string
+  readonly session?: Partial<ProxyConfig['session']>
+  readonly limits?: Partial<ProxyConfig['limits']>
+  readonly defaultSloClass?: string
+  readonly health?: Partial<ProxyConfig['health']>
+  readonly loads?: Partial<ProxyConfig['loads']>
+  readonly kvEvents?: string
+  readonly upstreamTimeoutMs?: number
+  readonly decisionLog?: string
+  readonly metrics?: Partial<ProxyConfig['metrics']>
+}
+
+/** Defaults of every key (see the README's configuration reference). */
+export const DEFAULT_CONFIG: Omit<ProxyConfig, 'workers'> = Object.freeze({
+  listen: { host: '127.0.0.1', port: 8080 },
+  policy: 'kvc',
+  router: {},
+  tokenizer: 'estimate',
+  session: {
+    sources: ['header', 'session_id', 'prefix-hash'],
+    header: 'x-session-id',
+    idleTimeoutMs: 30 * 60_000,
+    maxQueuedTurns: 8,
+  },
+  limits: {
+    maxBodyBytes: 4 * 1024 * 1024,
+    maxPromptTokens: 131_072,
+    defaultMaxTokens: 512,
+    maxMaxTokens: 32_768,
+  },
+  defaultSloClass: 'interactive',
+  health: { intervalMs: 2_000, timeoutMs: 1_000, failureThreshold: 3 },
+  loads: { intervalMs: 1_000 },
+  kvEvents: 'auto',
+  upstreamTimeoutMs: 120_000,
+  decisionLog: 'stdout',
+  metrics: { processMetrics: false },
+} satisfies Omit<ProxyConfig, 'workers'>)
+
+const SESSION_SOURCES: readonly SessionSource[] = ['header', 'session_id', 'user', 'prefix-hash']
+
+function fail(key: string, message: string, value: unknown): never {
+  throw new ProxyError('INVALID_CONFIG', `config ${key}: ${message}`, value)
+}
+
+function int(key: string, v: unknown, min: number): number {
+  if (typeof v !== 'number' || !Number.isInteger(v) || v < min)
+    fail(key, `must be an integer >= ${min}, got ${JSON.stringify(v)}`, v)
+  return v
+}
+
+function url(key: string, v: unknown): string {
+  if (typeof v !== 'string') fail(key, 'must be a URL string', v)
+  let u: URL
+  try {
+    u = new URL(v)
+  } catch {
+    fail(key, `is not a URL: ${JSON.stringify(v)}`, v)
+  }
+  if (u.protocol !== 'http:' && u.protocol !== 'https:') fail(key, 'must be an http(s) URL', v)
+  return v.replace(/\/+$/, '')
+}
+
+function checkKeys(key: string, o: object, allowed: readonly string[]): void {
+  for (const k of Object.keys(o)) {
+    if (!allowed.includes(k)) fail(`${key}.${k}`, `unknown key (expected one of ${allowed.join(', ')})`, k)
+  }
+}
+
+function obj(key: string, v: unknown): Record<string, unknown> {
+  if (v === undefined) return {}
+  if (typeof v !== 'object' || v === null || Array.isArray(v)) fail(key, 'must be an object', v)
+  return v as Record<string, unknown>
+}
+
+function kvEventsOf(key: string, v: unknown): KvEventsConfig | undefined {
+  if (v === undefined) return undefined
+  if (v === 'auto' || v === 'off') return v
+  const o = obj(key, v)
+  checkKeys(key, o, ['endpoint', 'replayEndpoint'])
+  if (typeof o.endpoint !== 'string' || !o.endpoint.startsWith('tcp://'))
+    fail(`${key}.endpoint`, 'must be a tcp:// endpoint', o.endpoint)
+  if (o.replayEndpoint !== undefined && typeof o.replayEndpoint !== 'string')
+    fail(`${key}.replayEndpoint`, 'must be a tcp:// endpoint', o.replayEndpoint)
+  return {
+    endpoint: o.endpoint,
+    ...(o.replayEndpoint === undefined ? {} : { replayEndpoint: o.replayEndpoint as string }),
+  }
+}
+
+function worker(i: number, v: unknown): WorkerConfig {
+  const key = `workers[${i}]`
+  const o = obj(key, v)
+  checkKeys(key, o, ['id', 'role', 'url', 'capacityTokens', 'admissionUrl', 'bootstrapPort', 'kvEvents'])
+  if (typeof o.id !== 'string' || !/^[A-Za-z0-9_.-]{1,64}$/.test(o.id))
+    fail(`${key}.id`, 'must be 1-64 characters of [A-Za-z0-9_.-]', o.id)
+  if (o.role !== 'prefill' && o.role !== 'decode')
+    fail(`${key}.role`, "must be 'prefill' or 'decode'", o.role)
+  const kv = kvEventsOf(`${key}.kvEvents`, o.kvEvents)
+  return {
+    id: o.id,
+    role: o.role,
+    url: url(`${key}.url`, o.url),
+    ...(o.capacityTokens === undefined
+      ? {}
+      : { capacityTokens: int(`${key}.capacityTokens`, o.capacityTokens, 1) }),
+    ...(o.admissionUrl === undefined ? {} : { admissionUrl: url(`${key}.admissionUrl`, o.admissionUrl) }),
+    ...(o.bootstrapPort === undefined
+      ? {}
+      : { bootstrapPort: int(`${key}.bootstrapPort`, o.bootstrapPort, 1) }),
+    ...(kv === undefined ? {} : { kvEvents: kv }),
+  }
+}
+
+/**
+ * Validates a configuration and fills in the defaults. Throws `ProxyError('INVALID_CONFIG')`
+ * naming the first bad key; unknown keys are refused (a typo must not be ignored silently).
+ */
+export function resolveConfig(input: ProxyConfigInput): ProxyConfig {
+  const i = obj('(root)', input)
+  checkKeys('(root)', i, [
+    'listen',
+    'workers',
+    'policy',
+    'router',
+    'tokenizer',
+    'session',
+    'limits',
+    'defaultSloClass',
+    'health',
+    'loads',
+    'kvEvents',
+    'upstreamTimeoutMs',
+    'decisionLog',
+    'metrics',
+  ])
+  const d = DEFAULT_CONFIG
+  const listenIn = obj('listen', i.listen)
+  checkKeys('listen', listenIn, ['host', 'port'])
+  const listen = {
+    host: listenIn.host === undefined ? d.listen.host : String(listenIn.host),
+    port: listenIn.port === undefined ? d.listen.port : int('listen.port', listenIn.port, 0),
+  }
+  if (!Array.isArray(i.workers) || i.workers.length === 0)
+    fail('workers', 'give at least one worker (a decode worker at least)', i.workers)
+  const workers = (i.workers as unknown[]).map((w, k) => worker(k, w))
+  const ids = new Set<string>()
+  for (const w of workers) {
+    if (ids.has(w.id)) fail('workers', `duplicate worker id ${w.id}`, w.id)
+    ids.add(w.id)
+  }
+  if (!workers.some((w) => w.role === 'decode')) fail('workers', 'need at least one decode worker', workers)
+  const policy = i.policy === undefined ? d.policy : i.policy
+  if (!(PROXY_POLICIES as readonly string[]).includes(policy as string))
+    fail('policy', `unknown policy ${JSON.stringify(policy)} (one of ${PROXY_POLICIES.join(', ')})`, policy)
+  const router = obj('router', i.router) as RouterParamsInput
+  try {
+    resolveRouterParams(router)
+  } catch (err) {
+    fail('router', (err as Error).message, router)
+  }
+  const tokenizer = i.tokenizer === undefined ? d.tokenizer : i.tokenizer
+  if (tokenizer !== 'estimate' && tokenizer !== 'emulator')
+    fail('tokenizer', "must be 'estimate' or 'emulator'", tokenizer)
+  const sIn = obj('session', i.session)
+  checkKeys('session', sIn, ['sources', 'header', 'idleTimeoutMs', 'maxQueuedTurns'])
+  const sources = sIn.sources === undefined ? d.session.sources : sIn.sources
+  if (
+    !Array.isArray(sources) ||
+    sources.length === 0 ||
+    sources.some((s) => !SESSION_SOURCES.includes(s as SessionSource))
+  )
+    fail('session.sources', `must be a non-empty list of ${SESSION_SOURCES.join(', ')}`, sources)
+  const header = sIn.header === undefined ? d.session.header : sIn.header
+  if (typeof header !== 'string' || !/^[A-Za-z0-9-]+$/.test(header))
+    fail('session.header', 'must be a header name', header)
+  const session = {
+    sources: sources as SessionSource[],
+    header: header.toLowerCase(),
+    idleTimeoutMs:
+      sIn.idleTimeoutMs === undefined
+        ? d.session.idleTimeoutMs
+        : int('session.idleTimeoutMs', sIn.idleTimeoutMs, 1),
+    maxQueuedTurns:
+      sIn.maxQueuedTurns === undefined
+        ? d.session.maxQueuedTurns
+        : int('session.maxQueuedTurns', sIn.maxQueuedTurns, 0),
+  }
+  const lIn = obj('limits', i.limits)
+  checkKeys('limits', lIn, ['maxBodyBytes', 'maxPromptTokens', 'defaultMaxTokens', 'maxMaxTokens'])
+  const limits = {
+    maxBodyBytes:
+      lIn.maxBodyBytes === undefined
+        ? d.limits.maxBodyBytes
+        : int('limits.maxBodyBytes', lIn.maxBodyBytes, 64),
+    maxPromptTokens:
+      lIn.maxPromptTokens === undefined
+        ? d.limits.maxPromptTokens
+        : int('limits.maxPromptTokens', lIn.maxPromptTokens, 1),
+    defaultMaxTokens:
+      lIn.defaultMaxTokens === undefined
+        ? d.limits.defaultMaxTokens
+        : int('limits.defaultMaxTokens', lIn.defaultMaxTokens, 0),
+    maxMaxTokens:
+      lIn.maxMaxTokens === undefined
+        ? d.limits.maxMaxTokens
+        : int('limits.maxMaxTokens', lIn.maxMaxTokens, 1),
+  }
+  const slo = i.defaultSloClass === undefined ? d.defaultSloClass : i.defaultSloClass
+  if (!(SLO_CLASSES as readonly string[]).includes(slo as string))
+    fail('defaultSloClass', `must be one of ${SLO_CLASSES.join(', ')}`, slo)
+  const hIn = obj('health', i.health)
+  checkKeys('health', hIn, ['intervalMs', 'timeoutMs', 'failureThreshold'])
+  const health = {
+    intervalMs:
+      hIn.intervalMs === undefined ? d.health.intervalMs : int('health.intervalMs', hIn.intervalMs, 1),
+    timeoutMs: hIn.timeoutMs === undefined ? d.health.timeoutMs : int('health.timeoutMs', hIn.timeoutMs, 1),
+    failureThreshold:
+      hIn.failureThreshold === undefined
+        ? d.health.failureThreshold
+        : int('health.failureThreshold', hIn.failureThreshold, 1),
+  }
+  const loIn = obj('loads', i.loads)
+  checkKeys('loads', loIn, ['intervalMs'])
+  const loads = {
+    intervalMs:
+      loIn.intervalMs === undefined ? d.loads.intervalMs : int('loads.intervalMs', loIn.intervalMs, 0),
+  }
+  const kvEvents = i.kvEvents === undefined ? d.kvEvents : i.kvEvents
+  if (kvEvents !== 'auto' && kvEvents !== 'off') fail('kvEvents', "must be 'auto' or 'off'", kvEvents)
+  const upstreamTimeoutMs =
+    i.upstreamTimeoutMs === undefined ? d.upstreamTimeoutMs : int('upstreamTimeoutMs', i.upstreamTimeoutMs, 1)
+  const decisionLog = i.decisionLog === undefined ? d.decisionLog : i.decisionLog
+  if (typeof decisionLog !== 'string' || decisionLog.length === 0)
+    fail('decisionLog', 'must be stdout, stderr, off or a file path', decisionLog)
+  const mIn = obj('metrics', i.metrics)
+  checkKeys('metrics', mIn, ['processMetrics'])
+  if (mIn.processMetrics !== undefined && typeof mIn.processMetrics !== 'boolean')
+    fail('metrics.processMetrics', 'must be true or false', mIn.processMetrics)
+  return {
+    listen,
+    workers,
+    policy: policy as ProxyPolicyName,
+    router,
+    tokenizer,
+    session,
+    limits,
+    defaultSloClass: slo as SloClass,
+    health,
+    loads,
+    kvEvents,
+    upstreamTimeoutMs,
+    decisionLog,
+    metrics: { processMetrics: (mIn.processMetrics as boolean | undefined) ?? d.metrics.processMetrics },
+  }
+}
+
+/** Reads a JSON configuration file (not resolved: flags may still override it). */
+export function readConfigFile(path: string): ProxyConfigInput {
+  let text: string
+  try {
+    text = readFileSync(path, 'utf8')
+  } catch (err) {
+    throw new ProxyError('INVALID_CONFIG', `cannot read config file ${path}: ${(err as Error).message}`, path)
+  }
+  try {
+    return JSON.parse(text) as ProxyConfigInput
+  } catch (err) {
+    throw new ProxyError(
+      'INVALID_CONFIG',
+      `config file ${path} is not valid JSON: ${(err as Error).message}`,
+      path,
+    )
+  }
+}

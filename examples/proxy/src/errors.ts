@@ -1,0 +1,38 @@
+/**
+ * The proxy's one error class: a string `code`, the offending `value`, and for answers to
+ * clients the HTTP status it maps to.
+ */
+export type ProxyErrorCode =
+  /** A configuration file or flag is invalid (the message names the key). */
+  | 'INVALID_CONFIG'
+  /** A worker could not be reached at startup and its capacity is not configured. */
+  | 'WORKER_UNREACHABLE'
+  /** A client request is malformed (400), too large (413), of the wrong type (415)... */
+  | 'BAD_REQUEST'
+  /** The turn failed: every D was paused, rejecting, down... (`value.cause` names why). */
+  | 'TURN_FAILED'
+  /** Too many turns of one session are queued (429). */
+  | 'SESSION_BUSY'
+  /** The proxy is shutting down (503). */
+  | 'SHUTTING_DOWN'
+
+/** An error of the proxy, with a string code and the value that caused it. */
+export class ProxyError extends Error {
+  override readonly name = 'ProxyError'
+  readonly code: ProxyErrorCode
+  readonly value: unknown
+  /** HTTP status for client-facing errors. */
+  readonly status: number
+
+  constructor(code: ProxyErrorCode, message: string, value?: unknown, status = 500) {
+    super(message)
+    this.code = code
+    this.value = value
+    this.status = status
+  }
+}
+
+/** A 4xx answer to a client request (nothing changed in the router). */
+export function badRequest(message: string, status = 400, param: string | null = null): ProxyError {
+  return new ProxyError('BAD_REQUEST', message, { param }, status)
+}

@@ -1,0 +1,502 @@
+import {
+  type AdmitAction,
+  type DispatchAction,
+  type DispatchOutcome,
+  type DispatchRecord,
+  type DoneAction,
+  type FailAction,
+  Router,
+  type RouterParamsInput,
+  type RoutingPolicy,
+  type SendFailureCause,
+  type SloClass,
+  dynamoKvCostPolicy,
+  kvcPolicy,
+  powerOfTwoPolicy,
+  randomPolicy,
+  roundRobinPolicy,
+  sglangCacheAwarePolicy,
+  stickySessionPolicy,
+} from '@kvc/kvc-router'
+import { WorkerApiError, WorkerBindingsError } from '@kvc/worker-bindings'
+import type { ProxyConfig, ProxyPolicyName } from './config.js'
+import { DecisionLog, type DecisionLine, decisionLine } from './decisionLog.js'
+import { ProxyError } from './errors.js'
+import { ProxyMetrics } from './metrics.js'
+import { type WorkerHandle, WorkerPool } from './workers.js'
+
+/** One turn as the gateway dispatches it. */
+export interface TurnInput {
+  readonly sessionId: string
+  /** Default `${sessionId}#<counter>`. */
+  readonly turnId?: string
+  readonly promptTokens: number
+  /** Chained block hashes of the prompt's full pages (see `BlockHashCache`). */
+  readonly blocks?: readonly bigint[]
+  /** The request's `max_tokens` (the decode reserve). */
+  readonly expectedOutputTokens: number
+  readonly sloClass: SloClass
+}
+
+/** Who serves a send, as the transport needs it. */
+export interface ServedBy {
+  readonly turnId: string
+  readonly sessionId: string
+  /** `fast` / `direct`: D serves the whole turn; `seed`: P prefills, the KV goes to D. */
+  readonly path: 'fast' | 'seed' | 'direct'
+  readonly decode: WorkerHandle
+  readonly prefill: WorkerHandle | undefined
+  readonly migratedFrom: string | undefined
+  /** Request id for D (the admission lease id when there is one, so D consumes the lease). */
+  readonly rid: string
+  readonly attempt: number
+}
+
+/** What a completed response reports. */
+export interface Completion {
+  readonly outputTokens: number
+  /** Prompt tokens found cached where the prompt was computed (P for a seed, else D). */
+  readonly cachedTokens: number
+  /** Tokens transferred from P to D (seed path; 0 otherwise). */
+  readonly transferredTokens: number
+}
+
+/** A response that has started (first chunk, or a whole non-streamed answer) and is not yet delivered. */
+export interface StartedResponse {
+  /** Delivers the rest (to the client, for the proxy); rejects when the worker fails mid-stream. */
+  finish(): Promise<Completion>
+  /** Drops the response without delivering it. */
+  cancel(): void
+}
+
+/**
+ * How a turn reaches the workers (an OpenAI request for the proxy, token ids for the replay).
+ * `start` rejects with the worker's error when the response fails before it started; the
+ * gateway then tells Dispatch, which retries elsewhere.
+ */
+export interface TurnTransport {
+  start(served: ServedBy, signal: AbortSignal): Promise<StartedResponse>
+}
+
+/** How a turn ended. */
+export interface TurnResult {
+  readonly turnId: string
+  readonly sessionId: string
+  readonly status: 'completed' | 'failed'
+  /**
+   * Failure cause: the router's (`all_paused`, `all_rejecting`, `worker_failed`, ...) or the
+   * proxy's: `bad_request` (a worker refused the request itself, 4xx), `stream_interrupted` (the
+   * worker failed after the response started), `client_closed`, `shutting_down`.
+   */
+  readonly cause: string | undefined
+  readonly path: 'fast' | 'seed' | 'direct' | undefined
+  readonly workerId: string | undefined
+  readonly prefillId: string | undefined
+  readonly migratedFrom: string | undefined
+  readonly completion: Completion | undefined
+  /** The response had started (so an error can no longer be a plain HTTP error). */
+  readonly committed: boolean
+  /** The router's `RouterError` for a routing failure, or the worker's error. */
+  readonly error: Error | undefined
+  /** For `bad_request`: the worker's HTTP status and message. */
+  readonly upstreamStatus: number | undefined
+  readonly record: DispatchRecord
+  /** Router clock (ms). */
+  readonly startedAt: number
+  readonly endedAt: number
+  /** Time of the first byte delivered (router clock), if any. */
+  readonly firstByteAt: number | undefined
+}
+
+/** Options of {@link Gateway}. */
+export interface GatewayOptions {
+  /** A policy object (default: the configured `policy`); the replay passes the simulator's. */
+  readonly policy?: RoutingPolicy
+  /** Router clock in ms (default `performance.now`). */
+  readonly now?: () => number
+  readonly random?: () => number
+  /** Receives every decision line (besides the configured log destination). */
+  readonly onDecision?: (line: DecisionLine) => void
+  /** Non-fatal problems (a failed poll, a KV-event gap). Default: a JSON line on stderr. */
+  readonly onWarning?: (message: string, detail: Record<string, unknown>) => void
+  /** Number of sessions tracked (for the metric; the HTTP layer knows them). */
+  readonly sessions?: () => number
+}
+
+/** The routing policy of a configured name. */
+export function policyByName(name: ProxyPolicyName): RoutingPolicy {
+  switch (name) {
+    case 'kvc':
+      return kvcPolicy()
+    case 'round-robin':
+      return roundRobinPolicy()
+    case 'random':
+      return randomPolicy()
+    case 'power-of-two':
+      return powerOfTwoPolicy()
+    case 'sticky-session':
+      return stickySessionPolicy()
+    case 'sglang-cache-aware':
+      return sglangCacheAwarePolicy()
+    case 'dynamo-kv-cost':
+      return dynamoKvCostPolicy()
+  }
+}
+
+type Classified =
+  | { readonly kind: 'failed'; readonly cause: SendFailureCause }
+  | { readonly kind: 'client'; readonly status: number; readonly message: string }
+  | { readonly kind: 'aborted' }
+
+/**
+ * Maps a worker error to a Dispatch failure cause, a client error (the worker refused the request
+ * itself: 4xx other than 408/409/429), or an abort.
+ */
+export function classifyUpstreamError(err: unknown, path: 'fast' | 'seed' | 'direct'): Classified {
+  let e = err
+  let side: 'prefill' | 'decode' = 'decode'
+  if (e instanceof WorkerBindingsError && e.code === 'PD_DISPATCH') {
+    side = e.value === 'prefill' ? 'prefill' : 'decode'
+    e = e.cause ?? e
+  }
+  if (e instanceof WorkerBindingsError) {
+    if (e.code === 'ABORTED') return { kind: 'aborted' }
+    if (e instanceof WorkerApiError) {
+      const s = e.status
+      const msg = e.serverMessage ?? e.message
+      if (s >= 400 && s < 500 && s !== 408 && s !== 409 && s !== 429 && side === 'decode')
+        return { kind: 'client', status: s, message: msg }
+      if (/KVTransferError|kvcache|bootstrap/i.test(msg) || (path === 'seed' && side === 'prefill'))
+        return { kind: 'failed', cause: 'transfer_error' }
+      return { kind: 'failed', cause: 'worker_error' }
+    }
+    if (e.code === 'CONNECTION')
+      return {
+        kind: 'failed',
+        cause: path === 'seed' && side === 'prefill' ? 'transfer_error' : 'worker_unreachable',
+      }
+    if (e.code === 'TIMEOUT')
+      return { kind: 'failed', cause: path === 'seed' ? 'transfer_timeout' : 'worker_error' }
+    if (path === 'seed' && side === 'prefill') return { kind: 'failed', cause: 'transfer_error' }
+    return { kind: 'failed', cause: 'worker_error' }
+  }
+  if (e instanceof Error && e.name === 'AbortError') return { kind: 'aborted' }
+  return { kind: 'failed', cause: 'worker_error' }
+}
+
+function sleep(ms: number, signal: AbortSignal): Promise<void> {
+  return new Promise((resolve) => {
+    if (signal.aborted || ms <= 0) {
+      resolve()
+      return
+    }
+    const done = (): void => {
+      clearTimeout(timer)
+      signal.removeEventListener('abort', done)
+      resolve()
+    }
+    const timer = setTimeout(done, ms)
+    signal.addEventListener('abort', done, { once: true })
+  })
+}
+
+/**
+ * The proxy's core, without HTTP: a `kvc-router` `Router` over the configured workers, and the
+ * driver that runs each turn's Dispatch state machine against them — admission RPCs
+ * (`AdmissionClient`), sends through a {@link TurnTransport}, waits on real timers (pause hints,
+ * backoff) — with metrics and one decision line per turn. The replay harness embeds it directly
+ * ("direct policy"); the HTTP proxy puts an OpenAI-compatible front on it.
+ */
+export class Gateway {
+  readonly config: ProxyConfig
+  readonly workers: WorkerPool
+  readonly metrics: ProxyMetrics
+  readonly #options: GatewayOptions
+  readonly #log: DecisionLog
+  readonly #now: () => number
+  #router: Router | undefined
+  #closing = false
+  readonly #running = new Set<AbortController>()
+
+  constructor(config: ProxyConfig, options: GatewayOptions = {}) {
+    this.config = config
+    this.#options = options
+    this.#now = options.now ?? (() => performance.now())
+    const warn =
+      options.onWarning ??
+      ((message: string, detail: Record<string, unknown>) =>
+        process.stderr.write(
+          `${JSON.stringify({ ts: new Date().toISOString(), level: 'warn', msg: message, ...detail })}\n`,
+        ))
+    this.workers = new WorkerPool(config, { onWarning: warn })
+    this.metrics = new ProxyMetrics({
+      router: () => this.#router,
+      workers: this.workers,
+      sessions: options.sessions ?? (() => this.#router?.cluster.store.bindingCount() ?? 0),
+      processMetrics: config.metrics.processMetrics,
+    })
+    this.#log = new DecisionLog(config.decisionLog, options.onDecision)
+  }
+
+  /** The router (after {@link Gateway.start}). */
+  get router(): Router {
+    if (this.#router === undefined)
+      throw new ProxyError('INVALID_CONFIG', 'the gateway is not started', undefined)
+    return this.#router
+  }
+
+  /** The clock the router uses. */
+  now(): number {
+    return this.#now()
+  }
+
+  /**
+   * Discovers the workers, builds the router (workers registered, unreachable ones unhealthy) and
+   * starts the health, loads and KV-event loops.
+   */
+  async start(): Promise<void> {
+    const { reachable } = await this.workers.discover()
+    const params: RouterParamsInput = this.config.router
+    const router = new Router({
+      now: this.#now,
+      ...(this.#options.random === undefined ? {} : { random: this.#options.random }),
+      params,
+      policy: this.#options.policy ?? policyByName(this.config.policy),
+      workers: this.workers.all().map((w) => ({
+        id: w.id,
+        role: w.role,
+        capacityTokens: w.capacityTokens,
+        healthy: reachable.has(w.id),
+        publishesEvents: w.role === 'decode' && w.kvEndpoints !== undefined,
+      })),
+    })
+    for (const w of this.workers.all()) {
+      if (!reachable.has(w.id)) {
+        for (let i = 0; i < this.config.health.failureThreshold; i++)
+          this.workers.health.recordFailure(w.url, new Error('unreachable at startup'))
+      }
+      if (w.pageSize !== undefined && w.role === 'decode' && w.pageSize !== router.params.pageSize) {
+        process.stderr.write(
+          `${JSON.stringify({ level: 'warn', msg: 'page size differs from the router', worker: w.id, worker_page_size: w.pageSize, router_page_size: router.params.pageSize })}\n`,
+        )
+      }
+    }
+    this.#router = router
+    await this.workers.start(router)
+  }
+
+  /** Readiness: a healthy D worker (and, if the policy ever seeds, a healthy P worker). */
+  readiness(): { ready: boolean; reason: string | undefined } {
+    if (this.#closing) return { ready: false, reason: 'shutting down' }
+    if (this.#router === undefined) return { ready: false, reason: 'starting' }
+    const ds = this.workers.all().filter((w) => w.role === 'decode' && this.workers.isHealthy(w.id))
+    if (ds.length === 0) return { ready: false, reason: 'no healthy decode worker' }
+    const needsP = this.#router.policy.pathMode !== 'direct'
+    const ps = this.workers.all().filter((w) => w.role === 'prefill')
+    if (needsP && ps.length > 0 && !ps.some((w) => this.workers.isHealthy(w.id)))
+      return { ready: false, reason: 'no healthy prefill worker' }
+    return { ready: true, reason: undefined }
+  }
+
+  /**
+   * Runs one turn to its end: every Dispatch action is performed (admission RPC, send through
+   * `transport`, timer wait) until the turn completes or fails with a cause. Never throws for a
+   * turn's failure: the result says why.
+   */
+  async runTurn(input: TurnInput, transport: TurnTransport, signal?: AbortSignal): Promise<TurnResult> {
+    const router = this.router
+    const ctl = new AbortController()
+    const onAbort = (): void => ctl.abort(signal?.reason)
+    if (signal?.aborted) ctl.abort(signal.reason)
+    signal?.addEventListener('abort', onAbort, { once: true })
+    this.#running.add(ctl)
+    this.metrics.inflightTurns.inc()
+    const startedAt = this.#now()
+    const turn = router.dispatch({
+      sessionId: input.sessionId,
+      ...(input.turnId === undefined ? {} : { turnId: input.turnId }),
+      promptTokens: input.promptTokens,
+      ...(input.blocks === undefined ? {} : { blocks: input.blocks }),
+      expectedOutputTokens: input.expectedOutputTokens,
+      sloClass: input.sloClass,
+    })
+    let committed = false
+    let completion: Completion | undefined
+    let proxyCause: string | undefined
+    let error: Error | undefined
+    let upstreamStatus: number | undefined
+    let firstByteAt: number | undefined
+    let final: DoneAction | FailAction | undefined
+    let lastSend: ServedBy | undefined
+    try {
+      let a: DispatchAction = turn.next()
+      for (;;) {
+        if (a.type === 'done' || a.type === 'fail') {
+          final = a
+          break
+        }
+        if (ctl.signal.aborted) {
+          final = turn.abort()
+          proxyCause = this.#closing ? 'shutting_down' : 'client_closed'
+          break
+        }
+        let outcome: DispatchOutcome
+        if (a.type === 'admit') {
+          outcome = await this.#admit(a, ctl.signal)
+        } else if (a.type === 'wait') {
+          const ms = a.untilMs - this.#now()
+          this.metrics.waits.inc({ reason: a.reason })
+          const t0 = this.#now()
+          await sleep(ms, ctl.signal)
+          this.metrics.waitSeconds.inc(Math.max(0, this.#now() - t0) / 1000)
+          outcome = { type: 'waited' }
+        } else {
+          const served: ServedBy =
+            a.type === 'sendFast'
+              ? {
+                  turnId: a.turnId,
+                  sessionId: input.sessionId,
+                  path: a.path,
+                  decode: this.workers.get(a.workerId),
+                  prefill: undefined,
+                  migratedFrom: a.migratedFrom,
+                  rid: a.leaseId ?? `${a.turnId}/s${a.attempt}`,
+                  attempt: a.attempt,
+                }
+              : {
+                  turnId: a.turnId,
+                  sessionId: input.sessionId,
+                  path: 'seed',
+                  decode: this.workers.get(a.decodeId),
+                  prefill: this.workers.get(a.prefillId),
+                  migratedFrom: a.migratedFrom,
+                  rid: a.leaseId ?? `${a.turnId}/s${a.attempt}`,
+                  attempt: a.attempt,
+                }
+          lastSend = served
+          let started: StartedResponse
+          try {
+            started = await transport.start(served, ctl.signal)
+          } catch (err) {
+            const c = ctl.signal.aborted
+              ? ({ kind: 'aborted' } as const)
+              : classifyUpstreamError(err, served.path)
+            if (c.kind === 'aborted') {
+              final = turn.abort()
+              proxyCause = this.#closing ? 'shutting_down' : 'client_closed'
+              break
+            }
+            if (c.kind === 'client') {
+              final = turn.abort()
+              proxyCause = 'bad_request'
+              upstreamStatus = c.status
+              error = err as Error
+              break
+            }
+            this.metrics.sends.inc({ worker: served.decode.id, path: served.path, result: c.cause })
+            a = turn.next({ type: 'failed', cause: c.cause, message: (err as Error).message })
+            continue
+          }
+          committed = true
+          firstByteAt = this.#now()
+          try {
+            completion = await started.finish()
+          } catch (err) {
+            // The response had started: the client cannot be served elsewhere. Tell Dispatch (it
+            // counts the failure against the D), then end the turn.
+            const c = ctl.signal.aborted
+              ? ({ kind: 'aborted' } as const)
+              : classifyUpstreamError(err, served.path)
+            if (c.kind === 'failed') {
+              this.metrics.sends.inc({ worker: served.decode.id, path: served.path, result: c.cause })
+              const next = turn.next({ type: 'failed', cause: c.cause, message: (err as Error).message })
+              final = next.type === 'done' || next.type === 'fail' ? next : turn.abort()
+              proxyCause = 'stream_interrupted'
+            } else {
+              final = turn.abort()
+              proxyCause =
+                c.kind === 'aborted' ? (this.#closing ? 'shutting_down' : 'client_closed') : 'bad_request'
+            }
+            error = err as Error
+            break
+          }
+          this.metrics.sends.inc({ worker: served.decode.id, path: served.path, result: 'ok' })
+          outcome = { type: 'completed', outputTokens: completion.outputTokens }
+        }
+        a = turn.next(outcome)
+      }
+    } finally {
+      signal?.removeEventListener('abort', onAbort)
+      this.#running.delete(ctl)
+      this.metrics.inflightTurns.dec()
+    }
+    const endedAt = this.#now()
+    const done = final.type === 'done' && proxyCause === undefined
+    if (final.type === 'done' && final.migratedFrom !== undefined) {
+      this.metrics.migrations.inc()
+      // The session moved: its old D releases the slot (locks only; the KV stays in its tree).
+      this.workers.releaseSession(final.migratedFrom, input.sessionId)
+    }
+    const result: TurnResult = {
+      turnId: final.turnId,
+      sessionId: input.sessionId,
+      status: done ? 'completed' : 'failed',
+      cause: done ? undefined : (proxyCause ?? (final.type === 'fail' ? final.cause : 'unknown')),
+      path: done ? (final as DoneAction).path : undefined,
+      workerId: done ? (final as DoneAction).workerId : lastSend?.decode.id,
+      prefillId: done ? (final as DoneAction).prefillId : lastSend?.prefill?.id,
+      migratedFrom: final.type === 'done' ? final.migratedFrom : undefined,
+      completion,
+      committed,
+      error: error ?? (final.type === 'fail' && proxyCause === undefined ? final.error : undefined),
+      upstreamStatus,
+      record: final.record,
+      startedAt,
+      endedAt,
+      firstByteAt,
+    }
+    this.metrics.turns.inc({
+      outcome: result.status,
+      path: result.path ?? 'none',
+      cause: result.cause ?? '',
+    })
+    this.#log.write(decisionLine(result, input.promptTokens, input.blocks?.length ?? 0))
+    return result
+  }
+
+  /** Forgets a session: releases its slot on its D and drops its binding, rejects and exclusions. */
+  forgetSession(sessionId: string): void {
+    const r = this.#router
+    if (r === undefined) return
+    const b = r.cluster.store.getBinding(sessionId)
+    if (b !== undefined) this.workers.releaseSession(b.workerId, sessionId)
+    r.cluster.store.deleteBinding(sessionId)
+    r.cluster.store.resetSession(sessionId)
+  }
+
+  /** Stops the loops, aborts running turns (cause `shutting_down`) and closes the log. */
+  async close(): Promise<void> {
+    this.#closing = true
+    for (const c of this.#running)
+      c.abort(new ProxyError('SHUTTING_DOWN', 'the proxy is shutting down', undefined, 503))
+    await this.workers.close()
+    await this.#log.close()
+  }
+
+  async #admit(a: AdmitAction, signal: AbortSignal): Promise<DispatchOutcome> {
+    const w = this.workers.get(a.workerId)
+    if (w.admission === undefined) return { type: 'admitError', message: `${w.id} has no admission endpoint` }
+    try {
+      const response = await w.admission.admit(a.request, { timeout: a.timeoutMs, maxRetries: 0, signal })
+      this.metrics.admissions.inc({
+        worker: w.id,
+        result: response.admitted ? 'admitted' : `rejected_${response.reason}`,
+      })
+      return { type: 'admitResult', response }
+    } catch (err) {
+      const timeout = err instanceof WorkerBindingsError && err.code === 'TIMEOUT'
+      this.metrics.admissions.inc({ worker: w.id, result: timeout ? 'timeout' : 'error' })
+      return timeout ? { type: 'admitTimeout' } : { type: 'admitError', message: (err as Error).message }
+    }
+  }
+}

@@ -1,0 +1,33 @@
+export {
+  DEFAULT_CONFIG,
+  PROXY_POLICIES,
+  readConfigFile,
+  resolveConfig,
+  type KvEventsConfig,
+  type ProxyConfig,
+  type ProxyConfigInput,
+  type ProxyPolicyName,
+  type SessionSource,
+  type TokenizerMode,
+  type WorkerConfig,
+} from './config.js'
+export { ProxyError, type ProxyErrorCode } from './errors.js'
+export {
+  Gateway,
+  classifyUpstreamError,
+  policyByName,
+  type Completion,
+  type GatewayOptions,
+  type ServedBy,
+  type StartedResponse,
+  type TurnInput,
+  type TurnResult,
+  type TurnTransport,
+} from './gateway.js'
+export { DecisionLog, decisionLine, type DecisionLine } from './decisionLog.js'
+export { ProxyMetrics } from './metrics.js'
+export { WorkerPool, type WorkerHandle, type WorkerPoolOptions } from './workers.js'
+export { BlockHashCache, createTokenizer, type ChatMessageLike, type PromptTokenizer } from './tokens.js'
+export { SessionTable, identifySession, type SessionIdentity } from './sessions.js'
+export { type KvcResponseInfo, servedHeaders } from './openai.js'
+export { createProxy, type Proxy } from './server.js'

@@ -1,0 +1,662 @@
+import type { ServerResponse } from 'node:http'
+import { SLO_CLASSES, type SloClass } from '@kvc/kvc-router'
+import {
+  type CallOptions,
+  type ChatCompletion,
+  type ChatCompletionChunk,
+  type GenerateRequest,
+  type GenerateResponse,
+  type GenerateStreamChunk,
+  WorkerBindingsError,
+  generateBootstrapRoom,
+} from '@kvc/worker-bindings'
+import type { ProxyConfig } from './config.js'
+import { badRequest } from './errors.js'
+import type { Completion, ServedBy, StartedResponse, TurnTransport } from './gateway.js'
+import type { ChatMessageLike, PromptTokenizer } from './tokens.js'
+
+/** A validated OpenAI request (chat or completion), ready to dispatch. */
+export interface ParsedRequest {
+  readonly kind: 'chat' | 'completion'
+  /** The client's body (unknown fields are passed to the worker for chat). */
+  readonly body: Record<string, unknown>
+  readonly stream: boolean
+  /** The client asked for a final usage chunk (`stream_options.include_usage`). */
+  readonly includeUsage: boolean
+  readonly maxTokens: number
+  readonly model: string | undefined
+  readonly sloClass: SloClass
+  readonly messages: readonly ChatMessageLike[] | undefined
+  readonly promptText: string | undefined
+  readonly promptIds: readonly number[] | undefined
+}
+
+const ROLES = new Set(['system', 'developer', 'user', 'assistant', 'tool', 'function'])
+/** Fields the proxy owns: a client may not set them (bootstrap fields from clients are a known SGLang hazard, #36855). */
+const PROXY_OWNED = [
+  'rid',
+  'session_id',
+  'bootstrap_host',
+  'bootstrap_port',
+  'bootstrap_room',
+  'bootstrap_pair_key',
+]
+
+function intField(body: Record<string, unknown>, key: string, min: number, max: number): number | undefined {
+  const v = body[key]
+  if (v === undefined || v === null) return undefined
+  if (typeof v !== 'number' || !Number.isInteger(v) || v < min || v > max)
+    throw badRequest(`${key} must be an integer in [${min}, ${max}], got ${JSON.stringify(v)}`, 400, key)
+  return v
+}
+
+function common(
+  body: Record<string, unknown>,
+  headerSlo: string | undefined,
+  config: ProxyConfig,
+): Pick<ParsedRequest, 'stream' | 'includeUsage' | 'maxTokens' | 'model' | 'sloClass'> {
+  if (body.stream !== undefined && typeof body.stream !== 'boolean')
+    throw badRequest('stream must be a boolean', 400, 'stream')
+  const so = body.stream_options
+  if (so !== undefined && so !== null && (typeof so !== 'object' || Array.isArray(so)))
+    throw badRequest('stream_options must be an object', 400, 'stream_options')
+  if (body.n !== undefined && body.n !== null && body.n !== 1)
+    throw badRequest('n must be 1 (one choice per turn)', 400, 'n')
+  if (body.model !== undefined && typeof body.model !== 'string')
+    throw badRequest('model must be a string', 400, 'model')
+  const lim = config.limits
+  const maxTokens =
+    intField(body, 'max_completion_tokens', 0, lim.maxMaxTokens) ??
+    intField(body, 'max_tokens', 0, lim.maxMaxTokens) ??
+    lim.defaultMaxTokens
+  const slo = headerSlo ?? (body.kvc_slo_class as string | undefined) ?? config.defaultSloClass
+  if (!(SLO_CLASSES as readonly string[]).includes(slo))
+    throw badRequest(`SLO class must be one of ${SLO_CLASSES.join(', ')}`, 400, 'x-kvc-slo-class')
+  return {
+    stream: body.stream === true,
+    includeUsage: (so as { include_usage?: unknown } | undefined)?.include_usage === true,
+    maxTokens,
+    model: body.model as string | undefined,
+    sloClass: slo as SloClass,
+  }
+}
+
+/** Validates a `/v1/chat/completions` body (400 naming the bad field). */
+export function parseChat(
+  body: Record<string, unknown>,
+  headerSlo: string | undefined,
+  config: ProxyConfig,
+): ParsedRequest {
+  const m = body.messages
+  if (!Array.isArray(m) || m.length === 0)
+    throw badRequest('messages must be a non-empty array', 400, 'messages')
+  m.forEach((x: unknown, i) => {
+    if (typeof x !== 'object' || x === null || Array.isArray(x))
+      throw badRequest(`messages[${i}] must be an object`, 400, `messages[${i}]`)
+    const role = (x as { role?: unknown }).role
+    if (typeof role !== 'string' || !ROLES.has(role))
+      throw badRequest(
+        `messages[${i}].role must be one of ${[...ROLES].join(', ')}`,
+        400,
+        `messages[${i}].role`,
+      )
+    const c = (x as { content?: unknown }).content
+    if (c !== undefined && c !== null && typeof c !== 'string' && !Array.isArray(c))
+      throw badRequest(
+        `messages[${i}].content must be a string or an array of parts`,
+        400,
+        `messages[${i}].content`,
+      )
+  })
+  return {
+    kind: 'chat',
+    body,
+    ...common(body, headerSlo, config),
+    messages: m as ChatMessageLike[],
+    promptText: undefined,
+    promptIds: undefined,
+  }
+}
+
+/** Validates a `/v1/completions` body: one prompt, text or token ids (400 naming the bad field). */
+export function parseCompletion(
+  body: Record<string, unknown>,
+  headerSlo: string | undefined,
+  config: ProxyConfig,
+): ParsedRequest {
+  const p = body.prompt
+  let promptText: string | undefined
+  let promptIds: number[] | undefined
+  if (typeof p === 'string') {
+    if (p.length === 0) throw badRequest('prompt must not be empty', 400, 'prompt')
+    promptText = p
+  } else if (Array.isArray(p) && p.length > 0 && p.every((t) => typeof t === 'number')) {
+    if (!p.every((t) => Number.isInteger(t) && t >= 0 && t <= 0x7fffffff))
+      throw badRequest('prompt token ids must be integers in [0, 2^31)', 400, 'prompt')
+    promptIds = p as number[]
+  } else if (Array.isArray(p) && p.length > 0) {
+    throw badRequest('batched prompts are not supported: send one prompt per request', 400, 'prompt')
+  } else {
+    throw badRequest('prompt must be a non-empty string or a non-empty array of token ids', 400, 'prompt')
+  }
+  for (const k of ['echo', 'best_of', 'logprobs', 'suffix']) {
+    if (body[k] !== undefined && body[k] !== null && body[k] !== false && !(k === 'best_of' && body[k] === 1))
+      throw badRequest(`${k} is not supported by this proxy`, 400, k)
+  }
+  return {
+    kind: 'completion',
+    body,
+    ...common(body, headerSlo, config),
+    messages: undefined,
+    promptText,
+    promptIds,
+  }
+}
+
+/** The prompt's token ids as the proxy counts them. */
+export function promptTokensOf(req: ParsedRequest, tokenizer: PromptTokenizer): Uint32Array {
+  if (req.promptIds !== undefined) return Uint32Array.from(req.promptIds)
+  if (req.promptText !== undefined) return tokenizer.text(req.promptText)
+  return tokenizer.chat(req.messages!)
+}
+
+// ---------------------------------------------------------------------------------------------
+// Sending to the workers
+
+/** P and D of a seed: P's call runs beside D's; a P failure aborts D and is reported as P's. */
+class Pair {
+  readonly controller = new AbortController()
+  prefill: Promise<unknown> | undefined
+  #prefillError: unknown
+  readonly #cleanup: () => void
+
+  constructor(signal: AbortSignal) {
+    const onAbort = (): void => this.controller.abort(signal.reason)
+    if (signal.aborted) this.controller.abort(signal.reason)
+    signal.addEventListener('abort', onAbort, { once: true })
+    this.#cleanup = () => signal.removeEventListener('abort', onAbort)
+  }
+
+  get signal(): AbortSignal {
+    return this.controller.signal
+  }
+
+  startPrefill<T>(call: Promise<T>): void {
+    this.prefill = call.then(
+      (r) => r,
+      (err: unknown) => {
+        this.#prefillError = err
+        this.controller.abort(err)
+        throw err
+      },
+    )
+    this.prefill.catch(() => {})
+  }
+
+  /** The error to report for a failure of D's side: P's if P failed first. */
+  wrap(err: unknown): unknown {
+    const side = this.#prefillError !== undefined ? 'prefill' : 'decode'
+    const cause = side === 'prefill' ? this.#prefillError : err
+    if (cause instanceof WorkerBindingsError && cause.code === 'PD_DISPATCH') return cause
+    return new WorkerBindingsError(
+      'PD_DISPATCH',
+      `the ${side} side of the P/D dispatch failed: ${(cause as Error)?.message ?? String(cause)}`,
+      { value: side, cause, endpoint: cause instanceof WorkerBindingsError ? cause.endpoint : undefined },
+    )
+  }
+
+  done(): void {
+    this.#cleanup()
+  }
+}
+
+function bootstrapFields(served: ServedBy): Record<string, unknown> {
+  const p = served.prefill!
+  return {
+    bootstrap_host: p.bootstrapHost,
+    bootstrap_port: p.bootstrapPort,
+    bootstrap_room: generateBootstrapRoom(),
+  }
+}
+
+/** The `kvc` extension object added to responses (unknown to OpenAI clients, which ignore it). */
+export interface KvcResponseInfo {
+  readonly session_id: string
+  readonly turn_id: string
+  readonly path: string
+  readonly worker: string
+  readonly prefill: string | null
+  readonly migrated_from: string | null
+  readonly cached_tokens: number
+  readonly transferred_tokens: number
+  readonly attempt: number
+  /** Completions with a token-id prompt: the generated token ids. */
+  readonly output_ids?: readonly number[]
+}
+
+function kvcInfo(served: ServedBy, c: Completion, outputIds?: readonly number[]): KvcResponseInfo {
+  return {
+    session_id: served.sessionId,
+    turn_id: served.turnId,
+    path: served.path,
+    worker: served.decode.id,
+    prefill: served.prefill?.id ?? null,
+    migrated_from: served.migratedFrom ?? null,
+    cached_tokens: c.cachedTokens,
+    transferred_tokens: c.transferredTokens,
+    attempt: served.attempt,
+    ...(outputIds === undefined ? {} : { output_ids: outputIds }),
+  }
+}
+
+/** Response headers naming where the turn went. */
+export function servedHeaders(served: ServedBy): Record<string, string> {
+  const h: Record<string, string> = {
+    'x-kvc-session': encodeURIComponent(served.sessionId),
+    'x-kvc-turn': encodeURIComponent(served.turnId),
+    'x-kvc-path': served.path,
+    'x-kvc-worker': served.decode.id,
+  }
+  if (served.prefill !== undefined) h['x-kvc-prefill'] = served.prefill.id
+  if (served.migratedFrom !== undefined) h['x-kvc-migrated-from'] = served.migratedFrom
+  return h
+}
+
+function writeSseHead(res: ServerResponse, served: ServedBy): void {
+  res.writeHead(200, {
+    'content-type': 'text/event-stream',
+    'cache-control': 'no-cache',
+    connection: 'keep-alive',
+    ...servedHeaders(served),
+  })
+}
+
+function sse(res: ServerResponse, obj: unknown): void {
+  if (!res.destroyed) res.write(`data: ${JSON.stringify(obj)}\n\n`)
+}
+
+function cachedOf(x: unknown): number {
+  const u = (x as { usage?: { prompt_tokens_details?: { cached_tokens?: unknown } | null } } | undefined)
+    ?.usage
+  const c = u?.prompt_tokens_details?.cached_tokens
+  if (typeof c === 'number') return c
+  const m = (x as { meta_info?: { cached_tokens?: unknown } } | undefined)?.meta_info?.cached_tokens
+  return typeof m === 'number' ? m : 0
+}
+
+function stats(served: ServedBy, promptTokens: number, output: number, d: unknown, p: unknown): Completion {
+  if (served.path !== 'seed') return { outputTokens: output, cachedTokens: cachedOf(d), transferredTokens: 0 }
+  return {
+    outputTokens: output,
+    cachedTokens: cachedOf(p),
+    transferredTokens: Math.max(0, promptTokens - cachedOf(d)),
+  }
+}
+
+async function prefillAnswer(pair: Pair | undefined): Promise<unknown> {
+  if (pair?.prefill === undefined) return undefined
+  try {
+    return await pair.prefill
+  } catch {
+    return undefined
+  }
+}
+
+class AbortFinish extends Error {
+  constructor(message: string) {
+    super(message)
+    this.name = 'WorkerAbort'
+  }
+}
+
+function abortChunkError(reason: unknown, endpoint: string): WorkerBindingsError {
+  return new WorkerBindingsError(
+    'STREAM_ERROR',
+    `the worker aborted the request: ${JSON.stringify(reason)}`,
+    {
+      endpoint,
+      cause: new AbortFinish(JSON.stringify(reason)),
+    },
+  )
+}
+
+/** Sends a chat completion: straight to D (fast/direct) or to a P/D pair (seed), streaming or not. */
+export class ChatTransport implements TurnTransport {
+  readonly #req: ParsedRequest
+  readonly #res: ServerResponse
+  readonly #promptTokens: number
+  readonly #defaultModel: string
+
+  constructor(req: ParsedRequest, res: ServerResponse, promptTokens: number, defaultModel: string) {
+    this.#req = req
+    this.#res = res
+    this.#promptTokens = promptTokens
+    this.#defaultModel = defaultModel
+  }
+
+  #bodies(served: ServedBy): { d: Record<string, unknown>; p: Record<string, unknown> | undefined } {
+    const base: Record<string, unknown> = { ...this.#req.body }
+    for (const k of PROXY_OWNED) delete base[k]
+    delete base.kvc_slo_class
+    base.model = this.#req.model ?? this.#defaultModel
+    base.max_tokens = this.#req.maxTokens
+    delete base.max_completion_tokens
+    const d: Record<string, unknown> = { ...base, rid: served.rid, session_id: served.sessionId }
+    if (this.#req.stream) d.stream_options = { include_usage: true }
+    if (served.path !== 'seed') return { d, p: undefined }
+    const boot = bootstrapFields(served)
+    Object.assign(d, boot)
+    const p: Record<string, unknown> = { ...base, ...boot, rid: `${served.rid}:p`, stream: false }
+    delete p.stream_options
+    return { d, p }
+  }
+
+  async start(served: ServedBy, signal: AbortSignal): Promise<StartedResponse> {
+    const { d, p } = this.#bodies(served)
+    const dc = served.decode.client
+    const pair = p === undefined ? undefined : new Pair(signal)
+    const opts: CallOptions = { signal: pair?.signal ?? signal }
+    if (pair !== undefined) pair.startPrefill(served.prefill!.client.chatCompletions(p as never, opts))
+    try {
+      if (!this.#req.stream) {
+        const answer = await dc.chatCompletions(d as never, opts)
+        if (answer.choices[0]?.finish_reason === 'abort') throw abortChunkError(answer.choices[0], dc.baseURL)
+        const pa = await (pair?.prefill ?? Promise.resolve(undefined))
+        pair?.done()
+        return this.#whole(served, answer, pa)
+      }
+      const stream = await dc.chatCompletionsStream(d as never, opts)
+      const it = stream[Symbol.asyncIterator]()
+      let first: IteratorResult<ChatCompletionChunk>
+      try {
+        first = await it.next()
+      } catch (err) {
+        stream.abort()
+        throw err
+      }
+      if (first.done === true) throw new WorkerBindingsError('SSE_TRUNCATED', 'the stream carried no chunk')
+      if (first.value.choices[0]?.finish_reason === 'abort') {
+        stream.abort()
+        throw abortChunkError(first.value.choices[0], dc.baseURL)
+      }
+      return {
+        cancel: () => {
+          stream.abort()
+          pair?.done()
+        },
+        finish: async () => {
+          try {
+            return await this.#pipe(served, first.value, it, pair)
+          } catch (err) {
+            throw pair === undefined ? err : pair.wrap(err)
+          } finally {
+            pair?.done()
+          }
+        },
+      }
+    } catch (err) {
+      pair?.controller.abort(err)
+      pair?.done()
+      throw pair === undefined ? err : pair.wrap(err)
+    }
+  }
+
+  #whole(served: ServedBy, answer: ChatCompletion, pa: unknown): StartedResponse {
+    return {
+      cancel: () => {},
+      finish: async () => {
+        const out = answer.usage?.completion_tokens ?? 0
+        const c = stats(served, this.#promptTokens, out, answer, pa)
+        const body = { ...answer, kvc: kvcInfo(served, c) }
+        const text = JSON.stringify(body)
+        this.#res.writeHead(200, {
+          'content-type': 'application/json',
+          'content-length': String(Buffer.byteLength(text)),
+          ...servedHeaders(served),
+        })
+        this.#res.end(text)
+        return c
+      },
+    }
+  }
+
+  async #pipe(
+    served: ServedBy,
+    first: ChatCompletionChunk,
+    it: AsyncIterator<ChatCompletionChunk>,
+    pair: Pair | undefined,
+  ): Promise<Completion> {
+    const res = this.#res
+    writeSseHead(res, served)
+    let usage: ChatCompletionChunk['usage'] = null
+    let last: ChatCompletionChunk | undefined
+    let pieces = 0
+    const forward = (c: ChatCompletionChunk): void => {
+      if (c.usage) usage = c.usage
+      if (c.choices.length === 0) return // the usage chunk the proxy asked for: re-sent at the end if wanted
+      pieces++
+      last = c
+      sse(res, c.usage && !this.#req.includeUsage ? { ...c, usage: null } : c)
+    }
+    forward(first)
+    for (;;) {
+      const r = await it.next()
+      if (r.done === true) break
+      if (r.value.choices[0]?.finish_reason === 'abort')
+        throw abortChunkError(r.value.choices[0], served.decode.url)
+      forward(r.value)
+    }
+    const u = usage as ChatCompletionChunk['usage']
+    const out = u?.completion_tokens ?? Math.max(0, pieces - 1)
+    const pa = await prefillAnswer(pair)
+    const c = stats(served, this.#promptTokens, out, { usage: u }, pa)
+    if (this.#req.includeUsage) {
+      sse(res, {
+        id: last?.id ?? first.id,
+        object: 'chat.completion.chunk',
+        created: last?.created ?? first.created,
+        model: last?.model ?? first.model,
+        choices: [],
+        usage: u,
+        kvc: kvcInfo(served, c),
+      })
+    }
+    if (!res.destroyed) res.end('data: [DONE]\n\n')
+    return c
+  }
+}
+
+const SAMPLING_KEYS = [
+  'temperature',
+  'top_p',
+  'top_k',
+  'min_p',
+  'stop',
+  'stop_token_ids',
+  'frequency_penalty',
+  'presence_penalty',
+  'repetition_penalty',
+  'ignore_eos',
+  'seed',
+]
+
+function finishName(fr: unknown): string | null {
+  if (fr === null || fr === undefined) return null
+  const t = (fr as { type?: unknown }).type
+  return t === 'length' ? 'length' : t === 'stop' ? 'stop' : String(t)
+}
+
+/**
+ * Sends an OpenAI completion as SGLang's native `/generate` (`text` or `input_ids`, the sampling
+ * parameters mapped into `sampling_params`) and answers in OpenAI's `text_completion` shape.
+ */
+export class CompletionTransport implements TurnTransport {
+  readonly #req: ParsedRequest
+  readonly #res: ServerResponse
+  readonly #promptTokens: number
+  readonly #model: string
+  readonly #created = Math.floor(Date.now() / 1000)
+
+  constructor(req: ParsedRequest, res: ServerResponse, promptTokens: number, defaultModel: string) {
+    this.#req = req
+    this.#res = res
+    this.#promptTokens = promptTokens
+    this.#model = req.model ?? defaultModel
+  }
+
+  #bodies(served: ServedBy): { d: GenerateRequest; p: GenerateRequest | undefined } {
+    const b = this.#req.body
+    const sampling: Record<string, unknown> = { max_new_tokens: this.#req.maxTokens }
+    for (const k of SAMPLING_KEYS) if (b[k] !== undefined && b[k] !== null) sampling[k] = b[k]
+    const input =
+      this.#req.promptIds !== undefined
+        ? { input_ids: [...this.#req.promptIds] }
+        : { text: this.#req.promptText! }
+    const base = { ...input, sampling_params: sampling } as GenerateRequest
+    const d = { ...base, rid: served.rid, session_id: served.sessionId } as GenerateRequest
+    if (served.path !== 'seed') return { d, p: undefined }
+    const boot = bootstrapFields(served)
+    return {
+      d: { ...d, ...boot } as GenerateRequest,
+      p: { ...base, ...boot, rid: `${served.rid}:p` } as GenerateRequest,
+    }
+  }
+
+  async start(served: ServedBy, signal: AbortSignal): Promise<StartedResponse> {
+    const { d, p } = this.#bodies(served)
+    const dc = served.decode.client
+    const pair = p === undefined ? undefined : new Pair(signal)
+    const opts: CallOptions = { signal: pair?.signal ?? signal }
+    if (pair !== undefined) pair.startPrefill(served.prefill!.client.generate(p!, opts))
+    try {
+      if (!this.#req.stream) {
+        const answer = await dc.generate(d, opts)
+        if (finishName(answer.meta_info.finish_reason) === 'abort')
+          throw abortChunkError(answer.meta_info.finish_reason, dc.baseURL)
+        const pa = await (pair?.prefill ?? Promise.resolve(undefined))
+        pair?.done()
+        return this.#whole(served, answer, pa)
+      }
+      const stream = await dc.generateStream(d, opts)
+      const it = stream[Symbol.asyncIterator]()
+      let first: IteratorResult<GenerateStreamChunk>
+      try {
+        first = await it.next()
+      } catch (err) {
+        stream.abort()
+        throw err
+      }
+      if (first.done === true) throw new WorkerBindingsError('SSE_TRUNCATED', 'the stream carried no chunk')
+      if (first.value.finished && finishName(first.value.metaInfo.finish_reason) === 'abort') {
+        stream.abort()
+        throw abortChunkError(first.value.metaInfo.finish_reason, dc.baseURL)
+      }
+      return {
+        cancel: () => {
+          stream.abort()
+          pair?.done()
+        },
+        finish: async () => {
+          try {
+            return await this.#pipe(served, first.value, it, pair)
+          } catch (err) {
+            throw pair === undefined ? err : pair.wrap(err)
+          } finally {
+            pair?.done()
+          }
+        },
+      }
+    } catch (err) {
+      pair?.controller.abort(err)
+      pair?.done()
+      throw pair === undefined ? err : pair.wrap(err)
+    }
+  }
+
+  #chunk(text: string, finish: string | null): Record<string, unknown> {
+    return {
+      id: `cmpl-${this.#idSuffix}`,
+      object: 'text_completion',
+      created: this.#created,
+      model: this.#model,
+      choices: [{ index: 0, text, logprobs: null, finish_reason: finish }],
+    }
+  }
+
+  #idSuffix = ''
+
+  #usage(prompt: number, completion: number, cached: number): Record<string, unknown> {
+    return {
+      prompt_tokens: prompt,
+      completion_tokens: completion,
+      total_tokens: prompt + completion,
+      prompt_tokens_details: { cached_tokens: cached },
+    }
+  }
+
+  #whole(served: ServedBy, answer: GenerateResponse, pa: unknown): StartedResponse {
+    return {
+      cancel: () => {},
+      finish: async () => {
+        this.#idSuffix = served.rid
+        const m = answer.meta_info
+        const out = answer.output_ids?.length ?? m.completion_tokens ?? 0
+        const c = stats(served, this.#promptTokens, out, answer, pa)
+        const body = {
+          ...this.#chunk(answer.text, finishName(m.finish_reason)),
+          usage: this.#usage(m.prompt_tokens ?? this.#promptTokens, out, c.cachedTokens),
+          kvc: kvcInfo(served, c, this.#req.promptIds === undefined ? undefined : answer.output_ids),
+        }
+        const text = JSON.stringify(body)
+        this.#res.writeHead(200, {
+          'content-type': 'application/json',
+          'content-length': String(Buffer.byteLength(text)),
+          ...servedHeaders(served),
+        })
+        this.#res.end(text)
+        return c
+      },
+    }
+  }
+
+  async #pipe(
+    served: ServedBy,
+    first: GenerateStreamChunk,
+    it: AsyncIterator<GenerateStreamChunk>,
+    pair: Pair | undefined,
+  ): Promise<Completion> {
+    const res = this.#res
+    this.#idSuffix = served.rid
+    writeSseHead(res, served)
+    let last = first
+    const forward = (c: GenerateStreamChunk): void => {
+      last = c
+      const fin = c.finished ? finishName(c.metaInfo.finish_reason) : null
+      if (c.delta.length > 0 || fin !== null) sse(res, this.#chunk(c.delta, fin))
+    }
+    forward(first)
+    for (;;) {
+      const r = await it.next()
+      if (r.done === true) break
+      if (r.value.finished && finishName(r.value.metaInfo.finish_reason) === 'abort')
+        throw abortChunkError(r.value.metaInfo.finish_reason, served.decode.url)
+      forward(r.value)
+    }
+    const out = last.outputIds.length
+    const pa = await prefillAnswer(pair)
+    const c = stats(served, this.#promptTokens, out, { meta_info: last.metaInfo }, pa)
+    if (this.#req.includeUsage) {
+      sse(res, {
+        id: `cmpl-${this.#idSuffix}`,
+        object: 'text_completion',
+        created: this.#created,
+        model: this.#model,
+        choices: [],
+        usage: this.#usage(last.metaInfo.prompt_tokens ?? this.#promptTokens, out, c.cachedTokens),
+        kvc: kvcInfo(served, c, this.#req.promptIds === undefined ? undefined : last.outputIds),
+      })
+    }
+    if (!res.destroyed) res.end('data: [DONE]\n\n')
+    return c
+  }
+}

@@ -1,0 +1,274 @@
+import { type IncomingMessage, type Server, type ServerResponse, createServer } from 'node:http'
+import type { AddressInfo } from 'node:net'
+import type { ProxyConfig } from './config.js'
+import { ProxyError, badRequest } from './errors.js'
+import { Gateway, type GatewayOptions, type TurnResult } from './gateway.js'
+import { errorBody, readJsonBody, sendError, sendJson } from './http.js'
+import { ChatTransport, CompletionTransport, parseChat, parseCompletion, promptTokensOf } from './openai.js'
+import { SessionTable, identifySession } from './sessions.js'
+import { type PromptTokenizer, createTokenizer } from './tokens.js'
+
+/** A running proxy. */
+export interface Proxy {
+  /** `http://host:port` it listens on. */
+  readonly url: string
+  readonly port: number
+  readonly gateway: Gateway
+  readonly sessions: SessionTable
+  /** Stops accepting requests, ends running turns (`shutting_down`), closes every socket and timer. */
+  close(): Promise<void>
+}
+
+/** Causes of a failed turn that are worth retrying later (503 with `retry-after`); the others answer 502. */
+const RETRYABLE = new Set([
+  'all_paused',
+  'all_rejecting',
+  'seed_budget',
+  'admission_timeouts',
+  'all_unhealthy',
+  'all_draining',
+  'all_excluded',
+  'no_decode_workers',
+  'no_prefill',
+  'shutting_down',
+])
+
+const ROUTES: Record<string, readonly string[]> = {
+  '/health': ['GET'],
+  '/ready': ['GET'],
+  '/metrics': ['GET'],
+  '/v1/models': ['GET'],
+  '/v1/chat/completions': ['POST'],
+  '/v1/completions': ['POST'],
+}
+
+function failureError(r: TurnResult): ProxyError {
+  const cause = r.cause ?? 'unknown'
+  const retryable = RETRYABLE.has(cause)
+  const msg = r.error?.message ?? `turn ${r.turnId} of session ${r.sessionId} failed: ${cause}`
+  return new ProxyError(
+    'TURN_FAILED',
+    msg,
+    {
+      cause,
+      turn_id: r.turnId,
+      session_id: r.sessionId,
+      attempts: r.record.attempts,
+      ...(retryable ? { retryAfterS: 1 } : {}),
+    },
+    retryable ? 503 : 502,
+  )
+}
+
+/**
+ * Starts the proxy: discovers the workers, builds the router, and listens. See the README for the
+ * HTTP surface (OpenAI chat completions and completions, `/metrics`, `/health`, `/ready`).
+ */
+export async function createProxy(config: ProxyConfig, options: GatewayOptions = {}): Promise<Proxy> {
+  let sessions: SessionTable | undefined
+  const gateway = new Gateway(config, { sessions: () => sessions?.size ?? 0, ...options })
+  try {
+    await gateway.start()
+  } catch (err) {
+    await gateway.close()
+    throw err
+  }
+  const table = new SessionTable(config, gateway.router.params.pageSize, (id) => gateway.forgetSession(id))
+  sessions = table
+  const tokenizer = createTokenizer(config.tokenizer)
+  const model =
+    gateway.workers.all().find((w) => w.role === 'decode' && w.modelName !== undefined)?.modelName ??
+    'default'
+  let closing = false
+  const server = createServer((req, res) => {
+    const path = (req.url ?? '/').split('?')[0]!
+    const route = ROUTES[path] === undefined ? 'other' : path
+    res.once('finish', () => gateway.metrics.httpRequests.inc({ route, status: String(res.statusCode) }))
+    handle(req, res, path).catch((err: unknown) => {
+      if (!res.headersSent) sendError(res, err)
+      else if (!res.writableEnded) res.end()
+    })
+  })
+
+  async function handle(req: IncomingMessage, res: ServerResponse, path: string): Promise<void> {
+    const methods = ROUTES[path]
+    if (methods === undefined) {
+      req.resume()
+      sendJson(res, 404, errorBody(`no route ${path}`, 'not_found_error', 'not_found'))
+      return
+    }
+    if (!methods.includes(req.method ?? '')) {
+      req.resume()
+      sendJson(
+        res,
+        405,
+        errorBody(`${req.method} is not allowed on ${path}`, 'invalid_request_error', 'method_not_allowed'),
+        {
+          allow: methods.join(', '),
+        },
+      )
+      return
+    }
+    switch (path) {
+      case '/health':
+        req.resume()
+        sendJson(res, closing ? 503 : 200, { status: closing ? 'shutting down' : 'ok' })
+        return
+      case '/ready': {
+        req.resume()
+        const r = gateway.readiness()
+        const workers = gateway.workers.all().map((w) => ({
+          id: w.id,
+          role: w.role,
+          url: w.url,
+          healthy: gateway.workers.isHealthy(w.id),
+          paused: w.role === 'decode' && gateway.router.cluster.isPaused(w.id),
+        }))
+        sendJson(res, r.ready ? 200 : 503, { ready: r.ready, reason: r.reason ?? null, workers })
+        return
+      }
+      case '/metrics': {
+        req.resume()
+        const text = await gateway.metrics.text()
+        res.writeHead(200, { 'content-type': gateway.metrics.contentType })
+        res.end(text)
+        return
+      }
+      case '/v1/models': {
+        req.resume()
+        const d = gateway.workers.all().find((w) => w.role === 'decode' && gateway.workers.isHealthy(w.id))
+        if (d === undefined)
+          throw new ProxyError('TURN_FAILED', 'no healthy decode worker', { cause: 'all_unhealthy' }, 503)
+        sendJson(
+          res,
+          200,
+          await d.client.http.json(
+            { method: 'GET', path: '/v1/models', idempotent: true },
+            { timeout: config.health.timeoutMs * 5 },
+          ),
+        )
+        return
+      }
+      default:
+        await turn(req, res, path === '/v1/chat/completions' ? 'chat' : 'completion')
+    }
+  }
+
+  async function turn(req: IncomingMessage, res: ServerResponse, kind: 'chat' | 'completion'): Promise<void> {
+    if (closing) {
+      req.resume()
+      throw new ProxyError('SHUTTING_DOWN', 'the proxy is shutting down', undefined, 503)
+    }
+    const t0 = gateway.now()
+    const body = await readJsonBody(req, config.limits.maxBodyBytes)
+    const sloHeader = req.headers['x-kvc-slo-class']
+    const slo = typeof sloHeader === 'string' ? sloHeader : undefined
+    const parsed = kind === 'chat' ? parseChat(body, slo, config) : parseCompletion(body, slo, config)
+    const tokens = promptTokensOf(parsed, tokenizer as PromptTokenizer)
+    if (tokens.length === 0)
+      throw badRequest('the prompt is empty', 400, kind === 'chat' ? 'messages' : 'prompt')
+    if (tokens.length > config.limits.maxPromptTokens) {
+      throw badRequest(
+        `the prompt has ${tokens.length} tokens, more than the limit of ${config.limits.maxPromptTokens}`,
+        400,
+        kind === 'chat' ? 'messages' : 'prompt',
+      )
+    }
+    const ident = identifySession(req.headers, body, parsed.messages, config)
+    const controller = new AbortController()
+    res.once('close', () => {
+      if (!res.writableFinished) controller.abort(new Error('the client closed the connection'))
+    })
+    gateway.metrics.queuedTurns.set(table.queued)
+    try {
+      await table.run(ident.id, async () => {
+        gateway.metrics.queuedTurns.set(table.queued)
+        const blocks = table.blocks(ident.id).blocks(tokens)
+        const transport =
+          kind === 'chat'
+            ? new ChatTransport(parsed, res, tokens.length, model)
+            : new CompletionTransport(parsed, res, tokens.length, model)
+        const result = await gateway.runTurn(
+          {
+            sessionId: ident.id,
+            promptTokens: tokens.length,
+            blocks,
+            expectedOutputTokens: parsed.maxTokens,
+            sloClass: parsed.sloClass,
+          },
+          transport,
+          controller.signal,
+        )
+        if (result.status === 'completed') {
+          const path = result.path ?? 'none'
+          if (result.firstByteAt !== undefined)
+            gateway.metrics.ttft.observe({ path }, (result.firstByteAt - t0) / 1000)
+          gateway.metrics.e2e.observe({ path }, (result.endedAt - t0) / 1000)
+          return
+        }
+        if (result.cause === 'client_closed') return
+        if (!res.headersSent) {
+          if (result.cause === 'bad_request') {
+            const msg =
+              (result.error as { serverMessage?: string } | undefined)?.serverMessage ??
+              result.error?.message ??
+              'bad request'
+            throw badRequest(`the worker refused the request: ${msg}`, result.upstreamStatus ?? 400)
+          }
+          throw failureError(result)
+        }
+        // The response had started: report the failure inside the stream, then end it.
+        if (parsed.stream && !res.writableEnded) {
+          const e = failureError(result)
+          res.write(
+            `data: ${JSON.stringify(errorBody(e.message, 'server_error', 'turn_failed', null, { kvc: e.value }))}\n\n`,
+          )
+          res.end('data: [DONE]\n\n')
+        } else if (!res.writableEnded) res.destroy()
+      })
+    } finally {
+      gateway.metrics.queuedTurns.set(table.queued)
+      if (ident.source === 'anonymous') table.drop(ident.id)
+    }
+  }
+
+  const port = await new Promise<number>((resolve, reject) => {
+    server.once('error', reject)
+    server.listen(config.listen.port, config.listen.host, () => {
+      server.off('error', reject)
+      resolve((server.address() as AddressInfo).port)
+    })
+  }).catch(async (err: unknown) => {
+    table.close()
+    await gateway.close()
+    throw err
+  })
+  const host = config.listen.host.includes(':') ? `[${config.listen.host}]` : config.listen.host
+  let closed: Promise<void> | undefined
+  return {
+    url: `http://${host}:${port}`,
+    port,
+    gateway,
+    sessions: table,
+    close: () => {
+      closed ??= (async () => {
+        closing = true
+        table.close()
+        await gateway.close()
+        await closeServer(server)
+      })()
+      return closed
+    },
+  }
+}
+
+function closeServer(server: Server): Promise<void> {
+  return new Promise((resolve) => {
+    server.close(() => resolve())
+    server.closeIdleConnections()
+    // Give in-flight answers (turns just aborted answer 503) a moment, then drop what is left.
+    const t = setTimeout(() => server.closeAllConnections(), 200)
+    t.unref()
+    server.once('close', () => clearTimeout(t))
+  })
+}
