@@ -350,6 +350,17 @@ export class Gateway {
           await sleep(ms, ctl.signal)
           this.metrics.waitSeconds.inc(Math.max(0, this.#now() - t0) / 1000)
           outcome = { type: 'waited' }
+        } else if (a.type !== 'sendFast' && a.type !== 'seedViaP') {
+          // An action this driver has no transport for. `claim` (several router replicas sharing
+          // a store that confirms claims) is answered by the store itself.
+          const other = a as { readonly type: string; readonly claim?: unknown }
+          const store = router.cluster.store as { claim?: (c: unknown) => unknown }
+          if (other.type !== 'claim' || typeof store.claim !== 'function') {
+            final = turn.abort()
+            proxyCause = `unsupported_action_${other.type}`
+            break
+          }
+          outcome = (await store.claim(other.claim)) as DispatchOutcome
         } else {
           const served: ServedBy =
             a.type === 'sendFast'

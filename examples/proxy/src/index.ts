@@ -30,4 +30,4 @@ export { WorkerPool, type WorkerHandle, type WorkerPoolOptions } from './workers
 export { BlockHashCache, createTokenizer, type ChatMessageLike, type PromptTokenizer } from './tokens.js'
 export { SessionTable, identifySession, type SessionIdentity } from './sessions.js'
 export { type KvcResponseInfo, servedHeaders } from './openai.js'
-export { createProxy, type Proxy } from './server.js'
+export { createProxy, type KvcProxy } from './server.js'

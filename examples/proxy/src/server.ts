@@ -9,7 +9,7 @@ import { SessionTable, identifySession } from './sessions.js'
 import { type PromptTokenizer, createTokenizer } from './tokens.js'
 
 /** A running proxy. */
-export interface Proxy {
+export interface KvcProxy {
   /** `http://host:port` it listens on. */
   readonly url: string
   readonly port: number
@@ -64,7 +64,7 @@ function failureError(r: TurnResult): ProxyError {
  * Starts the proxy: discovers the workers, builds the router, and listens. See the README for the
  * HTTP surface (OpenAI chat completions and completions, `/metrics`, `/health`, `/ready`).
  */
-export async function createProxy(config: ProxyConfig, options: GatewayOptions = {}): Promise<Proxy> {
+export async function createProxy(config: ProxyConfig, options: GatewayOptions = {}): Promise<KvcProxy> {
   let sessions: SessionTable | undefined
   const gateway = new Gateway(config, { sessions: () => sessions?.size ?? 0, ...options })
   try {

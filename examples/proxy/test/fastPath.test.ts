@@ -1,5 +1,5 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
-import type { Proxy } from '../src/server.js'
+import type { KvcProxy } from '../src/server.js'
 import {
   type Cluster,
   Conversation,
@@ -15,7 +15,7 @@ const SYSTEM = 'You are a careful coding agent. Follow the repository convention
 describe('multi-turn sessions reach the fast path', () => {
   let baseline: Record<string, number>
   let cluster: Cluster
-  let proxy: Proxy
+  let proxy: KvcProxy
   let decisions: Awaited<ReturnType<typeof startProxy>>['decisions']
 
   beforeAll(async () => {

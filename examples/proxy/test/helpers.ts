@@ -2,7 +2,7 @@ import { DEFAULT_PAUSE_HINT } from '@kvc/kvc-router'
 import { type SglangEmulator, type SglangEmulatorOptions, createSglangEmulator } from '@kvc/worker-bindings'
 import { type ProxyConfigInput, resolveConfig } from '../src/config.js'
 import type { DecisionLine } from '../src/decisionLog.js'
-import { type Proxy, createProxy } from '../src/server.js'
+import { type KvcProxy, createProxy } from '../src/server.js'
 
 /** Counts of the resources that leak when a socket or timer is forgotten. */
 export function handleCounts(): Record<string, number> {
@@ -102,7 +102,7 @@ export async function startCluster(
 export async function startProxy(
   cluster: Cluster,
   overrides: ProxyConfigInput = {},
-): Promise<{ proxy: Proxy; decisions: DecisionLine[] }> {
+): Promise<{ proxy: KvcProxy; decisions: DecisionLine[] }> {
   const decisions: DecisionLine[] = []
   const config = resolveConfig({
     listen: { port: 0 },
