@@ -39,7 +39,10 @@ export {
 } from './residency/residencyIndex.js'
 export {
   InMemoryClusterStateStore,
+  type ClaimOutcome,
   type ClusterStateStore,
+  type InMemoryClusterStateStoreOptions,
+  type StateClaim,
   type SessionBinding,
   type WorkerLoad,
 } from './cluster/stateStore.js'
@@ -83,6 +86,7 @@ export {
 export { TurnDispatch, backoffDelayMs } from './dispatch/dispatch.js'
 export type {
   AdmitAction,
+  ClaimAction,
   DispatchAction,
   DispatchOutcome,
   DispatchRecord,

@@ -14,8 +14,14 @@ export interface SessionBinding {
   readonly workerId: string
   readonly committedTokens: number
   readonly verifiedBlocks: number
-  /** Clock time (ms) of the success that set it. */
+  /** Clock time (ms) of the success (or the claim) that set it. */
   readonly updatedAt: number
+  /**
+   * Version assigned by a store that confirms claims (it increases with every write of the
+   * session's binding); a binding claim names the version it was decided on, so a store can
+   * refuse it when another replica moved the binding meanwhile. Absent in the default store.
+   */
+  readonly revision?: number
 }
 
 /**
@@ -39,21 +45,92 @@ export interface WorkerLoad {
 }
 
 /**
+ * What a turn asks a store that confirms claims (see {@link ClusterStateStore.confirmsClaims})
+ * before it relies on shared state several replicas may change at once:
+ *
+ * - `binding`: the turn is about to use D `workerId` for a session that is unbound or bound to
+ *   another D (a first placement or a migration). `expected` is the binding the turn decided on
+ *   (`undefined` if it saw none). The store grants it when the session has no live binding, when
+ *   its binding is already to `workerId`, or when its binding is still `expected` (same
+ *   `revision`): it then binds the session to `workerId` (no committed tokens yet). Otherwise
+ *   another replica bound it first: the claim is **lost**, the answer names the winner's binding
+ *   and the turn is re-routed (to the winner's D first), not dropped.
+ * - `seedSlot`: the turn took a pending-seed slot on `workerId` (counted in this replica's load);
+ *   the store grants it when the slots held on `workerId` by all live replicas, this one's
+ *   included, stay within `budget`. A denied slot is given back by the turn.
+ *
+ * `at` is the router's clock when the claim was made.
+ *
+ * @example
+ * ```ts
+ * import type { StateClaim } from '@kvc/kvc-router'
+ * const first: StateClaim = { kind: 'binding', sessionId: 's1', workerId: 'd0', expected: undefined, at: 0 }
+ * const slot: StateClaim = { kind: 'seedSlot', sessionId: 's1', workerId: 'd0', budget: 4, at: 0 }
+ * ```
+ */
+export type StateClaim =
+  | {
+      readonly kind: 'binding'
+      readonly sessionId: string
+      readonly workerId: string
+      readonly expected: SessionBinding | undefined
+      readonly at: number
+    }
+  | {
+      readonly kind: 'seedSlot'
+      readonly sessionId: string
+      readonly workerId: string
+      readonly budget: number
+      readonly at: number
+    }
+
+/**
+ * A store's answer to a {@link StateClaim}; it is also the outcome the driver hands back to a
+ * `claim` action (`turn.next(await store.claim(action.claim))`).
+ *
+ * @example
+ * ```ts
+ * import type { ClaimOutcome } from '@kvc/kvc-router'
+ * const lost: ClaimOutcome = {
+ *   type: 'claimResult',
+ *   granted: false,
+ *   binding: { workerId: 'd1', committedTokens: 0, verifiedBlocks: 0, updatedAt: 5, revision: 7 },
+ * }
+ * ```
+ */
+export interface ClaimOutcome {
+  readonly type: 'claimResult'
+  readonly granted: boolean
+  /** For a binding claim: the session's binding after the claim (the winner's when it is lost). */
+  readonly binding?: SessionBinding
+  /**
+   * `false` when the store could not reach its server and decided on its last view (degraded
+   * mode); it reconciles later. Default `true`.
+   */
+  readonly confirmed?: boolean
+}
+
+/**
  * The **shared** part of the router's state: what several router replicas must agree on to
  * avoid seeding one session on two D workers or over-committing a D. Everything else (the
  * residency index, fed by every replica from the same KV-event streams; capacity reports; link
  * health) stays local.
  *
- * The interface is synchronous: a distributed implementation keeps a local replica, answers reads
- * from it, and propagates writes in the background (bindings are advisory; a conflict resolves to
- * one binding and the loser's next turn is simply re-routed). {@link InMemoryClusterStateStore}
- * is the default, for one replica.
+ * Reads and writes are synchronous, so Route stays a plain function: a distributed implementation
+ * (`@kvc/router-state`: NATS, Redis) keeps a local view, answers reads from it and propagates
+ * writes in the background. What must not race between replicas goes through **claims**: a store
+ * with `confirmsClaims: true` makes Dispatch yield a `claim` action (a {@link StateClaim}) before
+ * a turn moves or creates a session's binding and after it takes a pending-seed slot; the driver
+ * answers it with the store's own (asynchronous) `claim` method. {@link InMemoryClusterStateStore}
+ * is the default, for one replica, and confirms no claims unless asked to.
  *
  * Semantics each implementation must keep:
  * - `setPauseUntil` keeps the maximum of the current and the new time.
  * - `addReject` returns the new count; `resetSession` clears a session's rejects **and**
  *   exclusions at once (reset-on-success).
  * - load counters never go below zero.
+ * - with `confirmsClaims`, claims follow {@link StateClaim}'s rules and `setBinding` assigns a
+ *   new `revision`.
  *
  * @example
  * ```ts
@@ -65,6 +142,11 @@ export interface WorkerLoad {
  * ```
  */
 export interface ClusterStateStore {
+  /**
+   * `true` when several replicas share this store and Dispatch must confirm claims with it (a
+   * `claim` action per {@link StateClaim}); absent or `false` for one replica (no claim actions).
+   */
+  readonly confirmsClaims?: boolean
   getBinding(sessionId: string): SessionBinding | undefined
   setBinding(sessionId: string, binding: SessionBinding): void
   deleteBinding(sessionId: string): void
@@ -90,6 +172,24 @@ export interface ClusterStateStore {
   resetSession(sessionId: string): void
   /** Forgets everything about a worker (its load, pause, and every session's rejects / exclusions of it; bindings to it are dropped). */
   dropWorker(workerId: string): void
+}
+
+/**
+ * Options of {@link InMemoryClusterStateStore}.
+ *
+ * @example
+ * ```ts
+ * import type { InMemoryClusterStateStoreOptions } from '@kvc/kvc-router'
+ * const o: InMemoryClusterStateStoreOptions = { confirmClaims: true }
+ * ```
+ */
+export interface InMemoryClusterStateStoreOptions {
+  /**
+   * Confirm claims (default `false`): Dispatch then yields `claim` actions, answered
+   * synchronously by {@link InMemoryClusterStateStore.claim}. Several routers in one process can
+   * share such a store; it is also the reference semantics of the distributed stores.
+   */
+  readonly confirmClaims?: boolean
 }
 
 interface SessionFlags {
@@ -119,16 +219,22 @@ const ZERO_LOAD: WorkerLoad = Object.freeze({ turns: 0, pendingSeeds: 0, prefill
  * ```
  */
 export class InMemoryClusterStateStore implements ClusterStateStore {
+  readonly confirmsClaims: boolean
   readonly #bindings = new Map<string, SessionBinding>()
   readonly #loads = new Map<string, MutableLoad>()
   readonly #pause = new Map<string, number>()
   readonly #flags = new Map<string, SessionFlags>()
+  #revision = 0
+
+  constructor(options: InMemoryClusterStateStoreOptions = {}) {
+    this.confirmsClaims = options.confirmClaims === true
+  }
 
   getBinding(sessionId: string): SessionBinding | undefined {
     return this.#bindings.get(sessionId)
   }
   setBinding(sessionId: string, binding: SessionBinding): void {
-    this.#bindings.set(sessionId, binding)
+    this.#bindings.set(sessionId, this.confirmsClaims ? { ...binding, revision: ++this.#revision } : binding)
   }
   deleteBinding(sessionId: string): void {
     this.#bindings.delete(sessionId)
@@ -194,6 +300,46 @@ export class InMemoryClusterStateStore implements ClusterStateStore {
       if (f.rejects.size === 0 && f.excluded.size === 0) this.#flags.delete(s)
     }
     for (const [s, b] of this.#bindings) if (b.workerId === workerId) this.#bindings.delete(s)
+  }
+
+  /**
+   * Decides a claim at once, by {@link StateClaim}'s rules, over this store's maps (a lost
+   * binding claim names the current binding; a granted one to another D binds the session to it
+   * with no committed tokens).
+   *
+   * @example
+   * ```ts
+   * import { InMemoryClusterStateStore } from '@kvc/kvc-router'
+   * const store = new InMemoryClusterStateStore({ confirmClaims: true })
+   * store.claim({ kind: 'binding', sessionId: 's', workerId: 'd0', expected: undefined, at: 0 }).granted // true
+   * store.claim({ kind: 'binding', sessionId: 's', workerId: 'd1', expected: undefined, at: 1 }).granted // false: d0 won
+   * ```
+   */
+  claim(claim: StateClaim): ClaimOutcome {
+    if (claim.kind === 'seedSlot') {
+      return { type: 'claimResult', granted: this.load(claim.workerId).pendingSeeds <= claim.budget }
+    }
+    const cur = this.#bindings.get(claim.sessionId)
+    if (cur !== undefined && cur.workerId === claim.workerId) {
+      return { type: 'claimResult', granted: true, binding: cur }
+    }
+    if (
+      cur === undefined ||
+      (claim.expected !== undefined &&
+        claim.expected.workerId === cur.workerId &&
+        claim.expected.revision === cur.revision)
+    ) {
+      const b: SessionBinding = {
+        workerId: claim.workerId,
+        committedTokens: 0,
+        verifiedBlocks: 0,
+        updatedAt: claim.at,
+        revision: ++this.#revision,
+      }
+      this.#bindings.set(claim.sessionId, b)
+      return { type: 'claimResult', granted: true, binding: b }
+    }
+    return { type: 'claimResult', granted: false, binding: cur }
   }
 
   #flagsOf(sessionId: string): SessionFlags {

@@ -4,6 +4,7 @@ import {
   type SloClass,
   parseAdmitResponse,
 } from '../admission/contract.js'
+import type { SessionBinding } from '../cluster/stateStore.js'
 import { RouterError, checkLength } from '../errors/routerError.js'
 import { BlockKeys } from '../residency/blockKeys.js'
 import { turnKeys } from '../route/route.js'
@@ -38,6 +39,7 @@ const CAUSE_PRIORITY: readonly TurnFailureCause[] = [
   'all_rejecting',
   'all_paused',
   'transfer_failed',
+  'binding_conflict',
   'worker_failed',
   'admission_timeouts',
   'seed_budget',
@@ -80,6 +82,9 @@ export function backoffDelayMs(n: number, baseMs: number, capMs: number, random:
  * - admission RPCs time out, are retried with full-jitter backoff, and a negative answer younger
  *   than the staleness budget is reused instead of a new RPC;
  * - **reset-on-success**: a completed turn clears the session's rejects and exclusions;
+ * - with a store that confirms claims (several router replicas), a `claim` action confirms a
+ *   pending-seed slot after the turn takes it and a binding before the turn moves or creates it;
+ *   a lost binding claim re-routes the turn at once, to the winner's D first;
  * - when a walk finds no taker the turn waits (until the earliest pause ends, or a jittered
  *   backoff), bounded by the SLO class's wait budget, `maxWalks` and `maxAttempts`; then it fails
  *   with a `RouterError` naming the cause. No turn ends silently.
@@ -124,6 +129,16 @@ export class TurnDispatch {
   #inflight: { d: string; p: string | undefined; prefill: number; blocks: number } | undefined
   /** The D whose pending-seed slot this turn holds (taken before its admission RPC). */
   #seedSlot: string | undefined
+  /** Whether the store confirms claims (several replicas). */
+  readonly #claims: boolean
+  /** The session's binding as this turn knows it (read at each walk, updated by granted claims). */
+  #known: SessionBinding | undefined
+  /** The bound D before this turn's first granted binding claim (`null`: no claim granted yet). */
+  #origin: string | undefined | null = null
+  /** The D that won a binding claim this turn lost: tried first in the next walk. */
+  #follow: string | undefined
+  /** Set by a lost binding claim: end this walk and walk again at once. */
+  #reroute = false
 
   /** @internal Use `Router.dispatch`. */
   constructor(ctx: RouteContext, policy: RoutingPolicy, turn: TurnRequest, turnId: string) {
@@ -135,6 +150,7 @@ export class TurnDispatch {
     this.#turn =
       turn.blocks === undefined || turn.blocks instanceof BlockKeys ? turn : { ...turn, blocks: this.#keys }
     this.#cls = turn.sloClass ?? 'interactive'
+    this.#claims = ctx.cluster.store.confirmsClaims === true
     this.#reserve = turn.expectedOutputTokens ?? ctx.params.defaultDecodeReserve
     const now = ctx.cluster.now()
     this.#deadline = now + ctx.params.slo[this.#cls].maxWaitMs
@@ -258,6 +274,7 @@ export class TurnDispatch {
       this.#walks++
       this.record.walks = this.#walks
       const decision = policy.rank(this.#ctx, this.#turn)
+      if (this.#claims) this.#known = cluster.store.getBinding(s)
       this.#recordRoute(decision)
       for (const w of decision.ineligible) {
         this.#count(
@@ -271,7 +288,17 @@ export class TurnDispatch {
         )
       }
       if (cluster.decodeIds().length === 0) this.#count('no_decode_workers')
-      for (const c of decision.candidates) {
+      let candidates = decision.candidates
+      const follow = this.#follow
+      this.#follow = undefined
+      if (follow !== undefined) {
+        const i = candidates.findIndex((x) => x.workerId === follow)
+        if (i > 0) {
+          candidates = [candidates[i]!, ...candidates.slice(0, i), ...candidates.slice(i + 1)]
+          this.#step('route', follow, undefined, `following the binding to ${follow} won by another replica`)
+        }
+      }
+      for (const c of candidates) {
         if (this.#attempts >= params.maxAttempts) break
         const d = c.workerId
         if (!cluster.has(d) || cluster.role(d) !== 'decode') continue
@@ -285,6 +312,7 @@ export class TurnDispatch {
         }
         const done = yield* this.#tryCandidate(c)
         if (done !== undefined) return done
+        if (this.#reroute) break
       }
       const cause = this.#dominantCause()
       const now = cluster.now()
@@ -292,6 +320,11 @@ export class TurnDispatch {
         return this.#fail(cause, 'ATTEMPTS_EXHAUSTED')
       }
       if (now >= this.#deadline) return this.#fail(cause, 'WAIT_EXHAUSTED')
+      if (this.#reroute) {
+        // A lost binding claim changed the session's binding: walk again now, no wait.
+        this.#reroute = false
+        continue
+      }
       let until =
         now + backoffDelayMs(this.#walks - 1, params.backoffBaseMs, params.backoffCapMs, this.#ctx.random)
       // If no healthy D is usable now only because of pauses (including hints received during this
@@ -321,6 +354,7 @@ export class TurnDispatch {
     const d = c.workerId
     if (policy.pathMode === 'direct') {
       let leaseId: string | undefined
+      if (!(yield* this.#claimBinding(d))) return undefined
       if (policy.usesAdmission) {
         const r = yield* this.#admit(d, 'fast', c)
         if (r.kind !== 'admitted') return undefined
@@ -330,6 +364,7 @@ export class TurnDispatch {
     }
     let seed = policy.pathMode === 'seed' || !c.fast
     if (!seed) {
+      if (!(yield* this.#claimBinding(d))) return undefined
       const r = policy.usesAdmission
         ? yield* this.#admit(d, 'fast', c)
         : ({ kind: 'admitted', leaseId: '' } as const)
@@ -354,6 +389,16 @@ export class TurnDispatch {
     // Take the pending-seed slot before the admission RPC, so that turns interleaved with this
     // one cannot overshoot the budget while it waits for the answer.
     this.#takeSeedSlot(d)
+    if (this.#claims) {
+      if (!(yield* this.#claimSeedSlot(d, budget))) {
+        this.#releaseSeedSlot()
+        return undefined
+      }
+      if (!(yield* this.#claimBinding(d))) {
+        this.#releaseSeedSlot()
+        return undefined
+      }
+    }
     let leaseId: string | undefined
     if (policy.usesAdmission) {
       const r = yield* this.#admit(d, 'seed', c)
@@ -364,6 +409,61 @@ export class TurnDispatch {
       leaseId = r.leaseId
     }
     return yield* this.#seed(p, d, c, leaseId)
+  }
+
+  /**
+   * With a store that confirms claims: binds the session to `d` unless this turn already knows it
+   * is bound there. `false` when another replica's binding won (the walk ends and re-routes).
+   */
+  *#claimBinding(d: string): Gen<boolean> {
+    if (!this.#claims || this.#known?.workerId === d) return true
+    const cluster = this.#ctx.cluster
+    const s = this.#turn.sessionId
+    const expected = this.#known
+    const out = yield {
+      type: 'claim',
+      turnId: this.turnId,
+      claim: { kind: 'binding', sessionId: s, workerId: d, expected, at: cluster.now() },
+    }
+    const r = out as Extract<DispatchOutcome, { type: 'claimResult' }>
+    const note = r.confirmed === false ? ' (unconfirmed: store degraded)' : ''
+    if (r.granted) {
+      if (this.#origin === null) this.#origin = expected?.workerId
+      this.#known = r.binding ?? {
+        workerId: d,
+        committedTokens: 0,
+        verifiedBlocks: 0,
+        updatedAt: cluster.now(),
+      }
+      this.#step('claim', d, undefined, `bound ${s} to ${d}${note}`)
+      return true
+    }
+    const winner = r.binding?.workerId ?? cluster.store.getBinding(s)?.workerId
+    this.#count('binding_conflict')
+    this.#step(
+      'claim',
+      d,
+      undefined,
+      `lost: ${s} is bound to ${winner ?? 'another D'} by another replica; re-routing${note}`,
+    )
+    this.#follow = winner
+    this.#reroute = true
+    return false
+  }
+
+  /** With a store that confirms claims: confirms the pending-seed slot this turn took on `d`. */
+  *#claimSeedSlot(d: string, budget: number): Gen<boolean> {
+    const cluster = this.#ctx.cluster
+    const out = yield {
+      type: 'claim',
+      turnId: this.turnId,
+      claim: { kind: 'seedSlot', sessionId: this.#turn.sessionId, workerId: d, budget, at: cluster.now() },
+    }
+    const r = out as Extract<DispatchOutcome, { type: 'claimResult' }>
+    if (r.granted) return true
+    this.#count('seed_budget')
+    this.#step('skip', d, undefined, `pending-seed budget full across replicas (${budget} for ${this.#cls})`)
+    return false
   }
 
   *#admit(d: string, path: 'fast' | 'seed', c: RouteCandidate): Gen<AdmitResult> {
@@ -608,8 +708,13 @@ export class TurnDispatch {
   }
 
   #migrationSource(d: string): string | undefined {
-    const b = this.#ctx.cluster.store.getBinding(this.#turn.sessionId)
-    return b !== undefined && b.workerId !== d ? b.workerId : undefined
+    // With claims, the store already binds the session to `d`: the source is the D it was bound
+    // to before this turn's first granted claim.
+    const from =
+      this.#claims && this.#origin !== null
+        ? this.#origin
+        : this.#ctx.cluster.store.getBinding(this.#turn.sessionId)?.workerId
+    return from !== undefined && from !== d ? from : undefined
   }
 
   #decodeBlocks(): number {
@@ -715,7 +820,9 @@ export class TurnDispatch {
           ? t === 'completed' || t === 'failed'
           : action.type === 'wait'
             ? t === 'waited'
-            : false
+            : action.type === 'claim'
+              ? t === 'claimResult'
+              : false
     if (!ok) {
       throw new RouterError(
         'UNEXPECTED_OUTCOME',
@@ -731,6 +838,19 @@ export class TurnDispatch {
           `turn ${this.turnId}: answer for ${res.requestId}, expected ${action.request.requestId}`,
           outcome,
         )
+      }
+    }
+    if (outcome.type === 'claimResult') {
+      if (typeof outcome.granted !== 'boolean') {
+        throw new RouterError('INVALID_MESSAGE', 'claimResult.granted must be a boolean', outcome)
+      }
+      if (
+        outcome.binding !== undefined &&
+        (typeof outcome.binding !== 'object' ||
+          outcome.binding === null ||
+          typeof outcome.binding.workerId !== 'string')
+      ) {
+        throw new RouterError('INVALID_MESSAGE', 'claimResult.binding must be a session binding', outcome)
       }
     }
     if (outcome.type === 'completed') {

@@ -1,5 +1,6 @@
 import type { AdmitRequest, AdmitResponse, SloClass } from '../admission/contract.js'
 import type { RouterError } from '../errors/routerError.js'
+import type { ClaimOutcome, StateClaim } from '../cluster/stateStore.js'
 import type { RouteDecision } from '../route/types.js'
 
 /**
@@ -68,6 +69,24 @@ export interface SeedViaPAction {
 }
 
 /**
+ * Confirm shared state with the store before relying on it (only with a store whose
+ * `confirmsClaims` is true, i.e. several router replicas): answer with the store's own answer,
+ * `turn.next(await store.claim(action.claim))`. A lost binding claim re-routes the turn to the
+ * winner's D; a denied pending-seed slot skips the D.
+ *
+ * @example
+ * ```ts
+ * import type { ClaimAction } from '@kvc/kvc-router'
+ * const what = (a: ClaimAction) => `${a.claim.kind} ${a.claim.workerId} for ${a.claim.sessionId}`
+ * ```
+ */
+export interface ClaimAction {
+  readonly type: 'claim'
+  readonly turnId: string
+  readonly claim: StateClaim
+}
+
+/**
  * Why a turn waits.
  *
  * @example
@@ -107,6 +126,7 @@ export interface WaitAction {
  * | `seed_budget` | the D workers' pending-seed budgets were full |
  * | `no_prefill` | no healthy P with a healthy link to the D workers |
  * | `transfer_failed` | KV transfers from P failed |
+ * | `binding_conflict` | other router replicas kept binding the session elsewhere first (lost claims) |
  * | `worker_failed` | the D failed the turn after accepting it |
  * | `aborted` | the driver called `abort` |
  *
@@ -127,6 +147,7 @@ export type TurnFailureCause =
   | 'seed_budget'
   | 'no_prefill'
   | 'transfer_failed'
+  | 'binding_conflict'
   | 'worker_failed'
   | 'aborted'
 
@@ -178,6 +199,7 @@ export interface DoneAction {
  */
 export type DispatchAction =
   | AdmitAction
+  | ClaimAction
   | SendFastAction
   | SeedViaPAction
   | WaitAction
@@ -197,7 +219,8 @@ export type SendFailureCause = 'transfer_timeout' | 'transfer_error' | 'worker_e
 
 /**
  * The driver's answer to the pending action: `admitResult` / `admitTimeout` / `admitError` for
- * `admit`; `completed` / `failed` for `sendFast` and `seedViaP`; `waited` for `wait`.
+ * `admit`; `completed` / `failed` for `sendFast` and `seedViaP`; `waited` for `wait`; the
+ * store's `claimResult` for `claim`.
  * `completed.committedTokens` is what the session now holds on the D (prompt + output; default
  * `promptTokens + outputTokens`).
  *
@@ -214,6 +237,7 @@ export type DispatchOutcome =
   | { readonly type: 'completed'; readonly committedTokens?: number; readonly outputTokens?: number }
   | { readonly type: 'failed'; readonly cause: SendFailureCause; readonly message?: string }
   | { readonly type: 'waited' }
+  | ClaimOutcome
 
 /**
  * One step of a turn's history.
@@ -229,6 +253,7 @@ export interface DispatchStep {
   readonly kind:
     | 'route'
     | 'admit'
+    | 'claim'
     | 'skip'
     | 'sendFast'
     | 'seedViaP'

@@ -1,6 +1,8 @@
 import type { AdmitReason, AdmitResponse } from '../admission/contract.js'
+import type { ClaimOutcome } from '../cluster/stateStore.js'
 import type {
   AdmitAction,
+  ClaimAction,
   DispatchAction,
   DispatchOutcome,
   DoneAction,
@@ -107,6 +109,11 @@ export interface ScriptedDriverOptions {
   readonly admit?: (action: AdmitAction) => AdmitAnswer
   /** Default: ok with 100 output tokens. */
   readonly send?: (action: SendFastAction | SeedViaPAction) => SendAnswer
+  /**
+   * Answers `claim` actions (stores that confirm claims). Default: the router's store's own
+   * `claim`, when it answers synchronously (`InMemoryClusterStateStore`).
+   */
+  readonly claim?: (action: ClaimAction) => ClaimOutcome
   /** Called before each action is answered (the adversary's hook: health flips, KV events...). */
   readonly beforeAnswer?: (action: DispatchAction) => void
   readonly rpcLatencyMs?: number
@@ -130,7 +137,7 @@ export interface TurnRun {
 /**
  * Drives turns through `Router.dispatch` with scripted answers and a manual clock: admission
  * RPCs take `rpcLatencyMs` (or the action's timeout when they time out), sends take
- * `sendLatencyMs`, waits jump the clock. The simulator does the same with real caches; tests use
+ * `sendLatencyMs`, waits jump the clock, claims are answered by the store at once. The simulator does the same with real caches; tests use
  * this to play adversaries.
  *
  * @example
@@ -176,6 +183,15 @@ export class ScriptedDriver {
       case 'wait':
         o.clock.advanceTo(a.untilMs)
         return { type: 'waited' }
+      case 'claim': {
+        if (o.claim !== undefined) return o.claim(a)
+        const store = o.router.cluster.store as { claim?: (c: ClaimAction['claim']) => unknown }
+        const r = typeof store.claim === 'function' ? store.claim(a.claim) : undefined
+        if (typeof r !== 'object' || r === null || r instanceof Promise) {
+          throw new Error('the store does not answer claims synchronously: pass a claim callback')
+        }
+        return r as ClaimOutcome
+      }
       default:
         throw new Error(`terminal action ${a.type} has no answer`)
     }
