@@ -47,6 +47,7 @@ export {
   parsePolicySpec,
 } from './adapters/router.js'
 export { createWorkerCache, type WorkerCacheOptions } from './adapters/sessionCache.js'
+export { SyncFabric, type SyncFabricOptions, type SyncFabricStats } from './adapters/dtoPSync.js'
 export { formatTopology, parseTopology, type Topology, topologyWorkers } from './cluster/topology.js'
 export {
   ClusterSimulation,

@@ -128,3 +128,29 @@ describe('fault injection', () => {
     ).toThrow(/no such D worker/)
   })
 })
+
+describe('D→P sync (experimental, sync=on)', () => {
+  it('runs the real SyncSource/SyncSink between every D and P, and every turn and pool still balance', () => {
+    const w = generateAgenticWorkload({ seed: 4, sessions: 4, maxTurnsPerSession: 6 })
+    const r = runSimulation({
+      workload: w,
+      topology: { kind: 'pd', prefill: 1, decode: 2 },
+      policy: 'kvc:sync=on:syncBeta=256',
+      seed: 1,
+      costModel: { capacityTokens: 400_000 },
+    })
+    expect(r.accounting.balanced).toBe(true)
+    expect(r.accounting.poolsBalanced).toBe(true)
+    expect(r.counters.syncIngestedTokens).toBeGreaterThan(0)
+  })
+  it('is refused for policies without the kvc fast path', () => {
+    expect(() =>
+      runSimulation({
+        workload: small(),
+        topology: { kind: 'pd', prefill: 1, decode: 2 },
+        policy: 'round-robin:sync=on',
+        seed: 1,
+      }),
+    ).toThrow(/sync=on needs the kvc fast path/)
+  })
+})

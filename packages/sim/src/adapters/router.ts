@@ -92,11 +92,13 @@ export type PolicyName = (typeof POLICY_NAMES)[number]
  * | `granularity` | `block` (default), `session` | the D workers' session cache mode (seed 000 §2) |
  * | `admission` | `on` (default), `off` | `off`: Dispatch sends without asking the D (no capacity check, no pause hints) |
  * | `backpressure` | `on` (default), `off` | `off`: the D's admission answers never carry a pause hint |
+ * | `sync` | `off` (default), `on` | D→P incremental sync (`@kvc/dto-p-sync`) from every D to every P |
+ * | `syncBeta`, `syncShare`, `syncPinS` | 1024, 0.1, 30 | its staleness budget β (tokens), share of each P–D link's bandwidth, and pin time of synced pages on P (s) |
  *
  * @example
  * ```ts
  * import type { PolicySpec } from '@kvc/sim'
- * const p: PolicySpec = { label: 'kvc', name: 'kvc', routerParams: {}, baselineOptions: {}, granularity: 'block', admission: true, backpressure: true }
+ * const p: PolicySpec = { label: 'kvc', name: 'kvc', routerParams: {}, baselineOptions: {}, granularity: 'block', admission: true, backpressure: true, sync: undefined }
  * ```
  */
 export interface PolicySpec {
@@ -109,6 +111,10 @@ export interface PolicySpec {
   readonly granularity: 'block' | 'session'
   readonly admission: boolean
   readonly backpressure: boolean
+  /** D→P incremental sync (`sync=on`; `kvc` only): staleness budget, share of each P–D link, pin time. */
+  readonly sync:
+    | { readonly betaTokens: number; readonly linkShare: number; readonly pinS: number }
+    | undefined
 }
 
 const ROUTER_PARAM_KEYS = new Set(Object.keys(resolveRouterParams({})).filter((k) => k !== 'slo'))
@@ -157,6 +163,10 @@ export function parsePolicySpec(spec: string): PolicySpec {
   let granularity: 'block' | 'session' = 'block'
   let admission = true
   let backpressure = true
+  let sync = false
+  let syncBeta = 1024
+  let syncShare = 0.1
+  let syncPinS = 30
   for (const p of parts.slice(1)) {
     const eq = p.indexOf('=')
     if (eq <= 0)
@@ -176,6 +186,29 @@ export function parsePolicySpec(spec: string): PolicySpec {
         )
       }
       granularity = value
+    } else if (key === 'sync') {
+      if (typeof value !== 'boolean')
+        throw new SimError(SimErrorCode.InvalidOption, `policy ${spec}: sync must be on or off`, value)
+      sync = value
+    } else if (key === 'syncBeta' || key === 'syncShare' || key === 'syncPinS') {
+      const ok =
+        typeof value === 'number' &&
+        Number.isFinite(value) &&
+        (key === 'syncShare'
+          ? value > 0 && value <= 1
+          : key === 'syncBeta'
+            ? Number.isInteger(value) && value >= 0
+            : value >= 0)
+      if (!ok) {
+        throw new SimError(
+          SimErrorCode.InvalidOption,
+          `policy ${spec}: ${key} must be ${key === 'syncShare' ? 'in (0, 1]' : key === 'syncBeta' ? 'a non-negative integer (tokens)' : 'a non-negative number of seconds'}`,
+          value,
+        )
+      }
+      if (key === 'syncBeta') syncBeta = value as number
+      else if (key === 'syncShare') syncShare = value as number
+      else syncPinS = value as number
     } else if (key === 'admission' || key === 'backpressure') {
       if (typeof value !== 'boolean') {
         throw new SimError(SimErrorCode.InvalidOption, `policy ${spec}: ${key} must be on or off`, value)
@@ -196,7 +229,7 @@ export function parsePolicySpec(spec: string): PolicySpec {
     } else {
       throw new SimError(
         SimErrorCode.InvalidOption,
-        `policy ${spec}: unknown option ${JSON.stringify(key)} (router parameters: ${[...ROUTER_PARAM_KEYS].join(', ')}; simulator: granularity, admission, backpressure; SGLang cache-aware baselines: ${[...SGLANG_KEYS].join(', ')})`,
+        `policy ${spec}: unknown option ${JSON.stringify(key)} (router parameters: ${[...ROUTER_PARAM_KEYS].join(', ')}; simulator: granularity, admission, backpressure, sync, syncBeta, syncShare, syncPinS; SGLang cache-aware baselines: ${[...SGLANG_KEYS].join(', ')})`,
         key,
       )
     }
@@ -214,6 +247,7 @@ export function parsePolicySpec(spec: string): PolicySpec {
     granularity,
     admission,
     backpressure,
+    sync: sync ? { betaTokens: syncBeta, linkShare: syncShare, pinS: syncPinS } : undefined,
   }
 }
 

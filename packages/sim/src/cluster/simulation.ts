@@ -1,3 +1,4 @@
+import { SyncFabric } from '../adapters/dtoPSync.js'
 import { type EvictGranularity, type EvictionPolicy, type KvEvent, PagedAllocator } from '@kvc/radix-cache'
 import {
   type AdmitSession,
@@ -129,6 +130,9 @@ export interface RunCounters {
   readonly workerDeaths: number
   readonly routerPauses: number
   readonly memoryWaitFailures: number
+  /** D→P sync (`sync=on`): bytes sent and tokens P ingested. */
+  readonly syncBytes: number
+  readonly syncIngestedTokens: number
 }
 
 /**
@@ -170,6 +174,8 @@ const EV_TRANSFER_DEADLINE = 7
 const EV_MEMORY_TIMEOUT = 8
 const EV_SAMPLE = 9
 const EV_FAULT = 10
+const EV_SYNC = 11
+const SYNC_ROUND_MS = 1000
 
 type Stage = 'idle' | 'queued' | 'prefill' | 'transferWait' | 'wire' | 'decode'
 
@@ -296,6 +302,7 @@ export class ClusterSimulation {
   readonly #sampleMs: number
   readonly #capacity: number
   readonly #chunk: number
+  #sync: SyncFabric | undefined
   #now = 0
   #ended = 0
   #transferSeq = 0
@@ -426,6 +433,29 @@ export class ClusterSimulation {
       }
     }
 
+    const sync = this.spec.sync
+    if (sync !== undefined) {
+      if (this.policy.pathMode !== 'kvc') {
+        throw new SimError(
+          SimErrorCode.InvalidOption,
+          `policy ${this.spec.label}: sync=on needs the kvc fast path (D workers that keep sessions)`,
+          this.spec.label,
+        )
+      }
+      const ps = this.#workers.filter((w) => w.role === 'prefill')
+      if (ps.length > 0) {
+        this.#sync = new SyncFabric({
+          prefill: ps.map((w) => ({ id: w.id, cache: w.cache!.cache, pool: w.pool })),
+          decodeIds: this.#decodeWorkers.map((w) => w.id),
+          pageSize: this.pageSize,
+          betaTokens: sync.betaTokens,
+          bytesPerSecondPerLink: (this.cost.linkGbps * 1e9 * sync.linkShare) / 8,
+          kvBytesPerToken: this.cost.kvBytesPerToken,
+          pinTtlMs: sync.pinS * 1000,
+        })
+      }
+    }
+
     this.#turns = this.#w.turns.map((spec) => ({
       id: spec.id,
       spec,
@@ -490,7 +520,7 @@ export class ClusterSimulation {
       return new SimWorker(idx, id, role, retention, undefined, pool, undefined)
     }
     const holder: { w?: SimWorker } = {}
-    const cache = this.#makeCache(retention, holder)
+    const cache = this.#makeCache(retention, holder, role)
     const w = new SimWorker(
       idx,
       id,
@@ -504,14 +534,19 @@ export class ClusterSimulation {
     return w
   }
 
-  #makeCache(retention: Retention, holder: { w?: SimWorker }): SessionCache {
+  #makeCache(retention: Retention, holder: { w?: SimWorker }, role: SimWorker['role']): SessionCache {
     const onEvent =
       retention === 'sessions'
         ? (e: KvEvent) => {
             const w = holder.w
             if (w !== undefined) this.#onKvEvent(w, e)
           }
-        : undefined
+        : role === 'prefill' && this.spec.sync !== undefined
+          ? (e: KvEvent) => {
+              const w = holder.w
+              if (w !== undefined) this.#sync?.observePrefill(w.id, e)
+            }
+          : undefined
     return createWorkerCache({
       capacityTokens: this.#capacity,
       pageSize: this.pageSize,
@@ -575,6 +610,7 @@ export class ClusterSimulation {
       if (f.atS !== undefined) this.#q.push(f.atS * 1000, EV_FAULT, i, 0)
     }
     this.#q.push(0, EV_SAMPLE, 0, 0)
+    if (this.#sync !== undefined) this.#q.push(0, EV_SYNC, 0, 0)
     const q = this.#q
     let events = 0
     while (this.#ended < this.#turns.length && q.pop()) {
@@ -619,6 +655,10 @@ export class ClusterSimulation {
         case EV_FAULT:
           this.#fault(q.a, q.b)
           break
+        case EV_SYNC:
+          this.#sync!.round(this.#now, SYNC_ROUND_MS)
+          if (this.#ended < this.#turns.length) this.#q.push(this.#now + SYNC_ROUND_MS, EV_SYNC, 0, 0)
+          break
       }
       this.#flush()
     }
@@ -654,8 +694,14 @@ export class ClusterSimulation {
     }
     let poolsBalanced = true
     for (const w of this.#workers) {
-      if (w.alive && w.cache !== undefined && !w.cache.poolAccounting().balanced) poolsBalanced = false
+      if (!w.alive || w.cache === undefined) continue
+      const a = w.cache.poolAccounting()
+      // The D→P sync's sink holds the slots of transfers in flight outside the session cache.
+      const sink = this.#sync?.reservedTokens(w.id) ?? 0
+      if (a.free + a.evictable + a.protected + a.requestOwned + a.sessionHeld + sink !== a.poolSize)
+        poolsBalanced = false
     }
+    const syncStats = this.#sync?.stats()
     const accounting: RunAccounting = {
       turns: records.length,
       completed,
@@ -711,6 +757,8 @@ export class ClusterSimulation {
         workerDeaths: this.#deaths,
         routerPauses: this.#pauses,
         memoryWaitFailures: this.#memFailures,
+        syncBytes: syncStats?.bytesSent ?? 0,
+        syncIngestedTokens: syncStats?.ingestedTokens ?? 0,
       },
       wallMs: performance.now() - wall0,
     }
@@ -825,7 +873,10 @@ export class ClusterSimulation {
         this.#schedule(turn, a.untilMs, { type: 'waited' })
         return
       case 'done': {
-        if (a.migratedFrom !== undefined) this.#releaseSlot(a.migratedFrom, turn.key)
+        if (a.migratedFrom !== undefined) {
+          this.#releaseSlot(a.migratedFrom, turn.key)
+          this.#sync?.endSession(a.migratedFrom, turn.key)
+        }
         this.#finalize(turn, 'completed', undefined, a.path, a.workerId, a.prefillId)
         return
       }
@@ -1240,6 +1291,19 @@ export class ClusterSimulation {
 
   #finishDecode(w: SimWorker, turn: Turn): void {
     if (turn.req2 !== undefined) w.cache!.cacheFinishedReq(turn.req2)
+    if (
+      this.#sync !== undefined &&
+      w.retention === 'sessions' &&
+      turn.spec.session >= 0 &&
+      turn.prompt !== undefined
+    ) {
+      // D committed the turn: offer its history (prompt + output) to the P workers.
+      const out = this.#outputTokens(turn)
+      const history = new Uint32Array(turn.prompt.length + out.length)
+      history.set(turn.prompt)
+      history.set(out, turn.prompt.length)
+      this.#sync.commit(w.id, turn.key, history)
+    }
     if (turn.slots2 !== undefined) w.pool.free(turn.slots2)
     const committed = (turn.prompt?.length ?? 0) + turn.spec.outputLength - 1
     turn.req2 = undefined
@@ -1677,7 +1741,7 @@ export class ClusterSimulation {
       w.pool = new PagedAllocator({ size: this.#capacity, pageSize: this.pageSize })
     } else {
       const holder: { w?: SimWorker } = { w }
-      w.cache = this.#makeCache(w.retention, holder)
+      w.cache = this.#makeCache(w.retention, holder, w.role)
       w.pool = w.cache.pool as PagedAllocator
       if (w.leases !== undefined) w.leases = new LeaseBook()
     }
