@@ -4,7 +4,8 @@ import { join, resolve } from 'node:path'
 import { SingleBar } from 'cli-progress'
 import { Command, CommanderError, Option } from 'commander'
 import { POLICY_NAMES, parsePolicySpec } from '../adapters/router.js'
-import { formatTopology, parseTopology } from '../cluster/topology.js'
+import type { RunResult } from '../cluster/simulation.js'
+import { parseTopology } from '../cluster/topology.js'
 import { DEFAULT_COST_MODEL } from '../cost/costModel.js'
 import { SimError } from '../errors/simError.js'
 import { parseFaults } from '../faults/faults.js'
@@ -111,7 +112,12 @@ function buildConfig(o: CommonOpts, policies: readonly string[]): ExperimentConf
   }
 }
 
-async function execute(o: CommonOpts, config: ExperimentConfig, io: Io): Promise<ExperimentResult> {
+async function execute(
+  o: CommonOpts,
+  config: ExperimentConfig,
+  io: Io,
+  onResults?: (results: readonly RunResult[]) => void,
+): Promise<ExperimentResult> {
   const tasks = config.policies.length * config.seeds.length
   const jobs = o.jobs === undefined ? defaultJobs() : parseCount('--jobs', o.jobs, 1)
   const progress = new Map<number, [number, number]>()
@@ -130,6 +136,7 @@ async function execute(o: CommonOpts, config: ExperimentConfig, io: Io): Promise
   const started = performance.now()
   const result = await runExperiment(config, {
     runner: threadRunner(jobs),
+    ...(onResults === undefined ? {} : { onResults }),
     onProgress: (task, ended, total) => {
       progress.set(task, [ended, total])
       let frac = 0
@@ -230,28 +237,15 @@ export function buildProgram(io: Io = defaultIo): Command {
     { seeds: '1' },
   ).action(async (o: CommonOpts & { policy: string; records?: boolean }) => {
     const config = buildConfig(o, [o.policy])
-    const result = await execute(o, config, io)
+    let runs: readonly RunResult[] = []
+    const result = await execute(o, config, io, (r) => {
+      runs = r
+    })
     io.out(renderComparisonTable(result))
     writeOutputs(o.out, result, io)
     if (o.records === true) {
-      const { executeTask } = await import('../protocol/experiment.js')
       const lines: string[] = []
-      config.seeds.forEach((seed, i) => {
-        const r = executeTask({
-          index: i,
-          policy: o.policy,
-          seed,
-          workload: config.workload,
-          topology: formatTopology(
-            typeof config.topology === 'string' ? parseTopology(config.topology) : config.topology,
-          ),
-          timeScale: config.timeScale ?? 1,
-          costModel: config.costModel ?? {},
-          faults: config.faults ?? [],
-          ...(config.pageSize === undefined ? {} : { pageSize: config.pageSize }),
-        })
-        for (const rec of r.records) lines.push(JSON.stringify({ seed, ...rec }))
-      })
+      for (const r of runs) for (const rec of r.records) lines.push(JSON.stringify({ seed: r.seed, ...rec }))
       writeFileSync(join(resolve(o.out), 'records.jsonl'), `${lines.join('\n')}\n`)
       io.out(`records: ${join(o.out, 'records.jsonl')}`)
     }

@@ -420,6 +420,8 @@ export async function runExperiment(
   options: {
     readonly runner?: Runner
     readonly onProgress?: (task: number, ended: number, total: number) => void
+    /** Receives the raw run results (every turn record), in task order: policy-major, then seed. */
+    readonly onResults?: (results: readonly RunResult[]) => void
   } = {},
 ): Promise<ExperimentResult> {
   const topology = typeof config.topology === 'string' ? parseTopology(config.topology) : config.topology
@@ -462,6 +464,7 @@ export async function runExperiment(
   const w0 = buildWorkload(config.workload, config.seeds[0]!)
   const runner = options.runner ?? inProcessRunner
   const results = await runner(tasks, options.onProgress ?? (() => {}))
+  options.onResults?.(results)
   return summarize(config, specs, topology, cost, timeScale, faults, resamples, w0, results)
 }
 
