@@ -50,6 +50,12 @@ export interface ServedBy {
   /** Request id for D (the admission lease id when there is one, so D consumes the lease). */
   readonly rid: string
   readonly attempt: number
+  /**
+   * Ask D to keep the session's KV after the turn (`session_id` on the request): the kvc policy's
+   * fast path rests on it. Baselines that seed every turn through a P do not (their D workers keep
+   * no sessions, as in SGLang's PD mode).
+   */
+  readonly retainSession: boolean
 }
 
 /** What a completed response reports. */
@@ -373,6 +379,7 @@ export class Gateway {
                   migratedFrom: a.migratedFrom,
                   rid: a.leaseId ?? `${a.turnId}/s${a.attempt}`,
                   attempt: a.attempt,
+                  retainSession: router.policy.pathMode === 'kvc',
                 }
               : {
                   turnId: a.turnId,
@@ -383,6 +390,7 @@ export class Gateway {
                   migratedFrom: a.migratedFrom,
                   rid: a.leaseId ?? `${a.turnId}/s${a.attempt}`,
                   attempt: a.attempt,
+                  retainSession: router.policy.pathMode === 'kvc',
                 }
           lastSend = served
           let started: StartedResponse

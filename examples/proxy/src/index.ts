@@ -29,5 +29,16 @@ export { ProxyMetrics } from './metrics.js'
 export { WorkerPool, type WorkerHandle, type WorkerPoolOptions } from './workers.js'
 export { BlockHashCache, createTokenizer, type ChatMessageLike, type PromptTokenizer } from './tokens.js'
 export { SessionTable, identifySession, type SessionIdentity } from './sessions.js'
-export { type KvcResponseInfo, servedHeaders } from './openai.js'
+export {
+  ChatTransport,
+  CompletionTransport,
+  PdPair,
+  bootstrapFields,
+  parseChat,
+  parseCompletion,
+  promptTokensOf,
+  servedHeaders,
+  type KvcResponseInfo,
+  type ParsedRequest,
+} from './openai.js'
 export { createProxy, type KvcProxy } from './server.js'

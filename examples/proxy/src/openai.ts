@@ -163,8 +163,12 @@ export function promptTokensOf(req: ParsedRequest, tokenizer: PromptTokenizer): 
 // ---------------------------------------------------------------------------------------------
 // Sending to the workers
 
-/** P and D of a seed: P's call runs beside D's; a P failure aborts D and is reported as P's. */
-class Pair {
+/**
+ * P and D of a seed, sent the way SGLang's PD router does (both at once, paired by a bootstrap
+ * room) but with a body of their own each (P gets no session id and no stream). P's call runs
+ * beside D's; a P failure aborts D and is reported as P's (`PD_DISPATCH`, `value: 'prefill'`).
+ */
+export class PdPair {
   readonly controller = new AbortController()
   prefill: Promise<unknown> | undefined
   #prefillError: unknown
@@ -210,7 +214,8 @@ class Pair {
   }
 }
 
-function bootstrapFields(served: ServedBy): Record<string, unknown> {
+/** `bootstrap_host`, `bootstrap_port` and a fresh `bootstrap_room` for a seed's P. */
+export function bootstrapFields(served: ServedBy): Record<string, unknown> {
   const p = served.prefill!
   return {
     bootstrap_host: p.bootstrapHost,
@@ -293,7 +298,7 @@ function stats(served: ServedBy, promptTokens: number, output: number, d: unknow
   }
 }
 
-async function prefillAnswer(pair: Pair | undefined): Promise<unknown> {
+async function prefillAnswer(pair: PdPair | undefined): Promise<unknown> {
   if (pair?.prefill === undefined) return undefined
   try {
     return await pair.prefill
@@ -341,7 +346,11 @@ export class ChatTransport implements TurnTransport {
     base.model = this.#req.model ?? this.#defaultModel
     base.max_tokens = this.#req.maxTokens
     delete base.max_completion_tokens
-    const d: Record<string, unknown> = { ...base, rid: served.rid, session_id: served.sessionId }
+    const d: Record<string, unknown> = {
+      ...base,
+      rid: served.rid,
+      ...(served.retainSession ? { session_id: served.sessionId } : {}),
+    }
     if (this.#req.stream) d.stream_options = { include_usage: true }
     if (served.path !== 'seed') return { d, p: undefined }
     const boot = bootstrapFields(served)
@@ -354,7 +363,7 @@ export class ChatTransport implements TurnTransport {
   async start(served: ServedBy, signal: AbortSignal): Promise<StartedResponse> {
     const { d, p } = this.#bodies(served)
     const dc = served.decode.client
-    const pair = p === undefined ? undefined : new Pair(signal)
+    const pair = p === undefined ? undefined : new PdPair(signal)
     const opts: CallOptions = { signal: pair?.signal ?? signal }
     if (pair !== undefined) pair.startPrefill(served.prefill!.client.chatCompletions(p as never, opts))
     try {
@@ -424,7 +433,7 @@ export class ChatTransport implements TurnTransport {
     served: ServedBy,
     first: ChatCompletionChunk,
     it: AsyncIterator<ChatCompletionChunk>,
-    pair: Pair | undefined,
+    pair: PdPair | undefined,
   ): Promise<Completion> {
     const res = this.#res
     writeSseHead(res, served)
@@ -513,7 +522,11 @@ export class CompletionTransport implements TurnTransport {
         ? { input_ids: [...this.#req.promptIds] }
         : { text: this.#req.promptText! }
     const base = { ...input, sampling_params: sampling } as GenerateRequest
-    const d = { ...base, rid: served.rid, session_id: served.sessionId } as GenerateRequest
+    const d = {
+      ...base,
+      rid: served.rid,
+      ...(served.retainSession ? { session_id: served.sessionId } : {}),
+    } as GenerateRequest
     if (served.path !== 'seed') return { d, p: undefined }
     const boot = bootstrapFields(served)
     return {
@@ -525,7 +538,7 @@ export class CompletionTransport implements TurnTransport {
   async start(served: ServedBy, signal: AbortSignal): Promise<StartedResponse> {
     const { d, p } = this.#bodies(served)
     const dc = served.decode.client
-    const pair = p === undefined ? undefined : new Pair(signal)
+    const pair = p === undefined ? undefined : new PdPair(signal)
     const opts: CallOptions = { signal: pair?.signal ?? signal }
     if (pair !== undefined) pair.startPrefill(served.prefill!.client.generate(p!, opts))
     try {
@@ -623,7 +636,7 @@ export class CompletionTransport implements TurnTransport {
     served: ServedBy,
     first: GenerateStreamChunk,
     it: AsyncIterator<GenerateStreamChunk>,
-    pair: Pair | undefined,
+    pair: PdPair | undefined,
   ): Promise<Completion> {
     const res = this.#res
     this.#idSuffix = served.rid
