@@ -273,6 +273,41 @@ describe('KV events', () => {
     expect(events.at(-1)).toEqual({ type: 'AllBlocksCleared', eventId: events.length - 1 })
   })
 
+  it("'node' batching emits one event per node with the same hashes, and tokenIds can be left out", () => {
+    const perPage: KvEvent[] = []
+    const perNode: KvEvent[] = []
+    const a = new RadixCache({ pageSize: 2, trackValues: false, onEvent: (e) => perPage.push(e) })
+    const b = new RadixCache({
+      pageSize: 2,
+      trackValues: false,
+      eventBatching: 'node',
+      eventTokenIds: false,
+      onEvent: (e) => perNode.push(e),
+    })
+    for (const c of [a, b]) {
+      c.insert([1, 2, 3, 4, 5, 6])
+      c.insert([1, 2, 3, 4, 7, 8])
+      c.evict(Number.POSITIVE_INFINITY)
+    }
+    const stored = (es: KvEvent[]) => es.flatMap((e) => (e.type === 'BlockStored' ? e.blockHashes : []))
+    const removed = (es: KvEvent[]) => es.flatMap((e) => (e.type === 'BlockRemoved' ? e.blockHashes : []))
+    expect(stored(perNode)).toEqual(stored(perPage))
+    expect(new Set(removed(perNode))).toEqual(new Set(removed(perPage)))
+    expect(perPage).toHaveLength(8)
+    // 2 stores (the first leaf, then [7,8] under the split), 3 removals (two leaves, then the parent).
+    expect(perNode.map((e) => e.type)).toEqual([
+      'BlockStored',
+      'BlockStored',
+      'BlockRemoved',
+      'BlockRemoved',
+      'BlockRemoved',
+    ])
+    const second = perNode[1]!
+    expect(second.type === 'BlockStored' && second.parentBlockHash).toBe(stored(perPage)[1])
+    expect(second.type === 'BlockStored' && second.tokenIds).toEqual([])
+    expect(() => new RadixCache({ eventBatching: 'x' as 'page' })).toThrow(RadixCacheError)
+  })
+
   it('keeps page hashes across splits', () => {
     const events: KvEvent[] = []
     const c = new RadixCache({ pageSize: 1, trackValues: false, onEvent: (e) => events.push(e) })

@@ -28,6 +28,7 @@ const MAX_NODES = SLOT_SPAN
 
 const EMPTY_INDICES = new Int32Array(0)
 const EMPTY_TOKENS = new Uint32Array(0)
+const NO_TOKENS: readonly number[] = Object.freeze([])
 
 const POLICY_CODE: Record<EvictionPolicy, number> = {
   lru: 0,
@@ -87,6 +88,8 @@ export class RadixCache {
   readonly #policy: number
   readonly #slruThreshold: number
   readonly #trimPages: boolean
+  readonly #eventPerNode: boolean
+  readonly #eventTokenIds: boolean
 
   // Node storage: struct of arrays indexed by slot, grown by doubling.
   #capacity: number
@@ -177,6 +180,12 @@ export class RadixCache {
     this.#policy = POLICY_CODE[policy]
     this.#slruThreshold = slru
     this.#trimPages = granularity === 'page'
+    const batching = options.eventBatching ?? 'page'
+    if (batching !== 'page' && batching !== 'node') {
+      throw invalidOption(`eventBatching must be 'page' or 'node', got ${String(batching)}`, batching)
+    }
+    this.#eventPerNode = batching === 'node'
+    this.#eventTokenIds = options.eventTokenIds !== false
 
     const cap = initial
     this.#capacity = cap
@@ -1081,20 +1090,36 @@ export class RadixCache {
     let prev: Uint8Array | undefined =
       this.#isRoot[parent] === 1 || pd === undefined ? undefined : pd[pd.length - 1]
     const digests: Uint8Array[] = new Array(pages)
+    const parentId = prev === undefined ? null : hasher.blockId(prev)
+    const ids: bigint[] = new Array(pages)
     for (let p = 0; p < pages; p++) {
-      const page = key.subarray(p * ps, (p + 1) * ps)
-      const d = hasher.hashBlock(prev, page, extraKey)
+      const d = hasher.hashBlock(prev, key.subarray(p * ps, (p + 1) * ps), extraKey)
       digests[p] = d
+      ids[p] = hasher.blockId(d)
+      prev = d
+    }
+    if (this.#eventPerNode) {
       this.#emit({
         type: 'BlockStored',
         eventId: this.#eventId++,
-        blockHashes: [hasher.blockId(d)],
-        parentBlockHash: prev === undefined ? null : hasher.blockId(prev),
-        tokenIds: Array.from(page),
+        blockHashes: ids,
+        parentBlockHash: parentId,
+        tokenIds: this.#eventTokenIds ? Array.from(key) : NO_TOKENS,
         blockSize: ps,
         extraKey: extraKey ?? null,
       })
-      prev = d
+    } else {
+      for (let p = 0; p < pages; p++) {
+        this.#emit({
+          type: 'BlockStored',
+          eventId: this.#eventId++,
+          blockHashes: [ids[p]!],
+          parentBlockHash: p === 0 ? parentId : ids[p - 1]!,
+          tokenIds: this.#eventTokenIds ? Array.from(key.subarray(p * ps, (p + 1) * ps)) : NO_TOKENS,
+          blockSize: ps,
+          extraKey: extraKey ?? null,
+        })
+      }
     }
     this.#digests[s] = digests
   }
@@ -1116,13 +1141,19 @@ export class RadixCache {
         const hasher = this.#hasher!
         const ns = this.#nsNames[this.#ns[x]!]!
         const extraKey = ns === '' ? null : ns
-        for (let i = 0; i < d.length; i++) {
-          this.#emit({
-            type: 'BlockRemoved',
-            eventId: this.#eventId++,
-            blockHashes: [hasher.blockId(d[i]!)],
-            extraKey,
-          })
+        if (this.#eventPerNode) {
+          const ids: bigint[] = new Array(d.length)
+          for (let i = 0; i < d.length; i++) ids[i] = hasher.blockId(d[i]!)
+          this.#emit({ type: 'BlockRemoved', eventId: this.#eventId++, blockHashes: ids, extraKey })
+        } else {
+          for (let i = 0; i < d.length; i++) {
+            this.#emit({
+              type: 'BlockRemoved',
+              eventId: this.#eventId++,
+              blockHashes: [hasher.blockId(d[i]!)],
+              extraKey,
+            })
+          }
         }
       }
     }

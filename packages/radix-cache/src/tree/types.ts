@@ -63,6 +63,14 @@ export interface RadixCacheOptions {
   readonly now?: () => number
   /** Receives a KV event for every change of the tree (per page, as SGLang emits them). */
   readonly onEvent?: (event: KvEvent) => void
+  /**
+   * `'page'` (default, SGLang's): one `BlockStored` / `BlockRemoved` per page. `'node'`: one event
+   * per inserted or evicted node carrying all its pages' hashes (vLLM's shape: a `BlockStored`
+   * lists consecutive blocks after `parentBlockHash`) — far fewer event objects.
+   */
+  readonly eventBatching?: 'page' | 'node'
+  /** Put the pages' token ids in `BlockStored` events (default `true`; `false` sends `[]`). */
+  readonly eventTokenIds?: boolean
   /** Block hasher for event hashes (default: SGLang's SHA-256 chain, used only with `onEvent`). */
   readonly blockHasher?: BlockHasher
   /** Pool that receives the KV slots of evicted nodes (only with `trackValues`). */
