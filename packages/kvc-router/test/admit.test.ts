@@ -153,7 +153,23 @@ describe('Algorithm 2: admit', () => {
     expect(d.response).toMatchObject({ admitted: false, reason: 'capacity', recommendedPauseMs: 2000 })
     expect(d.releaseSessions).toEqual([])
     expect(d.response.releasedSessions).toBeUndefined()
-    expect(d.response.tokenUsageAfter).toBeCloseTo((100_000 - 15_000 + 20_512) / 100_000)
+    // The idle session 'a' (5,000) counts as available in the reported usage.
+    expect(d.response.tokenUsageAfter).toBeCloseTo((100_000 - 15_000 - 5_000 + 20_512) / 100_000)
+  })
+
+  it('does not report pressure (no pause hint) when the D is full of idle sessions it can release', () => {
+    const st = state({
+      usedTokens: 95_000,
+      evictableTokens: 0,
+      sessions: [session('s', 5_000, 5), session('a', 45_000, 1), session('b', 45_000, 2)],
+    })
+    const d = admit(st, req({ promptTokens: 6_000, appendTokens: 1_000, expectedOutputTokens: 0 }), {
+      now: 0,
+    })
+    expect(d.response).toMatchObject({ admitted: true, recommendedPauseMs: 0 })
+    // Nothing had to be released, yet both idle sessions count as available.
+    expect(d.releaseSessions).toEqual([])
+    expect(d.response.tokenUsageAfter).toBeCloseTo((95_000 - 90_000 + 1_000) / 100_000)
   })
 
   it('lower SLO classes hit their usage ceiling first (slo_budget) while interactive still fits', () => {

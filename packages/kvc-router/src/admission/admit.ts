@@ -252,7 +252,8 @@ function checkState(state: AdmitWorkerState): void {
  * - Admitted → a lease of `need` tokens for `leaseMs`. A repeated request id with a live lease
  *   gets the same lease again (idempotent retries).
  * - Every answer carries the pause hint ({@link recommendedPauseMs}) from `tokenUsageAfter =
- *   (locked + reserved + need) / capacity`.
+ *   (locked + reserved + need − idle releasable) / capacity`: idle sessions' tokens count as
+ *   available (releasing one only drops a lock), so a D full of idle sessions is not paused.
  *
  * @throws RouterError `INVALID_MESSAGE` (bad request), `INVALID_STATE` (inconsistent state),
  * `INVALID_OPTION`.
@@ -308,6 +309,20 @@ export function admit(
   const need = append + reserve
   const leaseMs = Math.min(req.leaseMs ?? options.defaultLeaseMs, options.maxLeaseMs)
   const locked = state.usedTokens - state.evictableTokens
+  // Tokens every idle session other than the requester would free if released.
+  let idleReleasable = 0
+  const gainOf = new Map<string, number>()
+  for (const s of state.sessions.values()) {
+    if (!s.idle || s.sessionId === req.sessionId) continue
+    const gain = Math.max(0, s.releasableTokens ?? s.residentTokens)
+    idleReleasable += gain
+    gainOf.set(s.sessionId, gain)
+  }
+  const releasedGain = (ids: readonly string[]): number => {
+    let g = 0
+    for (const id of ids) g += gainOf.get(id) ?? 0
+    return g
+  }
 
   const answer = (
     admitted: boolean,
@@ -316,7 +331,12 @@ export function admit(
     released: readonly string[],
     lease: Lease | undefined,
   ): AdmitDecision => {
-    const tokenUsageAfter = Math.max(0, (cap - avail + need) / cap)
+    // Idle sessions this answer did not release are reclaimable on demand (releasing one only
+    // drops a lock): they count as available, so a D full of idle sessions is not paused.
+    const tokenUsageAfter = Math.max(
+      0,
+      (cap - avail - (idleReleasable - releasedGain(released)) + need) / cap,
+    )
     const pause = recommendedPauseMs(
       {
         retractedQueueDepth: state.retractedQueueDepth,
