@@ -220,6 +220,7 @@ export class Gateway {
   readonly #options: GatewayOptions
   readonly #log: DecisionLog
   readonly #now: () => number
+  readonly #warn: (message: string, detail: Record<string, unknown>) => void
   #router: Router | undefined
   #closing = false
   readonly #running = new Set<AbortController>()
@@ -234,6 +235,7 @@ export class Gateway {
         process.stderr.write(
           `${JSON.stringify({ ts: new Date().toISOString(), level: 'warn', msg: message, ...detail })}\n`,
         ))
+    this.#warn = warn
     this.workers = new WorkerPool(config, { onWarning: warn })
     this.metrics = new ProxyMetrics({
       router: () => this.#router,
@@ -282,9 +284,11 @@ export class Gateway {
           this.workers.health.recordFailure(w.url, new Error('unreachable at startup'))
       }
       if (w.pageSize !== undefined && w.role === 'decode' && w.pageSize !== router.params.pageSize) {
-        process.stderr.write(
-          `${JSON.stringify({ level: 'warn', msg: 'page size differs from the router', worker: w.id, worker_page_size: w.pageSize, router_page_size: router.params.pageSize })}\n`,
-        )
+        this.#warn('page size differs from the router (set router.pageSize to the workers’ page size)', {
+          worker: w.id,
+          workerPageSize: w.pageSize,
+          routerPageSize: router.params.pageSize,
+        })
       }
     }
     this.#router = router

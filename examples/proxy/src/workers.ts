@@ -121,9 +121,16 @@ export class WorkerPool {
             try {
               const k = JSON.parse(info.kv_events_config) as { endpoint?: unknown; replay_endpoint?: unknown }
               if (typeof k.endpoint === 'string') {
+                // Publishers bind to `tcp://*:port`: connect to the worker's own host instead.
+                const host = bootstrapHostOf(w.url)
+                const at = (e: string) =>
+                  e.replace(
+                    /^tcp:\/\/(\*|0\.0\.0\.0|\[::\])(?=:)/,
+                    `tcp://${host.includes(':') ? `[${host}]` : host}`,
+                  )
                 w.kvEndpoints = {
-                  endpoint: k.endpoint,
-                  ...(typeof k.replay_endpoint === 'string' ? { replayEndpoint: k.replay_endpoint } : {}),
+                  endpoint: at(k.endpoint),
+                  ...(typeof k.replay_endpoint === 'string' ? { replayEndpoint: at(k.replay_endpoint) } : {}),
                 }
               }
             } catch {

@@ -82,6 +82,14 @@ describe('replay against emulators on loopback', () => {
     )
     expect(real.strata.turnIndex.length).toBeGreaterThan(0)
     expect(simulated!.runs[0]!.metrics.turns).toBe(turns)
+    // Routing and cache outcomes agree with the simulation of the same experiment (latencies do not:
+    // the emulators run 200× faster than the calibrated cost model).
+    for (const [i, p] of real.policies.entries()) {
+      const s = simulated!.policies[i]!
+      expect(p.estimates.fast_path_rate.value).toBe(s.estimates.fast_path_rate.value)
+      expect(p.estimates.error_rate.value).toBe(s.estimates.error_rate.value)
+      expect(Math.abs(p.prefixHitRatio - s.prefixHitRatio)).toBeLessThan(0.15)
+    }
     expect(await leakedSince(baseline)).toEqual({})
   })
 
