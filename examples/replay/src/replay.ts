@@ -173,6 +173,7 @@ export async function replayTask(task: RunTask, options: ReplayOptions): Promise
     pageSize,
   })
   const lines: DecisionLine[] = []
+  let ok = false
   let gateway: Gateway | undefined
   let proxy: KvcProxy | undefined
   let t0 = performance.now()
@@ -363,10 +364,16 @@ export async function replayTask(task: RunTask, options: ReplayOptions): Promise
         await runTurn(t, Math.max(t.arrivalMs / ts, now()))
       }),
     ])
+    ok = true
   } finally {
     sampler.stop()
     await proxy?.close()
     await gateway?.close()
+    if (!ok) {
+      // A run that could not finish (a worker unreachable at startup...) still releases its workers.
+      await sampler.settled()
+      await cluster.close()
+    }
   }
   const kvEvents = (gateway ?? proxy?.gateway)?.workers.all().reduce((a, w) => a + w.kvEventsReceived, 0) ?? 0
   const kvLost = (gateway ?? proxy?.gateway)?.workers.all().reduce((a, w) => a + w.kvEventGaps, 0) ?? 0
@@ -378,7 +385,13 @@ export async function replayTask(task: RunTask, options: ReplayOptions): Promise
   const recs = records as TurnRecord[]
   const byCause: Record<string, number> = {}
   let completed = 0
-  for (const r of recs) {
+  let named = true
+  for (let i = 0; i < recs.length; i++) {
+    const r = recs[i]
+    if (r === undefined) {
+      named = false
+      continue
+    }
     if (r.status === 'completed') completed++
     else byCause[r.cause ?? 'unknown'] = (byCause[r.cause ?? 'unknown'] ?? 0) + 1
   }
@@ -400,7 +413,7 @@ export async function replayTask(task: RunTask, options: ReplayOptions): Promise
       completed,
       failed: recs.length - completed,
       failedByCause: Object.fromEntries(Object.entries(byCause).sort(([a], [b]) => (a < b ? -1 : 1))),
-      balanced: recs.every((r) => r !== undefined) && recs.length === workload.turns.length,
+      balanced: named && recs.length === workload.turns.length,
       poolsBalanced,
     },
     counters: countersOf(lines, kvEvents, kvLost),

@@ -105,13 +105,21 @@ export function externalTarget(workers: readonly WorkerConfig[]): ReplayTarget {
   return {
     kind: 'external',
     async open() {
-      const clients = workers.map((w) => new SglangClient({ baseURL: w.url, timeout: 10_000 }))
       await Promise.all(
-        clients.map(async (c) => {
+        workers.map(async (w) => {
+          const c = new SglangClient({ baseURL: w.url, timeout: 10_000, maxRetries: 0 })
           // Refused (400) while requests run: a previous run's stragglers; retry briefly.
           for (let i = 0; i < 20; i++) {
-            if ((await c.flushCache()).success) return
-            await new Promise((r) => setTimeout(r, 250))
+            let r: { success: boolean }
+            try {
+              r = await c.flushCache()
+            } catch (err) {
+              throw new Error(
+                `worker ${w.id} (${w.url}) did not answer /flush_cache: ${(err as Error).message}`,
+              )
+            }
+            if (r.success) return
+            await new Promise((res) => setTimeout(res, 250))
           }
         }),
       )

@@ -251,4 +251,24 @@ describe('the kvc-replay command', () => {
     expect(await main(['--trace', 'x.jsonl', '--sessions', '3'], io)).toBe(2)
     expect(await main(['--workload', 'colour=3'], io)).toBe(2)
   })
+
+  it('exits 1 naming the worker when a real worker cannot be reached', async () => {
+    const baseline = handleCounts()
+    const file = join(dir, 'workers.json')
+    writeFileSync(
+      file,
+      JSON.stringify({ workers: [{ id: 'd0', role: 'decode', url: 'http://127.0.0.1:1' }] }),
+    )
+    const errs: string[] = []
+    const code = await main(
+      ['--workers', file, '--topology', '0P1D', '--sessions', '1', '--out', join(dir, 'x')],
+      {
+        out: () => {},
+        err: (l) => errs.push(l),
+      },
+    )
+    expect(code).toBe(1)
+    expect(errs.join('\n')).toMatch(/worker d0 \(http:\/\/127\.0\.0\.1:1\) did not answer/)
+    expect(await leakedSince(baseline)).toEqual({})
+  })
 })
