@@ -199,10 +199,10 @@ describe('malformed and oversized requests', () => {
 })
 
 describe('too many queued turns of one session', () => {
-  it('answers 429 beyond session.maxQueuedTurns, serves the others in order', async () => {
+  it('answers 429 beyond session.maxQueuedTurns; a client leaving mid-stream aborts its worker request', async () => {
     const baseline = handleCounts()
     const cluster = await startCluster({ prefill: 1, decode: 1, decodeOptions: { timing: { scale: 0.1 } } })
-    const { proxy } = await startProxy(cluster, { session: { maxQueuedTurns: 1 } })
+    const { proxy, decisions } = await startProxy(cluster, { session: { maxQueuedTurns: 1 } })
     try {
       const send = () =>
         post(
@@ -219,6 +219,30 @@ describe('too many queued turns of one session', () => {
       expect(statuses).toEqual([200, 200, 429, 429])
       const busy = rest.find((r) => r.status === 429)!
       expect(busy.json.error.code).toBe('session_busy')
+
+      // A client that goes away mid-stream: the worker's request is aborted too, and the turn is
+      // counted (client_closed) without touching other sessions.
+      const ctl = new AbortController()
+      const res = await fetch(`${proxy.url}/v1/chat/completions`, {
+        method: 'POST',
+        headers: { 'content-type': 'application/json', 'x-session-id': 'leaver' },
+        body: JSON.stringify({
+          messages: [{ role: 'user', content: 'long answer please' }],
+          max_tokens: 2_000,
+          stream: true,
+        }),
+        signal: ctl.signal,
+      })
+      const reader = res.body!.getReader()
+      await reader.read()
+      ctl.abort()
+      await reader.read().catch(() => {})
+      await expect
+        .poll(() => decisions.find((d) => d.sessionId === 'leaver')?.cause, { timeout: 3_000 })
+        .toBe('client_closed')
+      await expect.poll(() => cluster.decode[0]!.stats().runningRequests, { timeout: 3_000 }).toBe(0)
+      const after = await send()
+      expect(after.status).toBe(200)
     } finally {
       await proxy.close()
       await cluster.close()

@@ -3,6 +3,7 @@ import type { KvcProxy } from '../src/server.js'
 import {
   type Cluster,
   Conversation,
+  chat,
   chatStream,
   handleCounts,
   leakedSince,
@@ -100,6 +101,29 @@ describe('multi-turn sessions reach the fast path', () => {
     const s2 = await chatStream(proxy.url, c.id, c.messages)
     expect(s2.events.every((e) => (e as { choices: unknown[] }).choices.length === 1)).toBe(true)
     expect(s2.content).toHaveLength(8)
+  })
+
+  it('identifies sessions without a header: by the body’s session_id, or by the conversation’s opening', async () => {
+    // No header: the opening messages (system + first user message) name the session.
+    const opening = [
+      { role: 'system', content: `${SYSTEM} Hashed.` },
+      { role: 'user', content: 'Refactor the parser.' },
+    ]
+    const a = await chat(proxy.url, undefined, opening)
+    const b = await chat(proxy.url, undefined, [
+      ...opening,
+      { role: 'assistant', content: a.content },
+      { role: 'user', content: 'Now add tests.' },
+    ])
+    expect(a.headers.get('x-kvc-session')).toMatch(/^h%3A[0-9a-f]{16}$/)
+    expect(b.headers.get('x-kvc-session')).toBe(a.headers.get('x-kvc-session'))
+    expect(b.headers.get('x-kvc-path')).toBe('fast')
+    expect(b.headers.get('x-kvc-worker')).toBe(a.headers.get('x-kvc-worker'))
+    // SGLang's top-level session_id field.
+    const c = await chat(proxy.url, undefined, [{ role: 'user', content: 'tagged' }], {
+      session_id: 'tagged-1',
+    })
+    expect(c.headers.get('x-kvc-session')).toBe('tagged-1')
   })
 
   it('exposes Prometheus metrics, /health and /ready', async () => {
