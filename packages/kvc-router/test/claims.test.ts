@@ -85,6 +85,9 @@ describe('claims (stores shared by several router replicas)', () => {
     ).toBe(false)
     store.setBinding('s', { workerId: 'd1', committedTokens: 900, verifiedBlocks: 50, updatedAt: 6 })
     expect(store.getBinding('s')!.revision).toBeGreaterThan(move.binding!.revision!)
+    // A success on d0 from a turn that claimed before the move does not undo it.
+    store.setBinding('s', { workerId: 'd0', committedTokens: 700, verifiedBlocks: 40, updatedAt: 7 })
+    expect(store.getBinding('s')).toMatchObject({ workerId: 'd1', committedTokens: 900 })
     store.addLoad('d0', 0, 2, 0, 0)
     expect(store.claim({ kind: 'seedSlot', sessionId: 's', workerId: 'd0', budget: 2, at: 7 }).granted).toBe(
       true,

@@ -129,8 +129,9 @@ export interface ClaimOutcome {
  * - `addReject` returns the new count; `resetSession` clears a session's rejects **and**
  *   exclusions at once (reset-on-success).
  * - load counters never go below zero.
- * - with `confirmsClaims`, claims follow {@link StateClaim}'s rules and `setBinding` assigns a
- *   new `revision`.
+ * - with `confirmsClaims`, claims follow {@link StateClaim}'s rules, and `setBinding` assigns a
+ *   new `revision` but keeps a binding to another D (claimed after the turn's own claim: the
+ *   first live binding wins; the turn has completed, only the binding stays).
  *
  * @example
  * ```ts
@@ -234,7 +235,15 @@ export class InMemoryClusterStateStore implements ClusterStateStore {
     return this.#bindings.get(sessionId)
   }
   setBinding(sessionId: string, binding: SessionBinding): void {
-    this.#bindings.set(sessionId, this.confirmsClaims ? { ...binding, revision: ++this.#revision } : binding)
+    if (!this.confirmsClaims) {
+      this.#bindings.set(sessionId, binding)
+      return
+    }
+    // With claims every placement on a new D is claimed first: a binding to another D was
+    // claimed after this turn's own claim, and stands (first live binding wins).
+    const cur = this.#bindings.get(sessionId)
+    if (cur !== undefined && cur.workerId !== binding.workerId) return
+    this.#bindings.set(sessionId, { ...binding, revision: ++this.#revision })
   }
   deleteBinding(sessionId: string): void {
     this.#bindings.delete(sessionId)
