@@ -50,7 +50,7 @@ export interface ProxyConfig {
   /** `@kvc/kvc-router` parameters (`pageSize`, `tauAppend`, `tauReject`, ...). */
   readonly router: RouterParamsInput
   readonly tokenizer: TokenizerMode
-  /** Characters per token of the `estimate` tokenizer's length check (only used for the limits). */
+  /** How sessions are identified and kept (see `identifySession`). */
   readonly session: {
     readonly sources: readonly SessionSource[]
     /** Header carrying the session id (`header` source). */

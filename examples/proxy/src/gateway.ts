@@ -92,7 +92,7 @@ export interface TurnResult {
   /**
    * Failure cause: the router's (`all_paused`, `all_rejecting`, `worker_failed`, ...) or the
    * proxy's: `bad_request` (a worker refused the request itself, 4xx), `stream_interrupted` (the
-   * worker failed after the response started), `client_closed`, `shutting_down`.
+   * worker failed after the response started), `client_closed`, `shutting_down`, `internal_error`.
    */
   readonly cause: string | undefined
   readonly path: 'fast' | 'seed' | 'direct' | undefined
@@ -448,11 +448,18 @@ export class Gateway {
         }
         a = turn.next(outcome)
       }
+    } catch (err) {
+      // A driver bug or an answer the router refuses: end the turn with a cause, never silently.
+      if (!turn.finished) final = turn.abort()
+      proxyCause = 'internal_error'
+      error = err as Error
     } finally {
       signal?.removeEventListener('abort', onAbort)
       this.#running.delete(ctl)
       this.metrics.inflightTurns.dec()
     }
+    // Unreachable: every path out of the loop holds the turn's last action.
+    if (final === undefined) throw error ?? new Error(`turn ${turn.turnId} ended without a final action`)
     const endedAt = this.#now()
     const done = final.type === 'done' && proxyCause === undefined
     if (final.type === 'done' && final.migratedFrom !== undefined) {

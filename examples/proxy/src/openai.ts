@@ -505,6 +505,8 @@ export class CompletionTransport implements TurnTransport {
   readonly #promptTokens: number
   readonly #model: string
   readonly #created = Math.floor(Date.now() / 1000)
+  /** The response id's suffix: the D request id of the send that answered. */
+  #idSuffix = ''
 
   constructor(req: ParsedRequest, res: ServerResponse, promptTokens: number, defaultModel: string) {
     this.#req = req
@@ -595,8 +597,6 @@ export class CompletionTransport implements TurnTransport {
       choices: [{ index: 0, text, logprobs: null, finish_reason: finish }],
     }
   }
-
-  #idSuffix = ''
 
   #usage(prompt: number, completion: number, cached: number): Record<string, unknown> {
     return {
