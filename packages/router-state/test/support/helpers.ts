@@ -70,3 +70,42 @@ export function uniqueNamespace(tag: string): string {
 }
 
 export type { TestServer }
+
+/** Every replica's view agrees on each session's binding (after their writes reached the server). */
+export async function expectConverged(
+  stores: readonly ReplicatedStateStore[],
+  sessions: readonly string[],
+  timeoutMs = 5_000,
+): Promise<Map<string, string | undefined>> {
+  for (const s of stores) await s.flush(timeoutMs)
+  const out = new Map<string, string | undefined>()
+  await eventually(() => {
+    for (const s of sessions) {
+      const views = stores.map((st) => {
+        const b = st.getBinding(s)
+        return b === undefined ? 'none' : `${b.workerId}/${b.committedTokens}`
+      })
+      if (new Set(views).size !== 1) throw new Error(`session ${s}: replicas disagree: ${views.join(' | ')}`)
+      out.set(s, stores[0]!.getBinding(s)?.workerId)
+    }
+  }, timeoutMs)
+  return out
+}
+
+/** No replica counts any in-flight load anywhere (every turn gave back what it took). */
+export async function expectNoLoad(
+  stores: readonly ReplicatedStateStore[],
+  workers: readonly string[],
+  timeoutMs = 5_000,
+): Promise<void> {
+  await eventually(() => {
+    for (const st of stores) {
+      for (const w of workers) {
+        const l = st.load(w)
+        if (l.turns + l.pendingSeeds + l.prefillTokens + l.decodeBlocks !== 0) {
+          throw new Error(`${st.replicaId} still counts load on ${w}: ${JSON.stringify(l)}`)
+        }
+      }
+    }
+  }, timeoutMs)
+}
