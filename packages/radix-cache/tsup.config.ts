@@ -1,13 +1,4 @@
 import { defineConfig } from 'tsup'
+import { packageBuild } from '../../tsup.shared.js'
 
-export default defineConfig({
-  entry: { index: 'src/index.ts', 'testing/index': 'src/testing/index.ts' },
-  format: ['esm', 'cjs'],
-  dts: true,
-  sourcemap: true,
-  clean: true,
-  // One shared chunk for both entries, so classes are identical across '.' and './testing' in CJS too.
-  splitting: true,
-  target: 'es2022',
-  external: ['fast-check'],
-})
+export default defineConfig(packageBuild({ index: 'src/index.ts', 'testing/index': 'src/testing/index.ts' }))

@@ -1,11 +1,4 @@
 import { defineConfig } from 'tsup'
+import { packageBuild } from '../../tsup.shared.js'
 
-export default defineConfig({
-  entry: { index: 'src/index.ts' },
-  format: ['esm', 'cjs'],
-  dts: true,
-  sourcemap: true,
-  clean: true,
-  target: 'es2022',
-  external: ['fast-check'],
-})
+export default defineConfig(packageBuild({ index: 'src/index.ts' }))
