@@ -63,7 +63,20 @@ describe(`agentic script: ${(matchTokens / 1e6).toFixed(1)}M match + ${(insertTo
 const row = new Int32Array(64 * 1024)
 const insertOps = ops.filter((o) => o.kind === 'insert').map((o) => o.tokens)
 
+// The memory-bound floor on this script: compare each match op's tokens with a stored copy.
+const matchCopies = matchOps.map((t) => t.slice())
+
 describe(`matchPrefix only: ${(matchTokens / 1e6).toFixed(1)}M tokens per iteration`, () => {
+  bench('floor: plain compare of the same tokens with a stored copy', () => {
+    for (let j = 0; j < matchOps.length; j++) {
+      const a = matchOps[j]!
+      const b = matchCopies[j]!
+      let i = 0
+      const n = a.length
+      while (i < n && a[i] === b[i]) i++
+      sink ^= i
+    }
+  })
   bench('ours, indices into a request row', () => {
     for (const t of matchOps) sink ^= warmOurs.matchPrefix(t, { into: row }).length
   })
