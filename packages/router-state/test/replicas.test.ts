@@ -85,9 +85,9 @@ for (const { kind, available } of BACKENDS) {
         })
         // Replicas disagree at first: each has a stale capacity report saying "its" D is full,
         // so racing turns pick different D workers and their claims conflict.
-        sim.replicas.forEach(({ router }, i) =>
-          router.cluster.reportCapacity(`d${i % 3}`, { freeTokens: 1_000, evictableTokens: 0 }),
-        )
+        for (const [i, { router }] of sim.replicas.entries()) {
+          router.cluster.reportCapacity(`d${i % 3}`, { freeTokens: 1_000, evictableTokens: 0 })
+        }
         await workload(sim, 10, 4, 10, 7 * R)
         expectEveryTurnEnded(sim.results)
         const failed = sim.results.filter((r) => r.final.type === 'fail')

@@ -107,6 +107,8 @@ interface LocalBinding {
   at: number
   /** Written locally and not yet on the server (`b.revision` is the server version it replaces). */
   dirty: boolean
+  /** The newest server version announced while the entry was dirty (applied once it is written). */
+  seen?: { readonly value: BindingValue; readonly revision: number } | undefined
 }
 
 interface Flags {
@@ -212,6 +214,7 @@ export class ReplicatedStateStore implements ClusterStateStore {
   readonly #bindings = new Map<string, LocalBinding>()
   readonly #flags = new Map<string, Flags>()
   readonly #flagOps = new Map<string, FlagOp[]>()
+  readonly #flagsSeen = new Map<string, FlagsValue | undefined>()
   readonly #own = new Map<string, MutableLoad>()
   readonly #total = new Map<string, MutableLoad>()
   readonly #peers = new Map<string, Peer>()
@@ -918,7 +921,13 @@ export class ReplicatedStateStore implements ClusterStateStore {
 
   #onBinding(s: string, v: BindingValue | undefined, rev: number): void {
     const e = this.#bindings.get(s)
-    if (e?.dirty) return // our write is pending: the flusher settles it with the server
+    if (e?.dirty) {
+      // Our write is pending: the flusher settles it with the server; keep the newest version
+      // announced meanwhile (it may be newer than ours once ours is written).
+      if (v !== undefined && (e.seen === undefined || e.seen.revision < rev))
+        e.seen = { value: v, revision: rev }
+      return
+    }
     if (v === undefined) {
       if (e !== undefined && (e.b.revision ?? 0) <= rev) this.#bindings.delete(s)
       return
@@ -950,7 +959,11 @@ export class ReplicatedStateStore implements ClusterStateStore {
   }
 
   #onFlags(s: string, v: FlagsValue | undefined): void {
-    if (this.#flagOps.has(s)) return // our ops are pending: their result settles it
+    if (this.#flagOps.has(s)) {
+      // Our ops are pending: remember what was announced meanwhile, applied after their result.
+      this.#flagsSeen.set(s, v)
+      return
+    }
     this.#setFlags(s, v)
   }
 
@@ -1133,10 +1146,17 @@ export class ReplicatedStateStore implements ClusterStateStore {
       const now = this.#bindings.get(s)
       if (r.ok) {
         if (now === e && e.b === b) {
-          e.b = { ...b, revision: r.current!.revision }
+          const rev = r.current!.revision
+          const seen = e.seen
+          e.seen = undefined
           e.dirty = false
           e.exp = this.#now() + this.#ttl
           this.#dirtyBindings.delete(s)
+          // Another replica wrote on top of ours before we heard back: its version is the newest.
+          e.b =
+            seen !== undefined && seen.revision > rev
+              ? toBinding(seen.value, seen.revision)
+              : { ...b, revision: rev }
           return
         }
         // rewritten meanwhile: write again on top of this version
@@ -1176,7 +1196,11 @@ export class ReplicatedStateStore implements ClusterStateStore {
     if (this.#flagOps.get(s) === q) {
       this.#flagOps.delete(s)
       this.#setFlags(s, last)
+      // An announcement heard meanwhile may be newer than our result (or older: then the
+      // announcement of our own last op, still on its way, sets it right).
+      if (this.#flagsSeen.has(s)) this.#setFlags(s, this.#flagsSeen.get(s))
     }
+    this.#flagsSeen.delete(s)
   }
 
   async #reconcile(): Promise<void> {

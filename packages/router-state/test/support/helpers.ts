@@ -85,7 +85,12 @@ export async function expectConverged(
         const b = st.getBinding(s)
         return b === undefined ? 'none' : `${b.workerId}/${b.committedTokens}`
       })
-      if (new Set(views).size !== 1) throw new Error(`session ${s}: replicas disagree: ${views.join(' | ')}`)
+      if (new Set(views).size !== 1) {
+        const detail = stores.map(
+          (st) => `${st.replicaId}: rev ${st.getBinding(s)?.revision} ${JSON.stringify(st.metrics())}`,
+        )
+        throw new Error(`session ${s}: replicas disagree: ${views.join(' | ')}\n${detail.join('\n')}`)
+      }
       out.set(s, stores[0]!.getBinding(s)?.workerId)
     }
   }, timeoutMs)
