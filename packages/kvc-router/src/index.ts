@@ -51,6 +51,7 @@ export {
   type CachedAdmission,
   type CapacityReport,
   type ClusterViewOptions,
+  type DecodeWorkerRecord,
   type LinkHealth,
   type WorkerInfo,
   type WorkerRole,

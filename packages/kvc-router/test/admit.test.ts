@@ -147,6 +147,30 @@ describe('Algorithm 2: admit', () => {
     expect(d.releaseSessions).toEqual(['a', 'b'])
   })
 
+  it('never releases a session whose admitted turn holds a live lease, even if reported idle', () => {
+    const st = state({
+      usedTokens: 100_000,
+      evictableTokens: 0,
+      sessions: [session('a', 30_000, 1), session('b', 30_000, 2)],
+      leases: [
+        { leaseId: 'a/t2', sessionId: 'a', tokens: 1_000, expiresAt: 10_000, sloClass: 'interactive' },
+      ],
+    })
+    const d = admit(st, req({ sessionId: 'n', path: 'seed', promptTokens: 20_000, appendTokens: 20_000 }), {
+      now: 0,
+    })
+    expect(d.response).toMatchObject({ admitted: true, releasedSessions: ['b'] })
+    const tooBig = admit(
+      st,
+      req({ sessionId: 'n', path: 'seed', promptTokens: 40_000, appendTokens: 40_000 }),
+      {
+        now: 0,
+      },
+    )
+    expect(tooBig.response).toMatchObject({ admitted: false, reason: 'capacity' })
+    expect(tooBig.releaseSessions).toEqual([])
+  })
+
   it('rejects for capacity when even releasing every idle session is not enough, releasing nothing', () => {
     const st = state({ usedTokens: 100_000, evictableTokens: 10_000, sessions: [session('a', 5_000, 1)] })
     const d = admit(st, req({ path: 'seed', promptTokens: 20_000, appendTokens: 20_000 }), { now: 0 })

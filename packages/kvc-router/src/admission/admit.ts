@@ -247,7 +247,8 @@ function checkState(state: AdmitWorkerState): void {
  * - `need = promptTokens − resident + decode reserve`.
  * - Live leases (expired ones are dropped) are reserved. If `free + evictable − reserved` does not
  *   cover the need (plus the SLO class's headroom), idle sessions' locks are released, least
- *   recently used first, until it does; still short → `capacity` (or `slo_budget` when only the
+ *   recently used first, until it does (a session holding a live lease is never idle: its
+ *   admitted turn has not started yet); still short → `capacity` (or `slo_budget` when only the
  *   class's ceiling is missed), and nothing is released.
  * - Admitted → a lease of `need` tokens for `leaseMs`. A repeated request id with a live lease
  *   gets the same lease again (idempotent retries).
@@ -292,11 +293,15 @@ export function admit(
   const expiredLeases: string[] = []
   let reserved = 0
   let existing: Lease | undefined
+  // A session with a live lease has an admitted turn on its way: it is not idle, whatever the
+  // caller's session cache says (it does not know about leases), so its lock is never released.
+  const leased = new Set<string>()
   for (const l of state.leases) {
     if (l.expiresAt <= now) {
       expiredLeases.push(l.leaseId)
       continue
     }
+    leased.add(l.sessionId)
     if (l.leaseId === req.requestId) existing = l
     else reserved += l.tokens
   }
@@ -313,7 +318,7 @@ export function admit(
   let idleReleasable = 0
   const gainOf = new Map<string, number>()
   for (const s of state.sessions.values()) {
-    if (!s.idle || s.sessionId === req.sessionId) continue
+    if (!s.idle || s.sessionId === req.sessionId || leased.has(s.sessionId)) continue
     const gain = Math.max(0, s.releasableTokens ?? s.residentTokens)
     idleReleasable += gain
     gainOf.set(s.sessionId, gain)
@@ -376,7 +381,9 @@ export function admit(
   const released: string[] = []
   if (avail < target) {
     const idle: AdmitSession[] = []
-    for (const s of state.sessions.values()) if (s.idle && s.sessionId !== req.sessionId) idle.push(s)
+    for (const s of state.sessions.values()) {
+      if (s.idle && s.sessionId !== req.sessionId && !leased.has(s.sessionId)) idle.push(s)
+    }
     idle.sort((a, b) => a.lastAccessTime - b.lastAccessTime || (a.sessionId < b.sessionId ? -1 : 1))
     for (const s of idle) {
       if (avail >= target) break
