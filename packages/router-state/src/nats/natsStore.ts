@@ -91,6 +91,7 @@ export class NatsStateBackend implements StateBackend {
   #subs: Subscription[] = []
   #watches: QueuedIterator<unknown>[] = []
   #statusLoop: Promise<void> | undefined
+  readonly #seedCache = new Map<string, { revision: number; entries: Readonly<Record<string, number>> }>()
   #closed = false
 
   /**
@@ -210,6 +211,14 @@ export class NatsStateBackend implements StateBackend {
     const kv = this.#bindings!
     const key = encodeKey(sessionId)
     const data = JSON.stringify(value)
+    // Optimistic first try, one round trip: create when the turn saw no binding, replace the one
+    // it saw otherwise; either fails if the key moved, and then we read and decide.
+    try {
+      const revision = await kv.put(key, data, { previousSeq: expectedRevision ?? 0 })
+      return { granted: true, current: { revision, value } }
+    } catch (err) {
+      if (!isWrongSeq(err)) throw err
+    }
     for (;;) {
       const e = await kv.get(key)
       const l = live(e)
@@ -320,17 +329,36 @@ export class NatsStateBackend implements StateBackend {
   ): Promise<{ granted: boolean; entries: Readonly<Record<string, number>> }> {
     const kv = this.#seeds!
     const key = `w.${encodeKey(workerId)}`
+    // The version this replica last read or wrote: usually still current (one round trip).
+    let known = this.#seedCache.get(workerId)
+    let fromCache = known !== undefined
     for (;;) {
-      const e = await kv.get(key)
-      const l = live(e)
-      const cur = (l === undefined ? undefined : decodeJson<Record<string, number>>(l.value)) ?? {}
-      const { write, granted } = decide(cur)
-      if (write === undefined) return { granted, entries: cur }
+      if (known === undefined) {
+        fromCache = false
+        const e = await kv.get(key)
+        const l = live(e)
+        known = {
+          revision: e === null ? 0 : e.revision,
+          entries: (l === undefined ? undefined : decodeJson<Record<string, number>>(l.value)) ?? {},
+        }
+      }
+      const { write, granted } = decide(known.entries)
+      if (write === undefined) {
+        // never refuse on a cached picture: others may have given slots back since
+        if (fromCache) {
+          known = undefined
+          continue
+        }
+        return { granted, entries: known.entries }
+      }
       try {
-        await kv.put(key, JSON.stringify(write), { previousSeq: e === null ? 0 : e.revision })
+        const revision = await kv.put(key, JSON.stringify(write), { previousSeq: known.revision })
+        this.#seedCache.set(workerId, { revision, entries: write })
         return { granted, entries: write }
       } catch (err) {
         if (!isWrongSeq(err)) throw err
+        this.#seedCache.delete(workerId)
+        known = undefined
       }
     }
   }
@@ -346,6 +374,7 @@ export class NatsStateBackend implements StateBackend {
   }
 
   async snapshot(): Promise<BackendSnapshot> {
+    this.#seedCache.clear()
     await this.#ensureBuckets()
     await this.#restartWatches() // subscribe first, then read: nothing falls in between
     let lost = false
