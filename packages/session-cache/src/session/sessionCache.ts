@@ -288,7 +288,9 @@ export class SessionCache {
           allocator: pool,
           now,
           ...(options.evictionPolicy !== undefined ? { evictionPolicy: options.evictionPolicy } : {}),
-          ...(options.evictGranularity !== undefined ? { evictGranularity: options.evictGranularity } : {}),
+          // Block mode sheds a session's KV page by page (seed 000); the legacy mode keeps SGLang's
+          // whole-leaf eviction unless told otherwise.
+          evictGranularity: options.evictGranularity ?? (granularity === 'block' ? 'page' : 'leaf'),
         })
       } catch (e) {
         if (e instanceof RadixCacheError) fail('INVALID_OPTION', e.message, e.value)

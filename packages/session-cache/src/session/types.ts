@@ -86,8 +86,10 @@ export interface SessionCacheOptions {
   /** Eviction order of the default cache (default `'lru'`). */
   readonly evictionPolicy?: EvictionPolicy
   /**
-   * Eviction granularity of the default cache: `'leaf'` (SGLang, default) or `'page'` (trim the
-   * least-recently-used leaf page by page, so an eviction frees what was asked rounded up to a page).
+   * Eviction granularity of the default cache: `'page'` (trim the least-recently-used leaf page
+   * by page, so an eviction frees what was asked rounded up to a page; the default in block
+   * granularity, as seed 000 designs it) or `'leaf'` (SGLang's whole leaves; the default in
+   * session granularity).
    */
   readonly evictGranularity?: EvictGranularity
   /** Clock in milliseconds (default `performance.now`); shared with the default cache. */
