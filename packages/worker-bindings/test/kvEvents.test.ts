@@ -273,6 +273,29 @@ describe('publisher → subscriber over ZeroMQ: sequence, gaps, replay', () => {
     }
   })
 
+  it('residencyFeeder turns unrecovered missing batches into an event-id gap the index flags', () => {
+    const index = new ResidencyIndex()
+    index.addWorker('d0')
+    const feed = residencyFeeder(index, 'd0')
+    const stored = (h: bigint, parent: bigint | null) => ({
+      type: 'BlockStored' as const,
+      blockHashes: [h],
+      parentBlockHash: parent,
+      tokenIds: [],
+      blockSize: 4,
+      loraId: null,
+      medium: null,
+      loraName: null,
+    })
+    const batch = (...events: ReturnType<typeof stored>[]) => ({ ts: 0, events, dataParallelRank: null })
+    feed({ topic: '', seq: 0n, batch: batch(stored(1n, null)), replayed: false })
+    feed({ topic: '', seq: 1n, batch: batch(stored(2n, 1n)), replayed: true })
+    expect(index.workerStatus('d0')).toMatchObject({ needsResync: false, gaps: 0, lastEventId: 1 })
+    // Batches 2 and 3 were lost for good: the next batch's events must not look contiguous.
+    feed({ topic: '', seq: 4n, batch: batch(stored(3n, 2n)), replayed: false })
+    expect(index.workerStatus('d0')).toMatchObject({ needsResync: true, gaps: 1 })
+  })
+
   it("feeds kvc-router's ResidencyIndex from a live emulator: residency follows the worker's cache", async () => {
     const emu = await createSglangEmulator({ capacityTokens: 256, pageSize: 4, timing: { scale: 0 } })
     const index = new ResidencyIndex()

@@ -367,9 +367,11 @@ export interface KvEventSink {
 
 /**
  * An `onBatch` callback that feeds every event of a worker's stream into a sink (the router's
- * residency index), numbering events consecutively from `firstEventId` across batches, so the
- * sink's own gap check sees a contiguous stream. Pair it with an `onGap` that resets the worker
- * in the sink when a gap is not recovered.
+ * residency index), numbering events consecutively from `firstEventId` across batches. Batches
+ * whose sequence numbers follow each other (live, or filled by replay) give a contiguous event
+ * stream; a batch that arrives after unrecovered missing batches skips one event id per missing
+ * batch, so the sink's own gap check sees the loss (the residency index then flags the worker
+ * for a resync) instead of silently carrying on.
  *
  * @example
  * ```ts
@@ -387,7 +389,10 @@ export function residencyFeeder(
   firstEventId = 0,
 ): (message: ReceivedKvBatch) => void {
   let next = firstEventId
-  return ({ batch }) => {
+  let lastSeq: bigint | undefined
+  return ({ batch, seq }) => {
+    if (lastSeq !== undefined && seq > lastSeq + 1n) next += Number(seq - lastSeq - 1n)
+    if (lastSeq === undefined || seq > lastSeq) lastSeq = seq
     for (const e of toRadixKvEvents(batch, next)) {
       sink.ingest(workerId, e)
       next = e.eventId + 1
