@@ -308,6 +308,26 @@ describe('KV events', () => {
     expect(() => new RadixCache({ eventBatching: 'x' as 'page' })).toThrow(RadixCacheError)
   })
 
+  it('blockHashDump lists exactly the held blocks, consistent with the event stream', () => {
+    const events: KvEvent[] = []
+    const c = new RadixCache({ pageSize: 2, trackValues: false, onEvent: (e) => events.push(e) })
+    expect(c.blockHashDump()).toEqual({ blockHashes: [], lastEventId: -1 })
+    c.insert([1, 2, 3, 4, 5, 6])
+    c.insert([1, 2, 7, 8])
+    c.evict(2)
+    const held = new Set<bigint>()
+    for (const e of events) {
+      if (e.type === 'BlockStored') for (const h of e.blockHashes) held.add(h)
+      if (e.type === 'BlockRemoved') for (const h of e.blockHashes) held.delete(h)
+    }
+    const dump = c.blockHashDump()
+    expect(new Set(dump.blockHashes)).toEqual(held)
+    expect(dump.blockHashes).toHaveLength(2) // [1,2] and [7,8]: the LRU leaf [3..6] went
+    expect(dump.lastEventId).toBe(events.length - 1)
+    expect(c.lastEventId()).toBe(events.length - 1)
+    expect(new RadixCache({ trackValues: false }).blockHashDump().blockHashes).toEqual([])
+  })
+
   it('keeps page hashes across splits', () => {
     const events: KvEvent[] = []
     const c = new RadixCache({ pageSize: 1, trackValues: false, onEvent: (e) => events.push(e) })

@@ -669,6 +669,38 @@ export class RadixCache {
   }
 
   /**
+   * Id of the last KV event emitted (-1 before the first). With {@link RadixCache.blockHashDump}
+   * it lets a consumer that lost events resynchronize (the router's `ResidencyIndex.resync`).
+   */
+  lastEventId(): number {
+    return this.#eventId - 1
+  }
+
+  /**
+   * Every block hash the tree holds right now, with the id of the last event already reflected
+   * in it: a full dump for a consumer that lost events. Empty unless the cache emits events.
+   *
+   * @example
+   * ```ts
+   * const cache = new RadixCache({ pageSize: 2, trackValues: false, onEvent: () => {} })
+   * cache.insert([1, 2, 3, 4])
+   * const { blockHashes, lastEventId } = cache.blockHashDump() // 2 hashes, lastEventId 1
+   * ```
+   */
+  blockHashDump(): { blockHashes: bigint[]; lastEventId: number } {
+    const out: bigint[] = []
+    const hasher = this.#hasher
+    if (hasher !== undefined && this.#hasEvents) {
+      for (let s = 0; s < this.#nextSlot; s++) {
+        if (this.#isRoot[s] === 1 || this.#parent[s]! < 0) continue
+        const d = this.#digests[s]
+        if (d !== undefined) for (let i = 0; i < d.length; i++) out.push(hasher.blockId(d[i]!))
+      }
+    }
+    return { blockHashes: out, lastEventId: this.#eventId - 1 }
+  }
+
+  /**
    * Check the internal heap against the tree (used by the invariant checker in `/testing`).
    * Returns a list of problems; empty when consistent.
    * @internal

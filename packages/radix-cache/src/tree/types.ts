@@ -152,6 +152,7 @@ export interface RadixCacheStats {
   readonly evictCalls: number
   readonly evictedTokens: number
   readonly evictedNodes: number
+  /** KV events emitted since construction (not reset by `reset()`, like event ids). */
   readonly eventsEmitted: number
 }
 
