@@ -1205,7 +1205,17 @@ export class ReplicatedStateStore implements ClusterStateStore {
 
   async #reconcile(): Promise<void> {
     const started = this.#now()
-    const snap = await this.#backend.snapshot()
+    // A snapshot interrupted by another outage may never end: give up and retry.
+    let timer: NodeJS.Timeout | undefined
+    const snap = await Promise.race([
+      this.#backend.snapshot(),
+      new Promise<never>((_, reject) => {
+        timer = setTimeout(
+          () => reject(new Error('reading the server state timed out')),
+          Math.max(2_000, 10 * this.#opTimeout),
+        )
+      }),
+    ]).finally(() => clearTimeout(timer))
     const now = this.#now()
     // On the first reconcile an empty server is just a new cluster.
     if (snap.lost && this.#m.reconciles > 0) {
