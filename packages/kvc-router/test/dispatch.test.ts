@@ -305,6 +305,186 @@ describe('Algorithm 3: rejections, exclusion, migration, reset-on-success', () =
   })
 })
 
+describe('Algorithm 3: a D (or P) that became unusable between admission tries is not asked again', () => {
+  /** Whether `d` could be asked at the moment the driver is asked to answer an action for it. */
+  const usable = (r: Router, d: string, s: string) =>
+    r.cluster.has(d) && r.cluster.isEligible(d) && !r.cluster.store.isExcluded(s, d)
+
+  const flips: [string, (r: Router, d: string) => void, string][] = [
+    ['unhealthy', (r, d) => r.cluster.setHealth(d, false), 'became unhealthy'],
+    ['draining', (r, d) => r.cluster.setDraining(d, true), 'is draining'],
+    ['paused by another turn', (r, d) => r.cluster.pause(d, r.cluster.now() + 10_000), 'is paused'],
+    ['excluded for the session', (r, d) => r.cluster.store.exclude('s', d), 'is excluded for the session'],
+    ['removed', (r, d) => r.cluster.removeWorker(d), 'was removed'],
+  ]
+
+  it.each(flips)(
+    'admit times out and the D becomes %s: the next action is not an admit to it; the turn moves on to the next D',
+    (_, flip, why) => {
+      let first: string | undefined
+      const s = setup({
+        nD: 2,
+        admit: (a) => {
+          if (first !== undefined) return { kind: 'admit' }
+          first = a.workerId
+          flip(s.router, a.workerId) // the D goes away while its admission RPC times out
+          return { kind: 'timeout' }
+        },
+      })
+      const run = s.driver.runTurn({ sessionId: 's', promptTokens: 800 })
+      const other = first === 'd0' ? 'd1' : 'd0'
+      // No backoff for a retry that will not happen: straight to the next-ranked D.
+      expect(run.actions[1]).toMatchObject({ type: 'admit', workerId: other })
+      expect(s.admits.filter((a) => a.workerId === first)).toHaveLength(1)
+      expect(run.final).toMatchObject({ type: 'done', workerId: other })
+      const text = renderDispatch(run.final.record)
+      expect(text).toContain(`skip ${first}  ${first} ${why}`)
+      expect(text).toContain('after 1 unanswered admission try; moving on')
+      checkNoInflightLoad(s.router)
+    },
+  )
+
+  it.each(flips)(
+    'the D becomes %s during the backoff before a retry: no retry to it, the turn moves on',
+    (_, flip) => {
+      let first: string | undefined
+      const s = setup({
+        nD: 2,
+        admit: (a) => {
+          first ??= a.workerId
+          return a.workerId === first ? { kind: 'timeout' } : { kind: 'admit' }
+        },
+        before: (a) => {
+          if (a.type === 'wait' && a.reason === 'admission_retry') flip(s.router, first!)
+          if (a.type === 'admit') expect(usable(s.router, a.workerId, 's')).toBe(true)
+        },
+      })
+      const run = s.driver.runTurn({ sessionId: 's', promptTokens: 800 })
+      const other = first === 'd0' ? 'd1' : 'd0'
+      expect(run.actions.map((a) => [a.type, a.type === 'admit' ? a.workerId : ''])).toEqual([
+        ['admit', first],
+        ['wait', ''],
+        ['admit', other],
+        ['sendFast', ''],
+      ])
+      expect(run.final).toMatchObject({ type: 'done', workerId: other })
+      checkNoInflightLoad(s.router)
+    },
+  )
+
+  it('the only D goes down between tries: the turn waits for it instead of asking it, then completes', () => {
+    let n = 0
+    const s = setup({
+      nD: 1,
+      admit: () => (n++ === 0 ? { kind: 'timeout' } : { kind: 'admit' }),
+      before: (a) => {
+        if (a.type === 'admit') expect(usable(s.router, a.workerId, 's')).toBe(true)
+        if (a.type === 'wait' && a.reason === 'admission_retry') s.router.cluster.setHealth('d0', false)
+        else if (a.type === 'wait') s.router.cluster.setHealth('d0', true) // back for the next walk
+      },
+    })
+    const run = s.driver.runTurn({ sessionId: 's', promptTokens: 800 })
+    expect(
+      run.actions.map((a) => (a.type === 'wait' && a.reason === 'admission_retry' ? 'retry' : a.type)),
+    ).toEqual(['admit', 'retry', 'wait', 'admit', 'sendFast'])
+    expect(run.final).toMatchObject({ type: 'done', workerId: 'd0' })
+    checkNoInflightLoad(s.router)
+  })
+
+  it("a pause hint in the D's own append_too_large answer does not stop the seed-path request on it; a longer pause set by another turn stops its retry", () => {
+    const own = setup({
+      nD: 2,
+      admit: queue({ kind: 'reject', reason: 'append_too_large', pauseMs: 500 }),
+    })
+    const r1 = own.driver.runTurn({ sessionId: 's', promptTokens: 900 })
+    expect(r1.actions.map((a) => a.type)).toEqual(['admit', 'admit', 'seedViaP'])
+    expect(own.admits.map((a) => [a.workerId, a.request.path])).toEqual([
+      [own.admits[0]!.workerId, 'fast'],
+      [own.admits[0]!.workerId, 'seed'],
+    ])
+    let first: string | undefined
+    const other = setup({
+      nD: 2,
+      admit: (a) => {
+        first ??= a.workerId
+        if (a.workerId !== first) return { kind: 'admit' }
+        return other.admits.length === 1
+          ? { kind: 'reject', reason: 'append_too_large', pauseMs: 500 }
+          : { kind: 'timeout' }
+      },
+      before: (a) => {
+        // While the seed-path request's retry backs off, another turn's answer pauses the D longer.
+        if (a.type === 'wait' && a.reason === 'admission_retry')
+          other.router.cluster.pause(first!, other.clock.t + 5_000)
+      },
+    })
+    const r2 = other.driver.runTurn({ sessionId: 's', promptTokens: 900 })
+    const second = first === 'd0' ? 'd1' : 'd0'
+    expect(other.admits.map((a) => [a.workerId, a.request.path])).toEqual([
+      [first, 'fast'],
+      [first, 'seed'],
+      [second, 'fast'],
+    ])
+    expect(r2.final).toMatchObject({ type: 'done', workerId: second })
+    checkNoInflightLoad(other.router)
+  })
+
+  it('seed path: the P picked before admission went down meanwhile: the seed goes through another P', () => {
+    const s = setup({
+      nP: 2,
+      nD: 1,
+      admit: (a) => {
+        if (s.admits.length === 1) return { kind: 'timeout' }
+        void a
+        return { kind: 'admit' }
+      },
+      before: (a) => {
+        // p0 (equal load, registered first) was picked; it goes down during the backoff.
+        if (a.type === 'wait' && a.reason === 'admission_retry') s.router.cluster.setHealth('p0', false)
+      },
+    })
+    const run = s.driver.runTurn({ sessionId: 's', promptTokens: 30_000 })
+    expect(run.actions.map((a) => a.type)).toEqual(['admit', 'wait', 'admit', 'seedViaP'])
+    expect(s.sends[0]).toMatchObject({ type: 'seedViaP', prefillId: 'p1', decodeId: 'd0' })
+    expect(renderDispatch(run.final.record)).toContain('P p0 became unhealthy since it was picked')
+    checkNoInflightLoad(s.router)
+  })
+
+  it('seed path: the P lost its link to the D meanwhile and no other P can seed it: the D is skipped (no_prefill), its slot given back', () => {
+    let waited = false
+    const s = setup({
+      nP: 1,
+      nD: 1,
+      before: (a) => {
+        if (a.type === 'wait' && !waited) {
+          waited = true
+          expect(a.reason).toBe('no_prefill')
+          expect(s.router.cluster.store.load('d0')).toMatchObject({ turns: 0, pendingSeeds: 0 })
+        }
+      },
+      admit: () => {
+        if (s.admits.length === 1) {
+          s.router.cluster.recordTransfer('p0', 'd0', false)
+          s.router.cluster.recordTransfer('p0', 'd0', false)
+        }
+        return { kind: 'admit' }
+      },
+      send: (a) => {
+        if (a.type === 'seedViaP') expect(s.router.cluster.linkHealthy(a.prefillId, a.decodeId)).toBe(true)
+        return { kind: 'ok' }
+      },
+    })
+    const run = s.driver.runTurn({ sessionId: 's', promptTokens: 30_000 })
+    expect(run.actions[1]).toMatchObject({ type: 'wait', reason: 'no_prefill' })
+    expect(renderDispatch(run.final.record)).toContain('P p0 has no healthy link to d0 since it was picked')
+    // The link's cooldown (30 s) ends just within the turn's budget: p0 probes the link again.
+    expect(run.final).toMatchObject({ type: 'done', path: 'seed' })
+    expect(s.sends).toHaveLength(1)
+    expect(s.clock.t).toBeGreaterThanOrEqual(31_000)
+    checkNoInflightLoad(s.router)
+  })
+})
+
 describe('Algorithm 3: bounded waiting ends in a typed error naming the cause', () => {
   it('every D paused past the budget → WAIT_EXHAUSTED (all_paused) at the deadline', () => {
     const s = setup({ nD: 2 })

@@ -112,10 +112,41 @@ const theorem1Arb = fc.record({
 type Theorem1Case = typeof theorem1Arb extends fc.Arbitrary<infer T> ? T : never
 
 /**
+ * Dispatch only asks a D that can still take the turn when it emits the request: registered,
+ * healthy, not draining, not excluded for the session and not paused (except by a pause the same D
+ * set in its `append_too_large` answer to this turn's fast-path request, which the seed-path
+ * request on that D follows, retries included); and it seeds only through a P that is registered, healthy,
+ * not draining or paused, with a healthy link to the D. Time passes between a walk's ranking and
+ * these actions (admission RPCs, timeouts, backoffs), and the adversary flips health meanwhile.
+ */
+function checkUsableWhenAsked(
+  router: Router,
+  session: string,
+  a: DispatchAction,
+  fallback: string | undefined,
+): void {
+  const c = router.cluster
+  if (a.type === 'admit') {
+    const d = a.workerId
+    expect(c.has(d), `admit to removed ${d}`).toBe(true)
+    expect(c.healthy(d), `admit to unhealthy ${d}`).toBe(true)
+    expect(c.draining(d), `admit to draining ${d}`).toBe(false)
+    expect(c.store.isExcluded(session, d), `admit to ${d}, excluded for ${session}`).toBe(false)
+    if (fallback !== d) expect(c.isPaused(d), `admit to paused ${d}`).toBe(false)
+  }
+  if (a.type === 'seedViaP') {
+    const p = a.prefillId
+    expect(c.has(p) && c.isEligible(p), `seed through unusable ${p}`).toBe(true)
+    expect(c.linkHealthy(p, a.decodeId), `seed over unhealthy link ${p}→${a.decodeId}`).toBe(true)
+  }
+}
+
+/**
  * Plays a Theorem-1 scenario. The adversary: each D gives up to 5 arbitrary admission answers
  * (rejections for any reason, pause hints up to 2 s, timeouts, errors) before it admits, up to 4
  * sends or seeds fail, workers (P and D) go down and up during the first 30 actions (then all
- * are healthy again), and KV events (with gaps) rewrite the residency index as turns run.
+ * are healthy again), and KV events (with gaps) rewrite the residency index as turns run. Every
+ * admission request and seed is checked to go to a worker that can still take it.
  */
 function playTheorem1(c: Theorem1Case, params: RouterParamsInput) {
   const w = world(c.nP, c.nD, c.seed, params)
@@ -124,7 +155,13 @@ function playTheorem1(c: Theorem1Case, params: RouterParamsInput) {
   const ids = [...w.router.cluster.prefillIds(), ...w.router.cluster.decodeIds()]
   const nextId = new Map<string, number>()
   let actions = 0
+  let session = ''
+  /** The D whose `append_too_large` answer this turn is following with a seed-path request. */
+  let fallback: string | undefined
   const before = (a: DispatchAction) => {
+    checkUsableWhenAsked(w.router, session, a, fallback)
+    if (a.type === 'admit' ? a.workerId !== fallback : !(a.type === 'wait' && a.reason === 'admission_retry'))
+      fallback = undefined
     actions++
     for (const h of c.health) {
       if (h.atAction === actions) w.router.cluster.setHealth(ids[h.worker % ids.length]!, h.healthy)
@@ -137,7 +174,11 @@ function playTheorem1(c: Theorem1Case, params: RouterParamsInput) {
     router: w.router,
     clock: w.clock,
     beforeAnswer: before,
-    admit: (a): AdmitAnswer => admits[Number(a.workerId.slice(1))]?.shift() ?? { kind: 'admit' },
+    admit: (a): AdmitAnswer => {
+      const answer = admits[Number(a.workerId.slice(1))]?.shift() ?? { kind: 'admit' }
+      if (answer.kind === 'reject' && answer.reason === 'append_too_large') fallback = a.workerId
+      return answer
+    },
     send: (): SendAnswer => sends.shift() ?? { kind: 'ok', outputTokens: 100 },
   })
   const promptOf = new Map<number, number>()
@@ -146,6 +187,8 @@ function playTheorem1(c: Theorem1Case, params: RouterParamsInput) {
   for (const t of c.turns) {
     const prompt = (promptOf.get(t.session) ?? 0) + t.growth
     const sessionId = `s${t.session}`
+    session = sessionId
+    fallback = undefined
     const run = driver.runTurn(
       {
         sessionId,

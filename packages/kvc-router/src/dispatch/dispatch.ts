@@ -80,7 +80,10 @@ export function backoffDelayMs(n: number, baseMs: number, capMs: number, random:
  * - a **rejection** counts `rejects[s][d]`, honours the pause hint, and at `τ_reject` excludes `d`
  *   for `s`; the session then lands on the next D (migration: the action carries `migratedFrom`);
  * - admission RPCs time out, are retried with full-jitter backoff, and a negative answer younger
- *   than the staleness budget is reused instead of a new RPC;
+ *   than the staleness budget is reused instead of a new RPC; before every request (retries
+ *   included) the D is checked again (registered, healthy, not draining, paused or excluded for the
+ *   session), and one that no longer qualifies is left at once for the next candidate; a seed's P
+ *   is checked the same way (and its link) before `seedViaP`, and replaced if it went away;
  * - **reset-on-success**: a completed turn clears the session's rejects and exclusions;
  * - with a store that confirms claims (several router replicas), a `claim` action confirms a
  *   pending-seed slot after the turn takes it and a binding before the turn moves or creates it;
@@ -363,6 +366,9 @@ export class TurnDispatch {
       return yield* this.#sendFast(d, c, leaseId, 'direct')
     }
     let seed = policy.pathMode === 'seed' || !c.fast
+    // A pause `d` set in its own answer to this turn's fast-path request does not stop the
+    // seed-path fallback on `d` (a later, longer pause set by another turn does).
+    let ownPause = Number.NEGATIVE_INFINITY
     if (!seed) {
       if (!(yield* this.#claimBinding(d))) return undefined
       const r = policy.usesAdmission
@@ -370,8 +376,10 @@ export class TurnDispatch {
         : ({ kind: 'admitted', leaseId: '' } as const)
       if (r.kind === 'admitted')
         return yield* this.#sendFast(d, c, policy.usesAdmission ? r.leaseId : undefined, 'fast')
-      if (r.kind === 'rejected' && r.response.reason === 'append_too_large') seed = true
-      else return undefined
+      if (r.kind === 'rejected' && r.response.reason === 'append_too_large') {
+        seed = true
+        ownPause = cluster.store.pauseUntil(d)
+      } else return undefined
     }
     // Seed path.
     const budget = Math.max(1, Math.floor(params.pendingSeedsPerD * params.slo[this.#cls].seedShare))
@@ -401,14 +409,68 @@ export class TurnDispatch {
     }
     let leaseId: string | undefined
     if (policy.usesAdmission) {
-      const r = yield* this.#admit(d, 'seed', c)
+      const r = yield* this.#admit(d, 'seed', c, ownPause)
       if (r.kind !== 'admitted') {
         this.#releaseSeedSlot()
         return undefined
       }
       leaseId = r.leaseId
     }
-    return yield* this.#seed(p, d, c, leaseId)
+    // Claims and admission RPCs take time: the P picked before them may have gone down, been
+    // drained or paused, or lost its link to `d` meanwhile. Pick again instead of seeding through it.
+    const q = this.#recheckPrefill(p, d)
+    if (q === undefined) {
+      this.#releaseSeedSlot()
+      return undefined
+    }
+    return yield* this.#seed(q, d, c, leaseId)
+  }
+
+  /**
+   * `p` if it can still seed `d` (registered, healthy, not draining, not paused, healthy link),
+   * else another P picked the same way, else `undefined` (the D is skipped: `no_prefill`).
+   */
+  #recheckPrefill(p: string, d: string): string | undefined {
+    const why = this.#prefillObstacle(p, d)
+    if (why === undefined) return p
+    const again = this.#policy.pickPrefill?.(this.#ctx, this.#turn, d) ?? this.#ctx.cluster.pickPrefill(d)
+    if (again === undefined || this.#prefillObstacle(again, d) !== undefined) {
+      this.#count('no_prefill')
+      this.#step('skip', d, p, `P ${p} ${why} since it was picked, and no other P can seed ${d}`)
+      return undefined
+    }
+    this.#step('skip', d, p, `P ${p} ${why} since it was picked; seeding through ${again} instead`)
+    return again
+  }
+
+  #prefillObstacle(p: string, d: string): string | undefined {
+    const cluster = this.#ctx.cluster
+    if (!cluster.has(p) || cluster.role(p) !== 'prefill') return 'was removed'
+    if (!cluster.healthy(p)) return 'became unhealthy'
+    if (cluster.draining(p)) return 'is draining'
+    if (cluster.isPaused(p)) return 'is paused'
+    if (!cluster.has(d) || !cluster.linkHealthy(p, d)) return `has no healthy link to ${d}`
+    return undefined
+  }
+
+  /**
+   * Why D `d` can no longer take this turn (removed, unhealthy, draining, paused, excluded for the
+   * session), or `undefined`. A pause ending no later than `tolerated` (one `d` set in its own
+   * answer to this turn) does not count.
+   */
+  #decodeObstacle(d: string, tolerated: number): { cause: TurnFailureCause; why: string } | undefined {
+    const cluster = this.#ctx.cluster
+    if (!cluster.has(d) || cluster.role(d) !== 'decode') return { cause: 'all_unhealthy', why: 'was removed' }
+    if (!cluster.healthy(d)) return { cause: 'all_unhealthy', why: 'became unhealthy' }
+    if (cluster.draining(d)) return { cause: 'all_draining', why: 'is draining' }
+    const until = cluster.store.pauseUntil(d)
+    if (cluster.now() < until && until > tolerated) {
+      return { cause: 'all_paused', why: `is paused until ${until.toFixed(1)}` }
+    }
+    if (cluster.store.isExcluded(this.#turn.sessionId, d)) {
+      return { cause: 'all_excluded', why: 'is excluded for the session' }
+    }
+    return undefined
   }
 
   /**
@@ -466,7 +528,12 @@ export class TurnDispatch {
     return false
   }
 
-  *#admit(d: string, path: 'fast' | 'seed', c: RouteCandidate): Gen<AdmitResult> {
+  *#admit(
+    d: string,
+    path: 'fast' | 'seed',
+    c: RouteCandidate,
+    ownPause = Number.NEGATIVE_INFINITY,
+  ): Gen<AdmitResult> {
     const { cluster, params } = this.#ctx
     const cached = cluster.cachedRejection(d, params.admissionStalenessMs)
     if (
@@ -486,6 +553,15 @@ export class TurnDispatch {
     const tries = params.admissionTries
     for (let t = 0; t < tries; t++) {
       if (this.#attempts >= params.maxAttempts) return { kind: 'exhausted' }
+      // Time has passed since `d` was found eligible (claims, an earlier admission RPC and its
+      // backoff): ask it only if it can still take the turn, else move on to the next candidate.
+      const obstacle = this.#decodeObstacle(d, ownPause)
+      if (obstacle !== undefined) {
+        this.#count(obstacle.cause)
+        const after = t === 0 ? '' : ` after ${t} unanswered admission ${t === 1 ? 'try' : 'tries'}`
+        this.#step('skip', d, undefined, `${d} ${obstacle.why}${after}; moving on`)
+        return { kind: 'skipped' }
+      }
       const attempt = this.#bumpAttempts()
       const requestId = `${this.turnId}/a${attempt}`
       const out = yield {
@@ -532,7 +608,8 @@ export class TurnDispatch {
       }
       this.#count('admission_timeouts')
       this.#step('admit', d, undefined, out.type === 'admitTimeout' ? 'timed out' : 'error')
-      if (t < tries - 1) {
+      // A D that can no longer take the turn is left at once (the loop's check above says why).
+      if (t < tries - 1 && this.#decodeObstacle(d, ownPause) === undefined) {
         const now = cluster.now()
         const until = now + backoffDelayMs(t, params.backoffBaseMs, params.backoffCapMs, this.#ctx.random)
         yield* this.#wait(until, 'admission_retry')
