@@ -13,7 +13,8 @@ import { describe, expect, it } from 'vitest'
 
 const docsDir = join(dirname(fileURLToPath(import.meta.url)), '..')
 const repo = join(docsDir, '..')
-const outDir = join(docsDir, '.samples')
+// Not a dot-folder: TypeScript's include globs skip those.
+const outDir = join(docsDir, 'generated-samples')
 
 interface Sample {
   readonly source: string
