@@ -13,6 +13,7 @@ import {
   ManualClock,
   ScriptedDriver,
   admitAnswerArb,
+  checkLoadAccounting,
   checkNoInflightLoad,
   dispatchActionBound,
   seededRandom,
@@ -234,7 +235,7 @@ describe('claims (stores shared by several router replicas)', () => {
     expect(() => new ScriptedDriver({ router, clock }).answer(a)).toThrow(/synchronously/)
   })
 
-  it('interleaved turns of shared sessions on three replicas: every turn ends, pending seeds stay within budget, every session ends with one binding to a D that served it, no load leaks', () => {
+  it('interleaved turns of shared sessions on three replicas: every turn ends, pending seeds stay within budget, every session ends with one binding to a D that served it, each turn counts on the D it is committed to, no load leaks', () => {
     const arb = fc.record({
       nD: fc.integer({ min: 1, max: 3 }),
       seed: fc.integer(),
@@ -291,6 +292,11 @@ describe('claims (stores shared by several router replicas)', () => {
             served.get(s)!.add(d)
           }
           pick.action = pick.turn.next(drivers[pick.t.replica]!.answer(a))
+          // Every replica's turns count on the one shared store.
+          checkLoadAccounting(
+            routers[0]!,
+            live.map((x) => x.turn),
+          )
           for (let k = 0; k < c.nD; k++) {
             expect(store.load(`d${k}`).pendingSeeds).toBeLessThanOrEqual(BUDGET)
           }

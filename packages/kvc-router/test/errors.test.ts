@@ -5,6 +5,7 @@ import {
   Router,
   RouterError,
   RouterErrorCode,
+  type TurnDispatch,
   admit,
   parseAdmitRequest,
   resolveRouterParams,
@@ -50,7 +51,11 @@ function snapshot(r: Router): string {
   )
 }
 
-const cases: [RouterErrorCode, (r: Router) => unknown][] = [
+/**
+ * `[code, call, setup?]`: `setup` runs before the snapshot (what it changes legitimately, such as a
+ * turn's first action counting it toward its D's load, is not the refused call's doing).
+ */
+const cases: [RouterErrorCode, (r: Router, prepared: unknown) => unknown, ((r: Router) => unknown)?][] = [
   ['INVALID_OPTION', () => resolveRouterParams({ tauReject: 0 })],
   ['INVALID_OPTION', () => new ResidencyIndex({ thetaShared: 2 })],
   ['INVALID_OPTION', (r) => r.cluster.setHealth('d0', 'yes' as never)],
@@ -92,10 +97,11 @@ const cases: [RouterErrorCode, (r: Router) => unknown][] = [
   ['EVENT_OUT_OF_ORDER', (r) => r.ingest('d0', { type: 'AllBlocksCleared', eventId: 0 })],
   [
     'UNEXPECTED_OUTCOME',
+    (_, t) => (t as TurnDispatch).next({ type: 'waited' }),
     (r) => {
       const t = r.dispatch({ sessionId: 's', promptTokens: 10 })
-      t.next()
-      t.next({ type: 'waited' })
+      t.next() // admit on d0: the turn now counts toward d0's load
+      return t
     },
   ],
   [
@@ -109,14 +115,15 @@ const cases: [RouterErrorCode, (r: Router) => unknown][] = [
 ]
 
 describe('every RouterError code', () => {
-  it.each(cases.map(([code, f], i) => [`${code} #${i}`, code, f] as const))(
+  it.each(cases.map(([code, f, setup], i) => [`${code} #${i}`, code, f, setup] as const))(
     '%s: refused, nothing changes',
-    (_, code, f) => {
+    (_, code, f, setup) => {
       const r = fresh()
+      const prepared = setup?.(r)
       const before = snapshot(r)
       let err: unknown
       try {
-        f(r)
+        f(r, prepared)
       } catch (e) {
         err = e
       }

@@ -14,6 +14,7 @@ import {
   ScriptedDriver,
   type SendAnswer,
   admitAnswerArb,
+  checkLoadAccounting,
   checkNoInflightLoad,
   dispatchActionBound,
   seededRandom,
@@ -142,6 +143,22 @@ function checkUsableWhenAsked(
 }
 
 /**
+ * One turn runs at a time: it counts toward the D its admission request, send or seed is about
+ * (from the request on, not only once sent), toward no D while it waits between walks, and toward
+ * at most one D at any time.
+ */
+function checkOneTurnLoad(router: Router, a: DispatchAction): void {
+  const c = router.cluster
+  const ds = c.decodeIds()
+  const total = ds.reduce((n, d) => n + c.store.load(d).turns, 0)
+  expect(total).toBeLessThanOrEqual(1)
+  const d =
+    a.type === 'admit' || a.type === 'sendFast' ? a.workerId : a.type === 'seedViaP' ? a.decodeId : undefined
+  if (d !== undefined) expect(c.store.load(d).turns, `${a.type} on ${d}`).toBe(1)
+  if (a.type === 'wait' && a.reason !== 'admission_retry') expect(total).toBe(0)
+}
+
+/**
  * Plays a Theorem-1 scenario. The adversary: each D gives up to 5 arbitrary admission answers
  * (rejections for any reason, pause hints up to 2 s, timeouts, errors) before it admits, up to 4
  * sends or seeds fail, workers (P and D) go down and up during the first 30 actions (then all
@@ -160,6 +177,7 @@ function playTheorem1(c: Theorem1Case, params: RouterParamsInput) {
   let fallback: string | undefined
   const before = (a: DispatchAction) => {
     checkUsableWhenAsked(w.router, session, a, fallback)
+    checkOneTurnLoad(w.router, a)
     if (a.type === 'admit' ? a.workerId !== fallback : !(a.type === 'wait' && a.reason === 'admission_retry'))
       fallback = undefined
     actions++
@@ -354,7 +372,7 @@ describe('reset-on-success vs v1 permanent exclusion', () => {
 })
 
 describe('concurrent turns share the cluster view safely', () => {
-  it('interleaved turns never exceed a D pending-seed budget, never drive a load negative, and give every load back', () => {
+  it('interleaved turns never exceed a D pending-seed budget, never drive a load negative, count each turn on the D it is committed to, and give every load back', () => {
     const concArb = fc.record({
       nP: fc.integer({ min: 1, max: 2 }),
       nD: fc.integer({ min: 1, max: 3 }),
@@ -407,6 +425,10 @@ describe('concurrent turns share the cluster view safely', () => {
           const pick = running[c.order[steps % c.order.length]! % running.length]!
           pick.action = pick.turn.next(driver.answer(pick.action))
           check()
+          checkLoadAccounting(
+            w.router,
+            live.map((x) => x.turn),
+          )
           expect(++steps).toBeLessThanOrEqual(bound)
         }
         for (const x of live) {

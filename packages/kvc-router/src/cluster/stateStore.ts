@@ -34,7 +34,11 @@ export interface SessionBinding {
  * ```
  */
 export interface WorkerLoad {
-  /** Turns sent to the worker and not finished. */
+  /**
+   * Turns committed to the worker and not finished: a D counts a turn from the turn's first claim
+   * or admission request for it (or its send, for policies without admission) until the turn ends
+   * or moves on to another D; a P counts the seeds it is running.
+   */
   readonly turns: number
   /** Seeds admitted on this D and not finished (the pending-seed budget counts these). */
   readonly pendingSeeds: number

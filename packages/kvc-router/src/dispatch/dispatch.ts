@@ -84,6 +84,9 @@ export function backoffDelayMs(n: number, baseMs: number, capMs: number, random:
  *   included) the D is checked again (registered, healthy, not draining, paused or excluded for the
  *   session), and one that no longer qualifies is left at once for the next candidate; a seed's P
  *   is checked the same way (and its link) before `seedViaP`, and replaced if it went away;
+ * - **load**: the turn counts toward a D's `turns` from its first claim or admission request for
+ *   that D (its send, without admission) until it moves on to another D, ends or is aborted
+ *   ({@link TurnDispatch.committedWorker}), so turns routed before any of them is sent spread;
  * - **reset-on-success**: a completed turn clears the session's rejects and exclusions;
  * - with a store that confirms claims (several router replicas), a `claim` action confirms a
  *   pending-seed slot after the turn takes it and a binding before the turn moves or creates it;
@@ -128,8 +131,17 @@ export class TurnDispatch {
   #walks = 0
   /** Obstacles met during the whole turn; the most frequent one names a failure. */
   readonly #tally = new Map<TurnFailureCause, number>()
-  /** Loads added for an in-flight send, undone by its outcome or by `abort`. */
+  /**
+   * Loads added for an in-flight send (the D's prefill tokens and decode blocks, the P's turn and
+   * prefill tokens), undone by its outcome or by `abort`. The D's turn is the commitment below.
+   */
   #inflight: { d: string; p: string | undefined; prefill: number; blocks: number } | undefined
+  /**
+   * The D this turn counts one in-flight turn toward (`turns` in its load): from the first claim or
+   * admission request for it (or the send, for policies without admission) until the turn moves on
+   * from it, ends or is aborted. So turns routed before any of them is sent see each other's load.
+   */
+  #committed: string | undefined
   /** The D whose pending-seed slot this turn holds (taken before its admission RPC). */
   #seedSlot: string | undefined
   /** Whether the store confirms claims (several replicas). */
@@ -203,6 +215,26 @@ export class TurnDispatch {
   }
 
   /**
+   * The D worker this turn counts toward in the shared load (one in `turns`), if any: from the
+   * turn's first claim or admission request for the D (or its send, for policies without
+   * admission) until it moves on to another D, ends or is aborted. `undefined` while it waits
+   * between walks.
+   *
+   * @example
+   * ```ts
+   * import { Router } from '@kvc/kvc-router'
+   * const router = new Router({ now: () => 0, workers: [{ id: 'd0', role: 'decode', capacityTokens: 1e6 }] })
+   * const turn = router.dispatch({ sessionId: 's', promptTokens: 100 })
+   * turn.next() // { type: 'admit', workerId: 'd0', ... }
+   * turn.committedWorker // 'd0'
+   * router.cluster.store.load('d0').turns // 1: counted before the turn is sent
+   * ```
+   */
+  get committedWorker(): string | undefined {
+    return this.#committed
+  }
+
+  /**
    * Advances the turn: no argument for the first action, then the outcome of the previous one.
    * A malformed or mismatched outcome is refused and nothing changes.
    *
@@ -259,6 +291,7 @@ export class TurnDispatch {
       )
     }
     this.#undoInflight()
+    this.#releaseCommitment()
     this.#releaseSeedSlot()
     const fail = this.#fail('aborted', 'TURN_FINISHED')
     this.#gen.return(fail)
@@ -314,6 +347,9 @@ export class TurnDispatch {
           continue
         }
         const done = yield* this.#tryCandidate(c)
+        // Whatever happened on `d`, the turn no longer counts toward it (a success has already
+        // given its load back; a rejection, a skip or a failure moves on).
+        this.#releaseCommitment()
         if (done !== undefined) return done
         if (this.#reroute) break
       }
@@ -482,6 +518,7 @@ export class TurnDispatch {
     const cluster = this.#ctx.cluster
     const s = this.#turn.sessionId
     const expected = this.#known
+    this.#commit(d)
     const out = yield {
       type: 'claim',
       turnId: this.turnId,
@@ -516,6 +553,7 @@ export class TurnDispatch {
   /** With a store that confirms claims: confirms the pending-seed slot this turn took on `d`. */
   *#claimSeedSlot(d: string, budget: number): Gen<boolean> {
     const cluster = this.#ctx.cluster
+    this.#commit(d)
     const out = yield {
       type: 'claim',
       turnId: this.turnId,
@@ -564,6 +602,7 @@ export class TurnDispatch {
       }
       const attempt = this.#bumpAttempts()
       const requestId = `${this.turnId}/a${attempt}`
+      this.#commit(d)
       const out = yield {
         type: 'admit',
         turnId: this.turnId,
@@ -644,6 +683,7 @@ export class TurnDispatch {
       attempt,
     }
     this.#undoInflight()
+    this.#releaseCommitment()
     if (out.type === 'completed') return this.#succeed(d, undefined, path, out, migratedFrom)
     if (out.type !== 'failed') throw new RouterError('UNEXPECTED_OUTCOME', 'unreachable', out)
     this.#count('worker_failed')
@@ -670,6 +710,7 @@ export class TurnDispatch {
       attempt,
     }
     this.#undoInflight()
+    this.#releaseCommitment()
     this.#releaseSeedSlot()
     if (out.type === 'completed') {
       if (cluster.has(p) && cluster.has(d)) cluster.recordTransfer(p, d, true)
@@ -800,9 +841,26 @@ export class TurnDispatch {
 
   #addInflight(d: string, p: string | undefined, prefill: number, blocks: number): void {
     const store = this.#ctx.cluster.store
-    store.addLoad(d, 1, 0, p === undefined ? prefill : 0, blocks)
+    this.#commit(d) // the D's turn (already counted since the admission request, with admission)
+    store.addLoad(d, 0, 0, p === undefined ? prefill : 0, blocks)
     if (p !== undefined) store.addLoad(p, 1, 0, prefill, 0)
     this.#inflight = { d, p, prefill, blocks }
+  }
+
+  /** Counts this turn toward `d`'s load (moving the count from another D if it was there). */
+  #commit(d: string): void {
+    if (this.#committed === d) return
+    this.#releaseCommitment()
+    this.#ctx.cluster.store.addLoad(d, 1, 0, 0, 0)
+    this.#committed = d
+  }
+
+  #releaseCommitment(): void {
+    const d = this.#committed
+    if (d === undefined) return
+    this.#committed = undefined
+    // A removed worker's load was dropped with it.
+    if (this.#ctx.cluster.has(d)) this.#ctx.cluster.store.addLoad(d, -1, 0, 0, 0)
   }
 
   #takeSeedSlot(d: string): void {
@@ -813,16 +871,18 @@ export class TurnDispatch {
   #releaseSeedSlot(): void {
     const d = this.#seedSlot
     if (d === undefined) return
-    this.#ctx.cluster.store.addLoad(d, 0, -1, 0, 0)
+    if (this.#ctx.cluster.has(d)) this.#ctx.cluster.store.addLoad(d, 0, -1, 0, 0)
     this.#seedSlot = undefined
   }
 
   #undoInflight(): void {
     const f = this.#inflight
     if (f === undefined) return
-    const store = this.#ctx.cluster.store
-    store.addLoad(f.d, -1, 0, f.p === undefined ? -f.prefill : 0, -f.blocks)
-    if (f.p !== undefined) store.addLoad(f.p, -1, 0, -f.prefill, 0)
+    const { cluster } = this.#ctx
+    const store = cluster.store
+    // A removed worker's load was dropped with it.
+    if (cluster.has(f.d)) store.addLoad(f.d, 0, 0, f.p === undefined ? -f.prefill : 0, -f.blocks)
+    if (f.p !== undefined && cluster.has(f.p)) store.addLoad(f.p, -1, 0, -f.prefill, 0)
     this.#inflight = undefined
   }
 

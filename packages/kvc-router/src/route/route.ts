@@ -330,7 +330,8 @@ export function finishDecision(
  * 2. `capOk(d)` = available ≥ append (or uncached prompt) + decode reserve;
  * 3. `score = overlap + bonus`, overlap exclusive of boilerplate blocks (or plain), bonus
  *    `K · max(0, mean − load) / mean` for sessions with no binding yet;
- * 4. `−load` (in-flight turns + pending seeds);
+ * 4. `−load` (in-flight turns, counted from a turn's first claim or admission request for the D,
+ *    + pending seeds; so turns routed before any of them is sent see each other);
  * 5. a stable tie-break: the worker's position rotated by a hash of the session id.
  *
  * @example

@@ -82,7 +82,10 @@ export interface RouteCandidate {
   readonly bonus: number
   /** Key 3: overlap + bonus. */
   readonly score: number
-  /** Key 4 (lower is better): in-flight turns + pending seeds. */
+  /**
+   * Key 4 (lower is better): in-flight turns (counted from each turn's first claim or admission
+   * request for the worker, not only once sent) + pending seeds.
+   */
   readonly load: number
   /** Key 5 (lower is better): the session-rotated position of the worker. */
   readonly tieBreak: number

@@ -1,4 +1,6 @@
 import fc from 'fast-check'
+import type { TurnDispatch } from '../dispatch/dispatch.js'
+import type { DispatchAction } from '../dispatch/types.js'
 import type { Router } from '../router/router.js'
 import type { AdmitAnswer, SendAnswer } from './driver.js'
 
@@ -107,5 +109,71 @@ export function checkNoInflightLoad(router: Router): void {
     if (l.turns !== 0 || l.pendingSeeds !== 0 || l.prefillTokens !== 0 || l.decodeBlocks !== 0) {
       throw new Error(`worker ${id} still has load ${JSON.stringify(l)}`)
     }
+  }
+}
+
+/** The D an action is about: an admission request, a claim, a send or a seed. */
+function decodeOfAction(a: DispatchAction): string | undefined {
+  switch (a.type) {
+    case 'admit':
+    case 'sendFast':
+      return a.workerId
+    case 'seedViaP':
+      return a.decodeId
+    case 'claim':
+      return a.claim.workerId
+    default:
+      return undefined
+  }
+}
+
+/**
+ * Checks the in-flight turn counts exactly, while turns run (call between actions, with every
+ * turn started on the store, by any router sharing it, and nothing else adding load): a running
+ * turn is committed to the D its pending claim, admission request, send or seed is about, and to
+ * no D while it waits between walks (during the backoff between admission tries it stays on that
+ * D); every D's `turns` is the number of running turns committed to it, and every P's `turns` the
+ * number of running turns seeding through it. So a turn counts toward its D from the moment
+ * Dispatch commits to it and moves or gives back that count on every outcome.
+ *
+ * @example
+ * ```ts
+ * import { Router } from '@kvc/kvc-router'
+ * import { checkLoadAccounting } from '@kvc/kvc-router/testing'
+ * const router = new Router({ now: () => 0, workers: [{ id: 'd0', role: 'decode', capacityTokens: 1e6 }] })
+ * const turn = router.dispatch({ sessionId: 's', promptTokens: 100 })
+ * turn.next() // admit on d0
+ * checkLoadAccounting(router, [turn]) // ok: d0 counts 1 turn
+ * ```
+ */
+export function checkLoadAccounting(router: Router, turns: Iterable<TurnDispatch>): void {
+  const c = router.cluster
+  const live = [...turns].filter((t) => !t.finished)
+  for (const t of live) {
+    const a = t.pending
+    if (a === undefined) continue
+    const d = decodeOfAction(a)
+    if (d !== undefined && t.committedWorker !== d) {
+      throw new Error(
+        `turn ${t.turnId} waits on ${a.type} for ${d} but counts toward ${String(t.committedWorker)}`,
+      )
+    }
+    if (a.type === 'wait' && a.reason !== 'admission_retry' && t.committedWorker !== undefined) {
+      throw new Error(`turn ${t.turnId} waits between walks but still counts toward ${t.committedWorker}`)
+    }
+  }
+  for (const d of c.decodeIds()) {
+    let n = 0
+    for (const t of live) if (t.committedWorker === d) n++
+    const turnsOnD = c.store.load(d).turns
+    if (turnsOnD !== n)
+      throw new Error(`D ${d} counts ${turnsOnD} in-flight turns, ${n} running turns are committed to it`)
+  }
+  for (const p of c.prefillIds()) {
+    let n = 0
+    for (const t of live) if (t.pending?.type === 'seedViaP' && t.pending.prefillId === p) n++
+    const turnsOnP = c.store.load(p).turns
+    if (turnsOnP !== n)
+      throw new Error(`P ${p} counts ${turnsOnP} in-flight turns, ${n} running turns seed through it`)
   }
 }

@@ -32,6 +32,7 @@ export {
 } from './driver.js'
 export {
   admitAnswerArb,
+  checkLoadAccounting,
   checkNoInflightLoad,
   finiteAdversary,
   finiteAdversaryArb,
