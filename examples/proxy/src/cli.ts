@@ -81,6 +81,12 @@ export function proxyCommand(): Command {
     .option('--health-interval-ms <n>', 'health.intervalMs', intArg('--health-interval-ms'))
     .option('--loads-interval-ms <n>', 'loads.intervalMs (0 = no polling)', intArg('--loads-interval-ms'))
     .option('--process-metrics', 'also export process metrics (CPU, memory, event loop)')
+    .option(
+      '--state-store <url>',
+      'shared router state for several replicas: memory (default), nats://host:port or redis://host:port (stateStore.url)',
+    )
+    .option('--state-store-name <name>', 'one name per group of replicas sharing the store (stateStore.name)')
+    .option('--replica-id <id>', 'this replica’s id in the shared store (stateStore.replicaId)')
     .option('--print-config', 'print the resolved configuration and exit')
     .exitOverride()
     .configureOutput({ writeErr: (s) => process.stderr.write(s) })
@@ -133,6 +139,16 @@ export function configFromArgs(argv: readonly string[]): { config: ProxyConfig; 
       ...(o.loadsIntervalMs === undefined ? {} : { intervalMs: o.loadsIntervalMs as number }),
     },
     metrics: { ...file.metrics, ...(o.processMetrics === true ? { processMetrics: true } : {}) },
+    ...(o.stateStore === undefined && o.stateStoreName === undefined && o.replicaId === undefined
+      ? {}
+      : {
+          stateStore: {
+            ...(typeof file.stateStore === 'string' ? { url: file.stateStore } : file.stateStore),
+            ...(o.stateStore === undefined ? {} : { url: o.stateStore as string }),
+            ...(o.stateStoreName === undefined ? {} : { name: o.stateStoreName as string }),
+            ...(o.replicaId === undefined ? {} : { replicaId: o.replicaId as string }),
+          },
+        }),
   }
   return { config: resolveConfig(input), printConfig: o.printConfig === true }
 }
@@ -162,7 +178,7 @@ export async function main(argv: readonly string[]): Promise<number> {
     return 1
   }
   process.stderr.write(
-    `${JSON.stringify({ ts: new Date().toISOString(), level: 'info', msg: 'listening', url: proxy.url, policy: parsed.config.policy, workers: parsed.config.workers.map((w) => `${w.role}:${w.id}`) })}\n`,
+    `${JSON.stringify({ ts: new Date().toISOString(), level: 'info', msg: 'listening', url: proxy.url, policy: parsed.config.policy, stateStore: proxy.gateway.stateStoreInfo(), workers: parsed.config.workers.map((w) => `${w.role}:${w.id}`) })}\n`,
   )
   await new Promise<void>((resolve) => {
     const stop = (): void => {

@@ -42,6 +42,37 @@ export interface WorkerConfig {
   readonly kvEvents?: KvEventsConfig
 }
 
+/**
+ * Where the router's shared state lives: session bindings, in-flight load, pending seeds, pause
+ * hints, rejects and exclusions (`ClusterStateStore` of `@kvc/kvc-router`). `memory` keeps it in
+ * this process (one replica); a `nats://` or `redis://` URL shares it between every replica
+ * configured with the same URL and `name` (`@kvc/router-state`).
+ */
+export interface StateStoreConfig {
+  /**
+   * `memory` (default), `nats://host:port` (several servers separated by commas; JetStream must be
+   * on), or `redis://host:port[/db]` / `rediss://…`.
+   */
+  readonly url: string
+  /** One name per group of replicas: the NATS buckets' and subjects' prefix, the Redis key prefix. */
+  readonly name: string
+  /** Unique per replica (default: host name, process id and random bytes). */
+  readonly replicaId?: string
+  /** Idle TTL of a session's binding on the server (default: `session.idleTimeoutMs`). */
+  readonly bindingTtlMs: number
+  /** A replica not heard from for this long stops counting: its load and seed slots expire. */
+  readonly replicaTtlMs?: number
+  /** How often a replica publishes its whole load (its liveness signal). */
+  readonly heartbeatMs?: number
+  /** A store operation slower than this marks the replica degraded. */
+  readonly opTimeoutMs?: number
+  /**
+   * `/ready` answers 200 while the store is degraded (the replica keeps routing on its last view):
+   * `true` (default), or `false` to take a degraded replica out of its load balancer.
+   */
+  readonly readyWhenDegraded: boolean
+}
+
 /** The resolved configuration (every default filled in). */
 export interface ProxyConfig {
   readonly listen: { readonly host: string; readonly port: number }
@@ -89,6 +120,8 @@ export interface ProxyConfig {
     /** Also export prom-client's default process metrics (CPU, memory, event loop). */
     readonly processMetrics: boolean
   }
+  /** The router's shared state: in this process, or on NATS / Redis for several replicas. */
+  readonly stateStore: StateStoreConfig
 }
 
 /** A configuration as written in a file or built in code: everything but `workers` optional. */
@@ -107,10 +140,17 @@ export interface ProxyConfigInput {
   readonly upstreamTimeoutMs?: number
   readonly decisionLog?: string
   readonly metrics?: Partial<ProxyConfig['metrics']>
+  /** A store URL (`memory`, `nats://…`, `redis://…`) or the whole object. */
+  readonly stateStore?: string | Partial<StateStoreConfig>
+}
+
+/** The defaults: every key but `workers` (and `stateStore.bindingTtlMs`, `session.idleTimeoutMs` by default). */
+export type DefaultConfig = Omit<ProxyConfig, 'workers' | 'stateStore'> & {
+  readonly stateStore: Omit<StateStoreConfig, 'bindingTtlMs'>
 }
 
 /** Defaults of every key (see the README's configuration reference). */
-export const DEFAULT_CONFIG: Omit<ProxyConfig, 'workers'> = Object.freeze({
+export const DEFAULT_CONFIG: DefaultConfig = Object.freeze({
   listen: { host: '127.0.0.1', port: 8080 },
   policy: 'kvc',
   router: {},
@@ -134,7 +174,8 @@ export const DEFAULT_CONFIG: Omit<ProxyConfig, 'workers'> = Object.freeze({
   upstreamTimeoutMs: 120_000,
   decisionLog: 'stdout',
   metrics: { processMetrics: false },
-} satisfies Omit<ProxyConfig, 'workers'>)
+  stateStore: { url: 'memory', name: 'kvc', readyWhenDegraded: true },
+} satisfies DefaultConfig)
 
 const SESSION_SOURCES: readonly SessionSource[] = ['header', 'session_id', 'user', 'prefix-hash']
 
@@ -158,6 +199,75 @@ function url(key: string, v: unknown): string {
   }
   if (u.protocol !== 'http:' && u.protocol !== 'https:') fail(key, 'must be an http(s) URL', v)
   return v.replace(/\/+$/, '')
+}
+
+/** The kind of store a `stateStore.url` names. */
+export function stateStoreKind(u: string): 'memory' | 'nats' | 'redis' {
+  if (u === 'memory') return 'memory'
+  return u.startsWith('nats://') ? 'nats' : 'redis'
+}
+
+function stateStore(v: unknown, idleTimeoutMs: number): StateStoreConfig {
+  const d = DEFAULT_CONFIG.stateStore
+  const o = typeof v === 'string' ? { url: v } : obj('stateStore', v)
+  checkKeys('stateStore', o, [
+    'url',
+    'name',
+    'replicaId',
+    'bindingTtlMs',
+    'replicaTtlMs',
+    'heartbeatMs',
+    'opTimeoutMs',
+    'readyWhenDegraded',
+  ])
+  const u = o.url === undefined ? d.url : o.url
+  if (typeof u !== 'string')
+    fail('stateStore.url', 'must be memory, nats://host:port or redis://host:port', u)
+  if (u !== 'memory') {
+    const parts = u.startsWith('nats://') ? u.split(',').map((x) => x.trim()) : [u]
+    for (const part of parts) {
+      let parsed: URL
+      try {
+        parsed = new URL(part)
+      } catch {
+        fail('stateStore.url', `is not a URL: ${JSON.stringify(part)}`, u)
+      }
+      const ok = u.startsWith('nats://')
+        ? parsed.protocol === 'nats:'
+        : parsed.protocol === 'redis:' || parsed.protocol === 'rediss:'
+      if (!ok || parsed.hostname === '')
+        fail('stateStore.url', 'must be memory, nats://host:port[,nats://…] or redis://host:port[/db]', u)
+    }
+  }
+  const name = o.name === undefined ? d.name : o.name
+  if (typeof name !== 'string' || !/^[A-Za-z0-9_-]{1,64}$/.test(name))
+    fail('stateStore.name', 'must be 1-64 characters of [A-Za-z0-9_-]', name)
+  if (
+    o.replicaId !== undefined &&
+    (typeof o.replicaId !== 'string' || o.replicaId.length === 0 || o.replicaId.length > 200)
+  )
+    fail('stateStore.replicaId', 'must be a string of 1-200 characters', o.replicaId)
+  const opt = (k: 'replicaTtlMs' | 'heartbeatMs' | 'opTimeoutMs') =>
+    o[k] === undefined ? {} : { [k]: int(`stateStore.${k}`, o[k], 1) }
+  const timing = { ...opt('replicaTtlMs'), ...opt('heartbeatMs'), ...opt('opTimeoutMs') } as {
+    replicaTtlMs?: number
+    heartbeatMs?: number
+    opTimeoutMs?: number
+  }
+  // The store's defaults: a heartbeat every second, a replica dead after five.
+  if ((timing.heartbeatMs ?? 1_000) >= (timing.replicaTtlMs ?? 5_000))
+    fail('stateStore.heartbeatMs', 'must be less than stateStore.replicaTtlMs (5,000 by default)', timing)
+  if (o.readyWhenDegraded !== undefined && typeof o.readyWhenDegraded !== 'boolean')
+    fail('stateStore.readyWhenDegraded', 'must be true or false', o.readyWhenDegraded)
+  return {
+    url: u,
+    name,
+    ...(o.replicaId === undefined ? {} : { replicaId: o.replicaId as string }),
+    bindingTtlMs:
+      o.bindingTtlMs === undefined ? idleTimeoutMs : int('stateStore.bindingTtlMs', o.bindingTtlMs, 1),
+    ...timing,
+    readyWhenDegraded: (o.readyWhenDegraded as boolean | undefined) ?? d.readyWhenDegraded,
+  }
 }
 
 function checkKeys(key: string, o: object, allowed: readonly string[]): void {
@@ -232,6 +342,7 @@ export function resolveConfig(input: ProxyConfigInput): ProxyConfig {
     'upstreamTimeoutMs',
     'decisionLog',
     'metrics',
+    'stateStore',
   ])
   const d = DEFAULT_CONFIG
   const listenIn = obj('listen', i.listen)
@@ -351,6 +462,7 @@ export function resolveConfig(input: ProxyConfigInput): ProxyConfig {
     upstreamTimeoutMs,
     decisionLog,
     metrics: { processMetrics: (mIn.processMetrics as boolean | undefined) ?? d.metrics.processMetrics },
+    stateStore: stateStore(i.stateStore, session.idleTimeoutMs),
   }
 }
 

@@ -15,6 +15,8 @@ export type ProxyErrorCode =
   | 'SESSION_BUSY'
   /** The proxy is shutting down (503). */
   | 'SHUTTING_DOWN'
+  /** The shared state store (`stateStore.url`: NATS or Redis) could not be reached at startup. */
+  | 'STATE_STORE_UNREACHABLE'
 
 /** An error of the proxy, with a string code and the value that caused it. */
 export class ProxyError extends Error {

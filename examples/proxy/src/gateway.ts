@@ -1,5 +1,6 @@
 import {
   type AdmitAction,
+  type ClusterStateStore,
   type DispatchAction,
   type DispatchOutcome,
   type DispatchRecord,
@@ -18,8 +19,15 @@ import {
   sglangCacheAwarePolicy,
   stickySessionPolicy,
 } from '@kvc/kvc-router'
+import {
+  type ReplicatedStateStore,
+  RouterStateError,
+  type StoreEvent,
+  connectNatsStore,
+  connectRedisStore,
+} from '@kvc/router-state'
 import { WorkerApiError, WorkerBindingsError } from '@kvc/worker-bindings'
-import type { ProxyConfig, ProxyPolicyName } from './config.js'
+import { type ProxyConfig, type ProxyPolicyName, stateStoreKind } from './config.js'
 import { DecisionLog, type DecisionLine, decisionLine } from './decisionLog.js'
 import { ProxyError } from './errors.js'
 import { ProxyMetrics } from './metrics.js'
@@ -28,7 +36,7 @@ import { type WorkerHandle, WorkerPool } from './workers.js'
 /** One turn as the gateway dispatches it. */
 export interface TurnInput {
   readonly sessionId: string
-  /** Default `${sessionId}#<counter>`. */
+  /** Default `${sessionId}#<counter>` (`${sessionId}#<replica id>.<counter>` with a shared state store). */
   readonly turnId?: string
   readonly promptTokens: number
   /** Chained block hashes of the prompt's full pages (see `BlockHashCache`). */
@@ -91,7 +99,8 @@ export interface TurnResult {
   readonly status: 'completed' | 'failed'
   /**
    * Failure cause: the router's (`all_paused`, `all_rejecting`, `worker_failed`, ...) or the
-   * proxy's: `bad_request` (a worker refused the request itself, 4xx), `stream_interrupted` (the
+   * proxy's: `bad_request` (a worker refused the request itself, 4xx), `session_busy` (D runs
+   * another turn of the session, sent through another replica), `stream_interrupted` (the
    * worker failed after the response started), `client_closed`, `shutting_down`, `internal_error`.
    */
   readonly cause: string | undefined
@@ -118,7 +127,10 @@ export interface TurnResult {
 export interface GatewayOptions {
   /** A policy object (default: the configured `policy`); the replay passes the simulator's. */
   readonly policy?: RoutingPolicy
-  /** Router clock in ms (default `performance.now`). */
+  /**
+   * Router clock in ms (default `performance.now`; `Date.now` with a shared state store, whose
+   * pause hints and binding times travel between replicas).
+   */
   readonly now?: () => number
   readonly random?: () => number
   /** Receives every decision line (besides the configured log destination). */
@@ -127,6 +139,60 @@ export interface GatewayOptions {
   readonly onWarning?: (message: string, detail: Record<string, unknown>) => void
   /** Number of sessions tracked (for the metric; the HTTP layer knows them). */
   readonly sessions?: () => number
+  /** Events of a shared state store (degraded, recovered, conflict...). Default: a JSON line on stderr. */
+  readonly onStoreEvent?: (event: StoreEvent) => void
+}
+
+/** The shared state store of a gateway, as `/ready` and the `listening` line show it. */
+export interface StateStoreInfo {
+  readonly backend: 'memory' | 'nats' | 'redis'
+  /** This replica's id in the store (`null` in memory). */
+  readonly replicaId: string | null
+  readonly connected: boolean
+  /** Routing on its last view: the server is unreachable or slow, or not reconciled yet. */
+  readonly degraded: boolean
+  /** Other replicas heard from within the replica TTL. */
+  readonly liveReplicas: number
+  /** Writes of this replica waiting for the server. */
+  readonly pendingWrites: number
+}
+
+/**
+ * Connects the shared state store a configuration names (`undefined` for `memory`).
+ *
+ * @throws ProxyError `STATE_STORE_UNREACHABLE` when the server cannot be reached.
+ */
+export async function connectStateStore(
+  config: ProxyConfig,
+  onEvent: (event: StoreEvent) => void,
+): Promise<ReplicatedStateStore | undefined> {
+  const c = config.stateStore
+  const kind = stateStoreKind(c.url)
+  if (kind === 'memory') return undefined
+  const common = {
+    ...(c.replicaId === undefined ? {} : { replicaId: c.replicaId }),
+    bindingTtlMs: c.bindingTtlMs,
+    ...(c.replicaTtlMs === undefined ? {} : { replicaTtlMs: c.replicaTtlMs }),
+    ...(c.heartbeatMs === undefined ? {} : { heartbeatMs: c.heartbeatMs }),
+    ...(c.opTimeoutMs === undefined ? {} : { opTimeoutMs: c.opTimeoutMs }),
+    onEvent,
+  }
+  try {
+    return kind === 'nats'
+      ? await connectNatsStore({ servers: c.url.split(',').map((u) => u.trim()), name: c.name, ...common })
+      : await connectRedisStore({ url: c.url, prefix: c.name, ...common })
+  } catch (err) {
+    if (err instanceof RouterStateError) {
+      // The message names the URL; keep a password out of it.
+      const msg = err.message.replace(/\/\/[^@/\s]*@/g, '//***@')
+      throw new ProxyError(
+        err.code === 'INVALID_OPTION' ? 'INVALID_CONFIG' : 'STATE_STORE_UNREACHABLE',
+        `state store: ${msg}`,
+        kind,
+      )
+    }
+    throw err
+  }
 }
 
 /** The routing policy of a configured name. */
@@ -152,11 +218,20 @@ export function policyByName(name: ProxyPolicyName): RoutingPolicy {
 type Classified =
   | { readonly kind: 'failed'; readonly cause: SendFailureCause }
   | { readonly kind: 'client'; readonly status: number; readonly message: string }
+  | { readonly kind: 'busy'; readonly message: string }
   | { readonly kind: 'aborted' }
+
+/** A `conflict` event of `@kvc/router-state`: the session, the D its binding stays on, the D this replica wrote. */
+const CONFLICT = /^session (.+): kept its binding to (\S+) \(.*\), not (\S+) from this replica$/
+
+/** SGLang's (and the emulator's) refusal of a second request in a session while one runs. */
+const SESSION_IN_FLIGHT = /session \S+ already has a request in flight/i
 
 /**
  * Maps a worker error to a Dispatch failure cause, a client error (the worker refused the request
- * itself: 4xx other than 408/409/429), or an abort.
+ * itself: 4xx other than 408/409/429), `busy` (D refused the turn because another turn of the
+ * session runs there: with several replicas, two turns of one session sent to two replicas at
+ * once), or an abort.
  */
 export function classifyUpstreamError(err: unknown, path: 'fast' | 'seed' | 'direct'): Classified {
   let e = err
@@ -170,6 +245,7 @@ export function classifyUpstreamError(err: unknown, path: 'fast' | 'seed' | 'dir
     if (e instanceof WorkerApiError) {
       const s = e.status
       const msg = e.serverMessage ?? e.message
+      if (s === 400 && side === 'decode' && SESSION_IN_FLIGHT.test(msg)) return { kind: 'busy', message: msg }
       if (s >= 400 && s < 500 && s !== 408 && s !== 409 && s !== 429 && side === 'decode')
         return { kind: 'client', status: s, message: msg }
       if (/KVTransferError|kvcache|bootstrap/i.test(msg) || (path === 'seed' && side === 'prefill'))
@@ -222,13 +298,25 @@ export class Gateway {
   readonly #now: () => number
   readonly #warn: (message: string, detail: Record<string, unknown>) => void
   #router: Router | undefined
+  #store: ReplicatedStateStore | undefined
   #closing = false
   readonly #running = new Set<AbortController>()
+  /** Turns being run (their promises), waited for before the shared store is closed. */
+  readonly #turns = new Set<Promise<unknown>>()
+  /**
+   * With a shared store: when each session's last turn here ended (router clock) and the D it
+   * last completed a turn on here, to tell whether another replica served it since, and to
+   * release its slot when it goes idle after its binding expired on the server.
+   */
+  readonly #lastTurn = new Map<string, { readonly at: number; readonly workerId: string | undefined }>()
+  #turnCounter = 0
 
   constructor(config: ProxyConfig, options: GatewayOptions = {}) {
     this.config = config
     this.#options = options
-    this.#now = options.now ?? (() => performance.now())
+    this.#now =
+      options.now ??
+      (stateStoreKind(config.stateStore.url) === 'memory' ? () => performance.now() : () => Date.now())
     const warn =
       options.onWarning ??
       ((message: string, detail: Record<string, unknown>) =>
@@ -242,6 +330,7 @@ export class Gateway {
       workers: this.workers,
       sessions: options.sessions ?? (() => this.#router?.cluster.store.bindingCount() ?? 0),
       processMetrics: config.metrics.processMetrics,
+      extraText: () => this.#store?.metricsText() ?? '',
     })
     this.#log = new DecisionLog(config.decisionLog, options.onDecision)
   }
@@ -251,6 +340,34 @@ export class Gateway {
     if (this.#router === undefined)
       throw new ProxyError('INVALID_CONFIG', 'the gateway is not started', undefined)
     return this.#router
+  }
+
+  /** The shared state store (after {@link Gateway.start}; `undefined` in memory). */
+  get stateStore(): ReplicatedStateStore | undefined {
+    return this.#store
+  }
+
+  /** The state store's health, for `/ready` and logs. */
+  stateStoreInfo(): StateStoreInfo {
+    const s = this.#store
+    if (s === undefined)
+      return {
+        backend: 'memory',
+        replicaId: null,
+        connected: true,
+        degraded: false,
+        liveReplicas: 0,
+        pendingWrites: 0,
+      }
+    const m = s.metrics()
+    return {
+      backend: m.backend === 'nats' ? 'nats' : 'redis',
+      replicaId: m.replicaId,
+      connected: m.connected,
+      degraded: m.degraded,
+      liveReplicas: m.liveReplicas,
+      pendingWrites: m.pendingWrites,
+    }
   }
 
   /** The clock the router uses. */
@@ -263,10 +380,21 @@ export class Gateway {
    * starts the health, loads and KV-event loops.
    */
   async start(): Promise<void> {
+    // The shared store first: a replica that cannot reach it must not start routing alone.
+    const report =
+      this.#options.onStoreEvent ??
+      ((e: StoreEvent) =>
+        this.#warn(`state store ${e.type}`, { detail: e.detail, replica: this.#store?.replicaId }))
+    this.#store = await connectStateStore(this.config, (e) => {
+      if (e.type === 'conflict') this.#onConflict(e.detail)
+      report(e)
+    })
     const { reachable } = await this.workers.discover()
     const params: RouterParamsInput = this.config.router
+    const store: ClusterStateStore | undefined = this.#store
     const router = new Router({
       now: this.#now,
+      ...(store === undefined ? {} : { store }),
       ...(this.#options.random === undefined ? {} : { random: this.#options.random }),
       params,
       policy: this.#options.policy ?? policyByName(this.config.policy),
@@ -295,8 +423,21 @@ export class Gateway {
     await this.workers.start(router)
   }
 
-  /** Readiness: a healthy D worker (and, if the policy ever seeds, a healthy P worker). */
-  readiness(): { ready: boolean; reason: string | undefined } {
+  /**
+   * Readiness: a healthy D worker (and, if the policy ever seeds, a healthy P worker). A degraded
+   * shared store is reported (`degraded`) and, with `stateStore.readyWhenDegraded: false`, makes
+   * the replica unready.
+   */
+  readiness(): { ready: boolean; reason: string | undefined; degraded: boolean } {
+    const r = this.#workersReadiness()
+    const degraded = this.#store?.degraded === true
+    if (!r.ready || !degraded) return { ...r, degraded }
+    return this.config.stateStore.readyWhenDegraded
+      ? { ready: true, reason: 'state store degraded: routing on the last view', degraded }
+      : { ready: false, reason: 'state store degraded', degraded }
+  }
+
+  #workersReadiness(): { ready: boolean; reason: string | undefined } {
     if (this.#closing) return { ready: false, reason: 'shutting down' }
     if (this.#router === undefined) return { ready: false, reason: 'starting' }
     const ds = this.workers.all().filter((w) => w.role === 'decode' && this.workers.isHealthy(w.id))
@@ -313,7 +454,17 @@ export class Gateway {
    * `transport`, timer wait) until the turn completes or fails with a cause. Never throws for a
    * turn's failure: the result says why.
    */
-  async runTurn(input: TurnInput, transport: TurnTransport, signal?: AbortSignal): Promise<TurnResult> {
+  runTurn(input: TurnInput, transport: TurnTransport, signal?: AbortSignal): Promise<TurnResult> {
+    const p = this.#runTurn(input, transport, signal)
+    this.#turns.add(p)
+    const untrack = (): void => {
+      this.#turns.delete(p)
+    }
+    p.then(untrack, untrack)
+    return p
+  }
+
+  async #runTurn(input: TurnInput, transport: TurnTransport, signal?: AbortSignal): Promise<TurnResult> {
     const router = this.router
     const ctl = new AbortController()
     const onAbort = (): void => ctl.abort(signal?.reason)
@@ -322,9 +473,16 @@ export class Gateway {
     this.#running.add(ctl)
     this.metrics.inflightTurns.inc()
     const startedAt = this.#now()
+    // Turn ids become request ids on the workers (`rid`, the admission lease): with several
+    // replicas they carry the replica's id, or two replicas' turns of one session would collide.
+    const turnId =
+      input.turnId ??
+      (this.#store === undefined
+        ? undefined
+        : `${input.sessionId}#${this.#store.replicaId}.${++this.#turnCounter}`)
     const turn = router.dispatch({
       sessionId: input.sessionId,
-      ...(input.turnId === undefined ? {} : { turnId: input.turnId }),
+      ...(turnId === undefined ? {} : { turnId }),
       promptTokens: input.promptTokens,
       ...(input.blocks === undefined ? {} : { blocks: input.blocks }),
       expectedOutputTokens: input.expectedOutputTokens,
@@ -416,6 +574,14 @@ export class Gateway {
               error = err as Error
               break
             }
+            if (c.kind === 'busy') {
+              // Another turn of the session runs on this D (sent through another replica): the
+              // client retries once it ended; the D is not at fault.
+              final = turn.abort()
+              proxyCause = 'session_busy'
+              error = err as Error
+              break
+            }
             this.metrics.sends.inc({ worker: served.decode.id, path: served.path, result: c.cause })
             a = turn.next({ type: 'failed', cause: c.cause, message: (err as Error).message })
             continue
@@ -438,7 +604,13 @@ export class Gateway {
             } else {
               final = turn.abort()
               proxyCause =
-                c.kind === 'aborted' ? (this.#closing ? 'shutting_down' : 'client_closed') : 'bad_request'
+                c.kind === 'aborted'
+                  ? this.#closing
+                    ? 'shutting_down'
+                    : 'client_closed'
+                  : c.kind === 'busy'
+                    ? 'session_busy'
+                    : 'bad_request'
             }
             error = err as Error
             break
@@ -467,6 +639,12 @@ export class Gateway {
       // The session moved: its old D releases the slot (locks only; the KV stays in its tree).
       this.workers.releaseSession(final.migratedFrom, input.sessionId)
     }
+    if (this.#store !== undefined) {
+      this.#lastTurn.set(input.sessionId, {
+        at: endedAt,
+        workerId: final.type === 'done' ? final.workerId : this.#lastTurn.get(input.sessionId)?.workerId,
+      })
+    }
     const result: TurnResult = {
       turnId: final.turnId,
       sessionId: input.sessionId,
@@ -494,23 +672,78 @@ export class Gateway {
     return result
   }
 
-  /** Forgets a session: releases its slot on its D and drops its binding, rejects and exclusions. */
+  /**
+   * Forgets a session: releases its slot on its D and drops its binding, rejects and exclusions.
+   * With a shared store, a session another replica served after this one, within
+   * `session.idleTimeoutMs`, is only forgotten here: its D slot, binding and flags stay (that
+   * replica forgets it when it is idle there).
+   */
   forgetSession(sessionId: string): void {
     const r = this.#router
     if (r === undefined) return
+    if (this.#store !== undefined) {
+      const own = this.#lastTurn.get(sessionId)
+      this.#lastTurn.delete(sessionId)
+      const b = this.#store.getBinding(sessionId)
+      const servedElsewhere =
+        b !== undefined &&
+        (own === undefined || b.updatedAt > own.at) &&
+        this.#now() - b.updatedAt < this.config.session.idleTimeoutMs
+      if (servedElsewhere) return
+      // Idle everywhere (or a one-turn session): its binding may have expired on the server already.
+      const w = b?.workerId ?? own?.workerId
+      if (w !== undefined) this.workers.releaseSession(w, sessionId)
+      this.#store.deleteBinding(sessionId)
+      this.#store.resetSession(sessionId)
+      return
+    }
     const b = r.cluster.store.getBinding(sessionId)
     if (b !== undefined) this.workers.releaseSession(b.workerId, sessionId)
     r.cluster.store.deleteBinding(sessionId)
     r.cluster.store.resetSession(sessionId)
   }
 
-  /** Stops the loops, aborts running turns (cause `shutting_down`) and closes the log. */
+  /**
+   * A turn of this replica completed on D `dropped` while another replica had bound the session
+   * to D `kept` (two turns of one session raced through two replicas): the binding stays on
+   * `kept`, so the session's slot on `dropped` is released, as after a migration.
+   */
+  #onConflict(detail: string): void {
+    const m = CONFLICT.exec(detail)
+    if (m === null) return
+    const [, sessionId, kept, dropped] = m as unknown as [string, string, string, string]
+    if (kept === dropped || !this.workers.all().some((w) => w.id === dropped)) return
+    this.workers.releaseSession(dropped, sessionId)
+    const own = this.#lastTurn.get(sessionId)
+    if (own?.workerId === dropped) this.#lastTurn.set(sessionId, { ...own, workerId: kept })
+  }
+
+  /**
+   * Stops the loops, aborts running turns (cause `shutting_down`), closes the log, and closes the
+   * shared store once the aborted turns gave their load back (gracefully: this replica's seed
+   * slots and load are dropped by the other replicas at once).
+   */
   async close(): Promise<void> {
     this.#closing = true
     for (const c of this.#running)
       c.abort(new ProxyError('SHUTTING_DOWN', 'the proxy is shutting down', undefined, 503))
     await this.workers.close()
     await this.#log.close()
+    const store = this.#store
+    if (store !== undefined) {
+      let timer: NodeJS.Timeout | undefined
+      await Promise.race([
+        Promise.allSettled([...this.#turns]),
+        new Promise<void>((resolve) => {
+          timer = setTimeout(resolve, 2_000)
+        }),
+      ])
+      clearTimeout(timer)
+      await store.close({ timeoutMs: 2_000 }).catch((err: unknown) => {
+        this.#warn('state store close failed', { error: (err as Error).message })
+      })
+      this.#lastTurn.clear()
+    }
   }
 
   async #admit(a: AdmitAction, signal: AbortSignal): Promise<DispatchOutcome> {

@@ -43,7 +43,9 @@ export function sendError(res: ServerResponse, err: unknown): number {
             ? 'not_found_error'
             : 'invalid_request_error'
     const param = (err.value as { param?: string | null } | undefined)?.param ?? null
-    const extra = err.code === 'TURN_FAILED' ? { kvc: err.value } : {}
+    // Turns that ended without an answer say why (`error.kvc.cause`).
+    const hasCause = typeof err.value === 'object' && err.value !== null && 'cause' in err.value
+    const extra = err.code === 'TURN_FAILED' || hasCause ? { kvc: err.value } : {}
     const headers: Record<string, string> = {}
     const retry = (err.value as { retryAfterS?: number } | undefined)?.retryAfterS
     if (typeof retry === 'number') headers['retry-after'] = String(retry)

@@ -22,13 +22,17 @@ export class ProxyMetrics {
   readonly migrations: Counter
   readonly inflightTurns: Gauge
   readonly queuedTurns: Gauge
+  readonly #extraText: (() => string) | undefined
 
   constructor(options: {
     readonly router: () => Router | undefined
     readonly workers: WorkerPool
     readonly sessions: () => number
     readonly processMetrics: boolean
+    /** More exposition text appended at scrape time (the shared state store's metrics). */
+    readonly extraText?: () => string
   }) {
+    this.#extraText = options.extraText
     const registers = [this.registry]
     this.httpRequests = new Counter({
       name: 'kvc_proxy_http_requests_total',
@@ -162,9 +166,12 @@ export class ProxyMetrics {
     if (options.processMetrics) collectDefaultMetrics({ register: this.registry, prefix: 'kvc_proxy_' })
   }
 
-  /** The exposition text (`GET /metrics`). */
-  text(): Promise<string> {
-    return this.registry.metrics()
+  /** The exposition text (`GET /metrics`), then the shared state store's (`kvc_router_state_*`). */
+  async text(): Promise<string> {
+    const own = await this.registry.metrics()
+    const extra = this.#extraText?.() ?? ''
+    if (extra === '') return own
+    return `${own}${own.endsWith('\n') || own === '' ? '' : '\n'}${extra}`
   }
 
   get contentType(): string {

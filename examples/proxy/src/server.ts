@@ -124,7 +124,12 @@ export async function createProxy(config: ProxyConfig, options: GatewayOptions =
           healthy: gateway.workers.isHealthy(w.id),
           paused: w.role === 'decode' && gateway.router.cluster.isPaused(w.id),
         }))
-        sendJson(res, r.ready ? 200 : 503, { ready: r.ready, reason: r.reason ?? null, workers })
+        sendJson(res, r.ready ? 200 : 503, {
+          ready: r.ready,
+          reason: r.reason ?? null,
+          workers,
+          stateStore: gateway.stateStoreInfo(),
+        })
         return
       }
       case '/metrics': {
@@ -208,6 +213,14 @@ export async function createProxy(config: ProxyConfig, options: GatewayOptions =
         }
         if (result.cause === 'client_closed') return
         if (!res.headersSent) {
+          if (result.cause === 'session_busy') {
+            throw new ProxyError(
+              'SESSION_BUSY',
+              `session ${result.sessionId} has a turn running through another replica; retry when it ended`,
+              { cause: 'session_busy', turn_id: result.turnId, session_id: result.sessionId, retryAfterS: 1 },
+              429,
+            )
+          }
           if (result.cause === 'bad_request') {
             const msg =
               (result.error as { serverMessage?: string } | undefined)?.serverMessage ??

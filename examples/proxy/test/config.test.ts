@@ -1,4 +1,5 @@
 import { spawn } from 'node:child_process'
+import { createServer } from 'node:net'
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { dirname, join } from 'node:path'
@@ -10,6 +11,16 @@ import { DEFAULT_CONFIG, resolveConfig } from '../src/config.js'
 import { ProxyError } from '../src/errors.js'
 
 const dir = mkdtempSync(join(tmpdir(), 'kvc-proxy-config-'))
+
+/** A loopback port nothing listens on (taken, then given back). */
+function closedPort(): Promise<number> {
+  return new Promise((resolve) => {
+    const s = createServer().listen(0, '127.0.0.1', () => {
+      const { port } = s.address() as { port: number }
+      s.close(() => resolve(port))
+    })
+  })
+}
 afterAll(() => rmSync(dir, { recursive: true, force: true }))
 
 const workers = [
@@ -44,6 +55,15 @@ describe('configuration', () => {
       { workers: [{ ...workers[1], kvEvents: { endpoint: 'http://x' } }] },
       /kvEvents\.endpoint: must be a tcp:\/\/ endpoint/,
     ],
+    [{ workers, stateStore: 'etcd://10.0.0.9:2379' }, /stateStore\.url: must be memory, nats:/],
+    [{ workers, stateStore: 'nats://a:4222,redis://b:6379' }, /stateStore\.url/],
+    [{ workers, stateStore: { url: 'redis://r:6379', name: 'a b' } }, /stateStore\.name/],
+    [
+      { workers, stateStore: { url: 'redis://r:6379', heartbeatMs: 5_000 } },
+      /stateStore\.heartbeatMs: must be less/,
+    ],
+    [{ workers, stateStore: { url: 'redis://r:6379', readyWhenDegraded: 'yes' } }, /readyWhenDegraded/],
+    [{ workers, stateStore: { url: 'redis://r:6379', ttl: 1 } }, /stateStore\.ttl: unknown key/],
   ])('refuses %j', (input, message) => {
     expect(() => resolveConfig(input as never)).toThrow(message)
     try {
@@ -101,6 +121,49 @@ describe('configuration', () => {
     expect(b.config.decisionLog).toBe('off')
   })
 
+  it('shared state store: memory by default; a URL or an object in the file; flags win', () => {
+    expect(resolveConfig({ workers }).stateStore).toEqual({
+      url: 'memory',
+      name: 'kvc',
+      bindingTtlMs: DEFAULT_CONFIG.session.idleTimeoutMs,
+      readyWhenDegraded: true,
+    })
+    expect(
+      resolveConfig({ workers, stateStore: 'nats://10.0.0.5:4222, nats://10.0.0.6:4222' }).stateStore.url,
+    ).toBe('nats://10.0.0.5:4222, nats://10.0.0.6:4222')
+    const o = resolveConfig({
+      workers,
+      session: { idleTimeoutMs: 60_000 },
+      stateStore: { url: 'redis://10.0.0.7:6379/2', name: 'kvc-prod', replicaTtlMs: 3_000, heartbeatMs: 500 },
+    }).stateStore
+    expect(o).toEqual({
+      url: 'redis://10.0.0.7:6379/2',
+      name: 'kvc-prod',
+      bindingTtlMs: 60_000, // the session idle timeout
+      replicaTtlMs: 3_000,
+      heartbeatMs: 500,
+      readyWhenDegraded: true,
+    })
+    const file = join(dir, 'store.json')
+    writeFileSync(file, JSON.stringify({ workers, stateStore: { url: 'redis://r:6379', opTimeoutMs: 250 } }))
+    const c = configFromArgs([
+      '-c',
+      file,
+      '--state-store',
+      'nats://n:4222',
+      '--state-store-name',
+      'blue',
+      '--replica-id',
+      'proxy-1',
+    ]).config.stateStore
+    expect(c).toMatchObject({ url: 'nats://n:4222', name: 'blue', replicaId: 'proxy-1', opTimeoutMs: 250 })
+    writeFileSync(file, JSON.stringify({ workers, stateStore: 'redis://r:6379' }))
+    expect(configFromArgs(['-c', file, '--replica-id', 'p2']).config.stateStore).toMatchObject({
+      url: 'redis://r:6379',
+      replicaId: 'p2',
+    })
+  })
+
   it('main() exits 2 on a bad configuration, 0 for --help and --print-config', async () => {
     const err = process.stderr.write
     const out = process.stdout.write
@@ -115,6 +178,26 @@ describe('configuration', () => {
       written.length = 0
       expect(await main(['--decode', 'd0=http://127.0.0.1:1', '--print-config'])).toBe(0)
       expect(JSON.parse(written.join('')).workers[0].id).toBe('d0')
+      // A state store that cannot be reached at startup: exit 1, the URL's password not echoed.
+      written.length = 0
+      const emu = await createSglangEmulator({ role: 'decode', capacityTokens: 16_384, timing: { scale: 0 } })
+      try {
+        const port = await closedPort()
+        expect(
+          await main([
+            '--decode',
+            `d0=${emu.url}`,
+            '--port',
+            '0',
+            '--state-store',
+            `redis://:secret@127.0.0.1:${port}`,
+          ]),
+        ).toBe(1)
+        expect(written.join('')).toMatch(/state store: cannot connect to Redis/)
+        expect(written.join('')).not.toContain('secret')
+      } finally {
+        await emu.close()
+      }
     } finally {
       process.stderr.write = err
       process.stdout.write = out

@@ -51,6 +51,15 @@ describe('classifyUpstreamError', () => {
     expect(classifyUpstreamError(err, path)).toEqual({ kind: 'failed', cause })
   })
 
+  it('D refusing a second turn of a session while one runs there is `busy` (another replica sent it), not the client’s', () => {
+    expect(
+      classifyUpstreamError(
+        apiError(400, 'Invalid request: session agent-7 already has a request in flight'),
+        'fast',
+      ),
+    ).toMatchObject({ kind: 'busy' })
+  })
+
   it('a 4xx from D is the client’s; an abort is an abort', () => {
     expect(classifyUpstreamError(apiError(400, 'too long'), 'fast')).toMatchObject({
       kind: 'client',
