@@ -40,11 +40,13 @@ export { simBlockHasher } from './hashing/simBlockHasher.js'
 export {
   admitOptionsFor,
   createPolicy,
+  DEFAULT_REAPER,
   extendBlockKeys,
   POLICY_NAMES,
   type PolicyName,
   type PolicySpec,
   parsePolicySpec,
+  type SessionRelease,
 } from './adapters/router.js'
 export { createWorkerCache, type WorkerCacheOptions } from './adapters/sessionCache.js'
 export { SyncFabric, type SyncFabricOptions, type SyncFabricStats } from './adapters/dtoPSync.js'

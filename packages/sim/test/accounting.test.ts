@@ -1,5 +1,13 @@
 import { describe, expect, it } from 'vitest'
-import { generateAgenticWorkload, parseFaults, runSimulation, SimError, formatFaults } from '../src/index.js'
+import {
+  DEFAULT_REAPER,
+  formatFaults,
+  generateAgenticWorkload,
+  parseFaults,
+  parsePolicySpec,
+  runSimulation,
+  SimError,
+} from '../src/index.js'
 
 const small = () => generateAgenticWorkload({ seed: 5, sessions: 10, maxTurnsPerSession: 12 })
 
@@ -152,5 +160,78 @@ describe('D→P sync (experimental, sync=on)', () => {
         seed: 1,
       }),
     ).toThrow(/sync=on needs the kvc fast path/)
+  })
+})
+
+describe('lazy session release (release=reaper) and the v5 fallback switches', () => {
+  it('parses release, idleTtlS, reaperIntervalS and seedAdmission, and refuses bad values', () => {
+    expect(parsePolicySpec('kvc:granularity=session:release=reaper').release).toEqual({
+      mode: 'reaper',
+      idleTtlS: DEFAULT_REAPER.idleTtlS,
+      intervalS: DEFAULT_REAPER.intervalS,
+    })
+    expect(parsePolicySpec('kvc:release=reaper:idleTtlS=30:reaperIntervalS=2').release).toEqual({
+      mode: 'reaper',
+      idleTtlS: 30,
+      intervalS: 2,
+    })
+    expect(parsePolicySpec('kvc').release).toBeUndefined()
+    expect(parsePolicySpec('kvc:release=pressure').release).toBeUndefined()
+    expect(parsePolicySpec('kvc:seedAdmission=off').seedAdmission).toBe(false)
+    expect(parsePolicySpec('kvc').seedAdmission).toBeUndefined()
+    expect(() => parsePolicySpec('kvc:release=never')).toThrow(/release must be pressure or reaper/)
+    expect(() => parsePolicySpec('kvc:release=reaper:idleTtlS=-1')).toThrow(/idleTtlS must be/)
+    expect(() => parsePolicySpec('kvc:release=reaper:reaperIntervalS=0')).toThrow(/reaperIntervalS must be/)
+    expect(() => parsePolicySpec('kvc:idleTtlS=10')).toThrow(/need release=reaper/)
+    expect(() => parsePolicySpec('kvc:seedAdmission=maybe')).toThrow(/seedAdmission must be on or off/)
+  })
+  for (const policy of [
+    'kvc:granularity=session:release=reaper:idleTtlS=5',
+    'kvc:release=reaper:idleTtlS=5',
+    'kvc-capacity-blind:granularity=session:release=reaper:idleTtlS=5:backpressure=off:seedAdmission=off:pendingSeedsPerD=1000',
+  ]) {
+    it(`${policy}: every turn ends, pools balance, the reaper releases idle sessions`, () => {
+      const w = small()
+      const r = runSimulation({
+        workload: w,
+        topology: { kind: 'pd', prefill: 1, decode: 2 },
+        policy,
+        seed: 1,
+        timeScale: 10,
+        costModel: { capacityTokens: 40_000 },
+      })
+      expect(r.accounting.balanced).toBe(true)
+      expect(r.accounting.poolsBalanced).toBe(true)
+      expect(r.accounting.completed + r.accounting.failed).toBe(w.turns.length)
+      expect(r.counters.sessionsReaped).toBeGreaterThan(0)
+    })
+  }
+  it('a reaper-mode D never releases a session to make room: only the sweep (and admission, past the TTL) do', () => {
+    const run = (policy: string) =>
+      runSimulation({
+        workload: small(),
+        topology: { kind: 'pd', prefill: 1, decode: 2 },
+        policy,
+        seed: 1,
+        timeScale: 10,
+        costModel: { capacityTokens: 40_000 },
+      })
+    // Under pressure release, admission hands idle sessions' memory to the request at once; with a
+    // TTL longer than the run, the lazy D holds every session: none is released by the sweep and
+    // admission finds nothing releasable.
+    expect(run('kvc:granularity=session').counters.admissionReleases).toBeGreaterThan(0)
+    const lazy = run('kvc:granularity=session:release=reaper:idleTtlS=100000')
+    expect(lazy.counters.sessionsReaped).toBe(0)
+    expect(lazy.counters.admissionReleases).toBe(0)
+  })
+  it('is refused for policies without the kvc fast path', () => {
+    expect(() =>
+      runSimulation({
+        workload: small(),
+        topology: { kind: 'pd', prefill: 1, decode: 2 },
+        policy: 'round-robin:release=reaper',
+        seed: 1,
+      }),
+    ).toThrow(/release=reaper needs the kvc fast path/)
   })
 })

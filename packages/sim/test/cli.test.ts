@@ -22,6 +22,7 @@ describe('kvc-sim command line', () => {
     [['compare', '--seeds', 'many'], 2, /--seeds "many"/],
     [['compare', '--policies', 'kvc,best-ever'], 2, /unknown policy "best-ever"/],
     [['compare', '--policies', 'kvc:tauAppend=-5'], 2, /policy kvc:tauAppend=-5/],
+    [['compare', '--policies', 'kvc:release=lazy'], 2, /release must be pressure or reaper/],
     [['compare', '--capacity', 'lots'], 2, /--capacity "lots"/],
     [['compare', '--time-scale', '0'], 2, /--time-scale "0": must be a positive number/],
     [['compare', '--faults', 'meteor@1s'], 2, /unknown fault kind "meteor"/],

@@ -8,7 +8,7 @@ import { computeRunMetrics, generateAgenticWorkload, type RunResult, runSimulati
 const metrics = (r: RunResult) => computeRunMetrics(r, 98_304)
 
 describe('finding 1: session-level eviction frees tens of thousands of tokens per eviction, block-level about a page (seed 000 §2)', () => {
-  it('tokens per eviction fall ≥ 10× and reseeds fall with block-level retention', () => {
+  it('tokens per eviction fall ≥ 10× with block-level retention; both keep the fast path', () => {
     const w = generateAgenticWorkload({ seed: 1, sessions: 16 })
     // Pre-refactor: session slots own their tails (SGLang's leaf eviction for the tree part).
     // Block level as seed 000 designs it: sessions live in the tree, shed page by page.
@@ -29,9 +29,15 @@ describe('finding 1: session-level eviction frees tens of thousands of tokens pe
     expect(block.decodeEvictions).toBeGreaterThan(0)
     expect(session.decodeTokensPerEviction).toBeGreaterThan(10_000)
     expect(session.decodeTokensPerEviction).toBeGreaterThanOrEqual(10 * block.decodeTokensPerEviction)
-    expect(session.reseeds).toBeGreaterThan(3 * block.reseeds)
-    expect(block.fastPathRate).toBeGreaterThan(session.fastPathRate)
+    // The router sees where a legacy session lives (it learns it from the session's successful
+    // turns, as v5 did), so both granularities serve almost every turn on the fast path (the seeds
+    // measured 91.6% with session-level retention).
+    expect(session.fastPathRate).toBeGreaterThan(0.9)
+    expect(block.fastPathRate).toBeGreaterThan(0.9)
   })
+  it.todo(
+    'reseeds fall with block-level retention — not reproduced: Route takes the fast path only when the whole committed prefix is resident (Theorem 2), so a session that lost one page is reseeded through a P like one that lost everything, and the P recomputes what it lacks, not what the D lost (here 32 reseeds at session level, 44 at block level; see the README, "Findings")',
+  )
 })
 
 describe('finding 2: overlap-pinning on a shared boilerplate prefix leaves D workers without sessions (seed 003 §1)', () => {
@@ -67,16 +73,113 @@ describe('finding 2: overlap-pinning on a shared boilerplate prefix leaves D wor
   })
 })
 
+/**
+ * Findings 3 and 4 under the research prototype's v5 conditions (seed 001 §1–§3, seed 000 §2):
+ * legacy session-level retention on the D workers, released lazily (a reaper releases sessions
+ * idle for 120 s, nothing is released to make room), the fast path admitted by the D but the
+ * fallback seeded through a P unchecked (no admission, no pause hint, no pending-seed budget),
+ * Mooncake's 32 s transfer timeout, time scale 10. The workload is the built-in one at half size —
+ * sessions peaking at 15–30K tokens on 100K-token D workers, the ratio of the seeds' 30–60K on
+ * 200K — with a 1,024-token shared prefix so that sessions spread over the D workers (with the
+ * 6,000-token default, capacity-blind routing pins every session to one D: finding 2).
+ */
+const v5Workload = () =>
+  generateAgenticWorkload({
+    seed: 1,
+    sessions: 40,
+    sharedPrefixTokens: 1024,
+    peakInputMin: 15_000,
+    peakInputMax: 30_000,
+  })
+const V5_D = 'granularity=session:release=reaper'
+const V5_FALLBACK = 'backpressure=off:seedAdmission=off:pendingSeedsPerD=1000'
+const v5Runs = new Map<string, RunResult>()
+const v5Run = (policy: string): RunResult => {
+  let r = v5Runs.get(policy)
+  if (r === undefined) {
+    r = runSimulation({
+      workload: v5Workload(),
+      topology: { kind: 'pd', prefill: 2, decode: 5 },
+      policy,
+      seed: 1,
+      timeScale: 10,
+      costModel: { capacityTokens: 100_000 },
+    })
+    v5Runs.set(policy, r)
+  }
+  return r
+}
+
+/** Per session: fast-path rate, the D that served it last, its largest prompt. */
+function sessions(r: RunResult) {
+  const per = new Map<number, { turns: number; fast: number; worker: string; peak: number }>()
+  for (const x of r.records) {
+    let s = per.get(x.session)
+    if (s === undefined) per.set(x.session, (s = { turns: 0, fast: 0, worker: '', peak: 0 }))
+    s.turns++
+    if (x.path === 'fast') s.fast++
+    if (x.workerId !== undefined) s.worker = x.workerId
+    s.peak = Math.max(s.peak, x.inputLength)
+  }
+  return [...per.values()].map((s) => ({ rate: s.fast / s.turns, worker: s.worker, peak: s.peak }))
+}
+const mean = (xs: readonly number[]) => xs.reduce((a, b) => a + b, 0) / Math.max(1, xs.length)
+
 describe('finding 3: capacity-blind routing starves the largest sessions (seed 001 §1)', () => {
+  it('under v5 conditions the sessions pinned to the D workers it overloads starve, and capacity-aware Route serves every session', () => {
+    const blind = sessions(v5Run(`kvc-capacity-blind:${V5_D}:${V5_FALLBACK}`))
+    // The same cluster, the same D conditions and fallback: only Route changes (capOk key,
+    // migration after τ_reject rejections, reset-on-success).
+    const aware = v5Run(`kvc:${V5_D}:${V5_FALLBACK}`)
+    const starved = blind.filter((s) => s.rate < 0.8)
+    const served = blind.filter((s) => s.rate >= 0.8)
+    expect(starved.length).toBeGreaterThanOrEqual(10) // 17 of 40
+    // A starved group on the D workers that capacity-blind pinning overloaded, a served group
+    // elsewhere: per D, the mean fast-path rate of its sessions.
+    const perD = [...new Set(blind.map((s) => s.worker))].map((d) =>
+      mean(blind.filter((s) => s.worker === d).map((s) => s.rate)),
+    )
+    expect(Math.min(...perD)).toBeLessThan(0.65) // 0.50
+    expect(Math.max(...perD)).toBeGreaterThan(0.85) // 0.95
+    // The starved are the larger sessions (seed 001: 2×; here 23.9K vs 21.7K tokens at peak).
+    expect(mean(starved.map((s) => s.peak))).toBeGreaterThan(mean(served.map((s) => s.peak)))
+    // Capacity-aware Route: no session starves, almost no turn fails.
+    expect(Math.min(...sessions(aware).map((s) => s.rate))).toBeGreaterThanOrEqual(0.8)
+    expect(aware.accounting.failed).toBeLessThan(0.01 * aware.accounting.turns)
+  })
   it.todo(
-    'bimodal per-session fast-path rates under capacity-blind routing — not reproduced yet: with the router\'s Dispatch and block-level retention, kvc-capacity-blind serves sessions *better* than kvc (see the README, "Findings")',
+    'bimodal per-session fast-path rates, a group near 0 (seed 001: 15–18 of 52 sessions below 20%) — not reproduced: starvation starts when a pinned D fills, and the built-in sessions grow from ~7.5K tokens to their peak, so a D fills mid-session and every session has served its first turns on the fast path; the starved land at 40–80%, none below 20% (see the README, "Findings")',
   )
 })
 
 describe('finding 4: without backpressure, transfer timeouts cascade once D workers fill (seed 001 §2–3)', () => {
-  it.todo(
-    'transfer timeouts past 32 s once D pools fill — not reproduced yet: in the model a D always reclaims memory within seconds (idle sessions release their locks, block-level pages are evictable, decodes end), so even kvc:admission=off:pendingSeedsPerD=1000 with session-level retention at ts=10 shows no timeout (see the README, "Findings")',
-  )
+  it('under v5 conditions timeouts start when the D workers fill and keep coming; admission with pause hints and the pending-seed budget removes them', () => {
+    const v5 = v5Run(`kvc-capacity-blind:${V5_D}:${V5_FALLBACK}`)
+    // The same routing and D conditions with the SDK's admission on both paths, pause hints and
+    // the pending-seed budget (4 per D).
+    const bp = v5Run(`kvc-capacity-blind:${V5_D}`)
+    const timedOut = v5.records.filter((x) => x.lastError === 'kv transfer timed out')
+    expect(v5.counters.transferTimeouts).toBeGreaterThanOrEqual(100) // 416
+    expect(timedOut.length).toBeGreaterThan(0)
+    // None before the first D worker is full (KV usage ≥ 95%)...
+    const firstFullS = Math.min(
+      ...v5.usage
+        .filter((u) => u.role === 'decode')
+        .map((u) => u.timesS[u.usage.findIndex((x) => x >= 0.95)] ?? Number.POSITIVE_INFINITY),
+    )
+    expect(Number.isFinite(firstFullS)).toBe(true)
+    expect(timedOut.every((x) => x.endMs >= firstFullS * 1000)).toBe(true)
+    // ...then a steady stream: turns that saw a timeout end in most 30-second windows after it.
+    const windows = new Set(timedOut.map((x) => Math.floor(x.endMs / 30_000)))
+    const span = Math.floor(v5.makespanS / 30) - Math.floor(firstFullS / 30)
+    expect(windows.size).toBeGreaterThanOrEqual(0.6 * span) // 49 of 50
+    // Backpressure: the D refuses seeds it cannot hold and the router waits (416 → 6). The turns
+    // then wait for memory that lazy release does not give back and fail with all_paused
+    // instead (358): backpressure moves the failure, as seed 001 §2 expected; block-level
+    // retention with on-demand release (the kvc defaults) is what makes room (README, "Findings").
+    expect(bp.counters.transferTimeouts).toBeLessThanOrEqual(0.05 * v5.counters.transferTimeouts)
+    expect(bp.accounting.failedByCause.transfer_failed ?? 0).toBe(0)
+  })
 })
 
 describe('finding 5: time scale 10 vs 1 changes the KVC-vs-DP verdict (seed 001 §7)', () => {

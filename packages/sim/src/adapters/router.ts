@@ -92,6 +92,9 @@ export type PolicyName = (typeof POLICY_NAMES)[number]
  * | `granularity` | `block` (default), `session` | the D workers' session cache mode (seed 000 §2) |
  * | `admission` | `on` (default), `off` | `off`: Dispatch sends without asking the D (no capacity check, no pause hints) |
  * | `backpressure` | `on` (default), `off` | `off`: the D's admission answers never carry a pause hint |
+ * | `seedAdmission` | `on` (default), `off` | `off`: the D admits every seed-path request unchecked (no capacity check, no lease, no release, no pause hint): only the fast path is admitted, as in the seeds' v5, whose fallback went through the P/D router straight to a transfer |
+ * | `release` | `pressure` (default), `reaper` | how a D's engine gets idle sessions' KV back: `pressure` releases idle sessions (least recently used first) when a prefill or a transfer is short of memory; `reaper` only releases sessions idle for `idleTtlS`, on a periodic sweep every `reaperIntervalS` (the seeds' v5, seed 001 §2). Admission's own releases (Algorithm 2) apply in both |
+ * | `idleTtlS`, `reaperIntervalS` | 120, 5 | the reaper's idle TTL and sweep period, simulated seconds (`release=reaper`) |
  * | `sync` | `off` (default), `on` | D→P incremental sync (`@kvc/dto-p-sync`) from every D to every P |
  * | `syncBeta`, `syncShare`, `syncPinS` | 1024, 0.1, 30 | its staleness budget β (tokens), share of each P–D link's bandwidth, and pin time of synced pages on P (s) |
  *
@@ -111,11 +114,63 @@ export interface PolicySpec {
   readonly granularity: 'block' | 'session'
   readonly admission: boolean
   readonly backpressure: boolean
+  /**
+   * `seedAdmission=off`: the D answers seed-path admissions "admitted" without checking (v5's
+   * fallback path); absent or `true`: Algorithm 2 on both paths.
+   */
+  readonly seedAdmission?: boolean
+  /**
+   * How the D workers' engines get idle sessions' KV back (`release=...`; absent: `pressure`).
+   * See {@link SessionRelease}.
+   */
+  readonly release?: SessionRelease
   /** D→P incremental sync (`sync=on`; `kvc` only): staleness budget, share of each P–D link, pin time. */
   readonly sync:
     | { readonly betaTokens: number; readonly linkShare: number; readonly pinS: number }
     | undefined
 }
+
+/**
+ * How a D worker's engine releases idle sessions (`kvc` D workers, which keep sessions):
+ *
+ * - `pressure` (the default): when a prefill or an incoming transfer is short of memory, idle
+ *   sessions (no request in flight) give up their KV least recently used first, at once — the
+ *   session cache's `evictIdleSessions({ needTokens })` and its `ensureFree` fallback.
+ * - `reaper`: lazy release, as the research prototype's v5 did (seed 000 §2, seed 001 §2: its
+ *   LRU over idle streaming sessions ran 9–43 times per D while 90–153 transfers timed out). The
+ *   engine never releases a session to make room; a sweep every `intervalS` releases the sessions
+ *   idle for at least `idleTtlS` (`evictIdleSessions({ idleMs })`). A prefill or an incoming
+ *   transfer that does not fit in free + evictable memory waits: for the sweep, for the tree to
+ *   give pages back, for a request to end. The D reports only sessions idle for the TTL as
+ *   releasable to its admission (Algorithm 2), which may release them a little before the sweep.
+ *
+ * In `pressure` mode admission may release any idle session (least recently used first) to admit
+ * a request; `admission=off` turns that off with the rest of admission.
+ *
+ * @example
+ * ```ts
+ * import { parsePolicySpec } from '@kvc/sim'
+ * parsePolicySpec('kvc:granularity=session:release=reaper:idleTtlS=60').release
+ * // { mode: 'reaper', idleTtlS: 60, intervalS: 5 }
+ * ```
+ */
+export type SessionRelease =
+  | { readonly mode: 'pressure' }
+  | { readonly mode: 'reaper'; readonly idleTtlS: number; readonly intervalS: number }
+
+/**
+ * Defaults of `release=reaper`: a 120 s idle TTL, swept every 5 s (**choices**: the seeds give no
+ * value. Two minutes is far above the seeds' think times (p99 25.1 s, seed 001 §7), so a live
+ * session is practically never reaped between turns; with it, the seeds' v5 conditions on the
+ * built-in workload fail about as many turns as the seeds measured: see the README, "Findings").
+ *
+ * @example
+ * ```ts
+ * import { DEFAULT_REAPER } from '@kvc/sim'
+ * DEFAULT_REAPER.idleTtlS // 120
+ * ```
+ */
+export const DEFAULT_REAPER = Object.freeze({ idleTtlS: 120, intervalS: 5 })
 
 const ROUTER_PARAM_KEYS = new Set(Object.keys(resolveRouterParams({})).filter((k) => k !== 'slo'))
 const SGLANG_KEYS = new Set([
@@ -163,10 +218,14 @@ export function parsePolicySpec(spec: string): PolicySpec {
   let granularity: 'block' | 'session' = 'block'
   let admission = true
   let backpressure = true
+  let seedAdmission = true
   let sync = false
   let syncBeta = 1024
   let syncShare = 0.1
   let syncPinS = 30
+  let release: 'pressure' | 'reaper' = 'pressure'
+  let idleTtlS: number | undefined
+  let reaperIntervalS: number | undefined
   for (const p of parts.slice(1)) {
     const eq = p.indexOf('=')
     if (eq <= 0)
@@ -186,6 +245,27 @@ export function parsePolicySpec(spec: string): PolicySpec {
         )
       }
       granularity = value
+    } else if (key === 'release') {
+      if (value !== 'pressure' && value !== 'reaper') {
+        throw new SimError(
+          SimErrorCode.InvalidOption,
+          `policy ${spec}: release must be pressure or reaper`,
+          value,
+        )
+      }
+      release = value
+    } else if (key === 'idleTtlS' || key === 'reaperIntervalS') {
+      const ok =
+        typeof value === 'number' && Number.isFinite(value) && (key === 'idleTtlS' ? value >= 0 : value > 0)
+      if (!ok) {
+        throw new SimError(
+          SimErrorCode.InvalidOption,
+          `policy ${spec}: ${key} must be ${key === 'idleTtlS' ? 'a non-negative' : 'a positive'} number of seconds`,
+          value,
+        )
+      }
+      if (key === 'idleTtlS') idleTtlS = value as number
+      else reaperIntervalS = value as number
     } else if (key === 'sync') {
       if (typeof value !== 'boolean')
         throw new SimError(SimErrorCode.InvalidOption, `policy ${spec}: sync must be on or off`, value)
@@ -209,12 +289,13 @@ export function parsePolicySpec(spec: string): PolicySpec {
       if (key === 'syncBeta') syncBeta = value as number
       else if (key === 'syncShare') syncShare = value as number
       else syncPinS = value as number
-    } else if (key === 'admission' || key === 'backpressure') {
+    } else if (key === 'admission' || key === 'backpressure' || key === 'seedAdmission') {
       if (typeof value !== 'boolean') {
         throw new SimError(SimErrorCode.InvalidOption, `policy ${spec}: ${key} must be on or off`, value)
       }
       if (key === 'admission') admission = value
-      else backpressure = value
+      else if (key === 'backpressure') backpressure = value
+      else seedAdmission = value
     } else if (ROUTER_PARAM_KEYS.has(key)) {
       routerParams[key] = value
     } else if (SGLANG_KEYS.has(key) && (name === 'sglang-cache-aware' || name === 'dp-cache-aware')) {
@@ -229,10 +310,17 @@ export function parsePolicySpec(spec: string): PolicySpec {
     } else {
       throw new SimError(
         SimErrorCode.InvalidOption,
-        `policy ${spec}: unknown option ${JSON.stringify(key)} (router parameters: ${[...ROUTER_PARAM_KEYS].join(', ')}; simulator: granularity, admission, backpressure, sync, syncBeta, syncShare, syncPinS; SGLang cache-aware baselines: ${[...SGLANG_KEYS].join(', ')})`,
+        `policy ${spec}: unknown option ${JSON.stringify(key)} (router parameters: ${[...ROUTER_PARAM_KEYS].join(', ')}; simulator: granularity, admission, backpressure, seedAdmission, release, idleTtlS, reaperIntervalS, sync, syncBeta, syncShare, syncPinS; SGLang cache-aware baselines: ${[...SGLANG_KEYS].join(', ')})`,
         key,
       )
     }
+  }
+  if (release === 'pressure' && (idleTtlS !== undefined || reaperIntervalS !== undefined)) {
+    throw new SimError(
+      SimErrorCode.InvalidOption,
+      `policy ${spec}: idleTtlS and reaperIntervalS need release=reaper`,
+      spec,
+    )
   }
   try {
     resolveRouterParams(routerParams as RouterParamsInput)
@@ -247,6 +335,16 @@ export function parsePolicySpec(spec: string): PolicySpec {
     granularity,
     admission,
     backpressure,
+    ...(seedAdmission ? {} : { seedAdmission: false }),
+    ...(release === 'reaper'
+      ? {
+          release: {
+            mode: 'reaper' as const,
+            idleTtlS: idleTtlS ?? DEFAULT_REAPER.idleTtlS,
+            intervalS: reaperIntervalS ?? DEFAULT_REAPER.intervalS,
+          },
+        }
+      : {}),
     sync: sync ? { betaTokens: syncBeta, linkShare: syncShare, pinS: syncPinS } : undefined,
   }
 }
@@ -310,7 +408,10 @@ export function createPolicy(spec: PolicySpec): RoutingPolicy {
  * `kvc` ranking is re-sorted by (prefix resident ∧ append ≤ τ_append, score, −load,
  * tie-break); a candidate is "fast" whenever its prefix is resident and the append small, full or
  * not; and a session that has a D is offered only that D while it is eligible (permanent pin).
- * Dispatch and Admit are the router's, unchanged: a full D rejects, and the turn waits.
+ * A D that rejected the session's fast path since its last success is offered on the seed path
+ * (v5's fallback: the turn goes through a P to the same D), and the P is the least loaded healthy
+ * one whatever its recent transfers to that D (v5's P side did not see D health, seed 001 §5).
+ * Dispatch and Admit are the router's, unchanged.
  */
 function capacityBlind(inner: RoutingPolicy): RoutingPolicy {
   return {
@@ -319,7 +420,12 @@ function capacityBlind(inner: RoutingPolicy): RoutingPolicy {
     rank(ctx, turn) {
       const d = inner.rank(ctx, turn)
       const tau = ctx.params.tauAppend
-      let blind = d.candidates.map((c) => ({ ...c, fast: c.prefixResident && c.appendTokens <= tau }))
+      const store = ctx.cluster.store
+      const s = turn.sessionId
+      let blind = d.candidates.map((c) => ({
+        ...c,
+        fast: c.prefixResident && c.appendTokens <= tau && store.rejects(s, c.workerId) === 0,
+      }))
       const pinned = blind.filter((c) => c.workerId === d.boundWorker)
       if (pinned.length > 0) blind = pinned
       blind.sort(
@@ -327,6 +433,26 @@ function capacityBlind(inner: RoutingPolicy): RoutingPolicy {
           Number(b.fast) - Number(a.fast) || b.score - a.score || a.load - b.load || a.tieBreak - b.tieBreak,
       )
       return { ...d, policy: 'kvc-capacity-blind', candidates: blind.map((c, i) => ({ ...c, rank: i })) }
+    },
+    pickPrefill(ctx) {
+      const cluster = ctx.cluster
+      let best: string | undefined
+      let bestTurns = 0
+      let bestTokens = 0
+      for (const p of cluster.prefillIds()) {
+        if (!cluster.isEligible(p)) continue
+        const l = cluster.store.load(p)
+        if (
+          best === undefined ||
+          l.turns < bestTurns ||
+          (l.turns === bestTurns && l.prefillTokens < bestTokens)
+        ) {
+          best = p
+          bestTurns = l.turns
+          bestTokens = l.prefillTokens
+        }
+      }
+      return best
     },
   }
 }

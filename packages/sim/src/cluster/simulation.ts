@@ -130,6 +130,10 @@ export interface RunCounters {
   readonly workerDeaths: number
   readonly routerPauses: number
   readonly memoryWaitFailures: number
+  /** Sessions the D workers' idle-TTL reaper released (`release=reaper`). */
+  readonly sessionsReaped: number
+  /** Sessions released by the D workers' admission to make room (Algorithm 2). */
+  readonly admissionReleases: number
   /** D→P sync (`sync=on`): bytes sent and tokens P ingested. */
   readonly syncBytes: number
   readonly syncIngestedTokens: number
@@ -175,6 +179,7 @@ const EV_MEMORY_TIMEOUT = 8
 const EV_SAMPLE = 9
 const EV_FAULT = 10
 const EV_SYNC = 11
+const EV_REAP = 12
 const SYNC_ROUND_MS = 1000
 
 type Stage = 'idle' | 'queued' | 'prefill' | 'transferWait' | 'wire' | 'decode'
@@ -303,6 +308,8 @@ export class ClusterSimulation {
   readonly #capacity: number
   readonly #chunk: number
   #sync: SyncFabric | undefined
+  /** `release=reaper`: the D workers' idle TTL and sweep period (ms); undefined: release under pressure. */
+  readonly #reaper: { readonly idleMs: number; readonly intervalMs: number } | undefined
   #now = 0
   #ended = 0
   #transferSeq = 0
@@ -323,6 +330,8 @@ export class ClusterSimulation {
   #deaths = 0
   #pauses = 0
   #memFailures = 0
+  #reaped = 0
+  #admitReleases = 0
 
   constructor(options: RunOptions) {
     this.#opts = options
@@ -384,8 +393,16 @@ export class ClusterSimulation {
       now: () => this.#now,
       random: routerRng.asRandom(),
       // The simulated engines publish KV events synchronously, so the router's prediction of a
-      // successful turn's blocks (which covers event lag) is off unless the spec turns it on.
-      params: { pageSize: this.pageSize, predictOnSuccess: false, ...this.spec.routerParams },
+      // successful turn's blocks (which covers event lag) is off unless the spec turns it on;
+      // except with legacy session retention (`granularity=session`), where a session's tail
+      // lives outside the tree and no event ever tells the router it is there: the router then
+      // learns where a session lives from its successful turns, as the seeds' v5 did from its
+      // session binding (its default, `predictOnSuccess: true`).
+      params: {
+        pageSize: this.pageSize,
+        predictOnSuccess: this.spec.granularity === 'session',
+        ...this.spec.routerParams,
+      },
       policy: this.policy,
       residency: { hasher: simBlockHasher, pageSize: this.pageSize },
     })
@@ -433,6 +450,17 @@ export class ClusterSimulation {
       }
     }
 
+    const release = this.spec.release
+    if (release?.mode === 'reaper') {
+      if (this.policy.pathMode !== 'kvc') {
+        throw new SimError(
+          SimErrorCode.InvalidOption,
+          `policy ${this.spec.label}: release=reaper needs the kvc fast path (D workers that keep sessions)`,
+          this.spec.label,
+        )
+      }
+      this.#reaper = { idleMs: release.idleTtlS * 1000, intervalMs: release.intervalS * 1000 }
+    }
     const sync = this.spec.sync
     if (sync !== undefined) {
       if (this.policy.pathMode !== 'kvc') {
@@ -611,6 +639,7 @@ export class ClusterSimulation {
     }
     this.#q.push(0, EV_SAMPLE, 0, 0)
     if (this.#sync !== undefined) this.#q.push(0, EV_SYNC, 0, 0)
+    if (this.#reaper !== undefined) this.#q.push(this.#reaper.intervalMs, EV_REAP, 0, 0)
     const q = this.#q
     let events = 0
     while (this.#ended < this.#turns.length && q.pop()) {
@@ -658,6 +687,9 @@ export class ClusterSimulation {
         case EV_SYNC:
           this.#sync!.round(this.#now, SYNC_ROUND_MS)
           if (this.#ended < this.#turns.length) this.#q.push(this.#now + SYNC_ROUND_MS, EV_SYNC, 0, 0)
+          break
+        case EV_REAP:
+          this.#reap()
           break
       }
       this.#flush()
@@ -757,6 +789,8 @@ export class ClusterSimulation {
         workerDeaths: this.#deaths,
         routerPauses: this.#pauses,
         memoryWaitFailures: this.#memFailures,
+        sessionsReaped: this.#reaped,
+        admissionReleases: this.#admitReleases,
         syncBytes: syncStats?.bytesSent ?? 0,
         syncIngestedTokens: syncStats?.ingestedTokens ?? 0,
       },
@@ -973,14 +1007,23 @@ export class ClusterSimulation {
     if (c !== undefined && turn.prompt !== undefined && !(turn.spec.session >= 0 && c.hasSession(turn.key))) {
       matched = c.cache.matchPrefix(turn.prompt, { readOnly: true }).length
     }
-    // Admission answers carry whole milliseconds (the wire contract): run it on the D's ms clock.
-    const nowMs = Math.floor(this.#now)
-    const decision = admit(
-      this.#admitState(d, nowMs),
+    let decision = admit(
+      this.#admitState(d, this.#now),
       a.request,
-      { now: nowMs, ...(matched === undefined ? {} : { matchedTokens: matched }) },
+      { now: this.#now, ...(matched === undefined ? {} : { matchedTokens: matched }) },
       this.#admitOptions,
     )
+    if (this.spec.seedAdmission === false && a.request.path === 'seed') {
+      // v5's fallback: the D takes every seed unchecked (no lease, no release, no pause hint);
+      // the transfer waits for memory in its queue.
+      const { leaseMs: _lease, releasedSessions: _released, ...rest } = decision.response
+      decision = {
+        response: { ...rest, admitted: true, reason: 'ok', recommendedPauseMs: 0 },
+        lease: undefined,
+        releaseSessions: [],
+        expiredLeases: decision.expiredLeases,
+      }
+    }
     const leases = d.leases
     if (leases !== undefined) {
       for (const id of decision.expiredLeases) leases.release(id)
@@ -989,7 +1032,10 @@ export class ClusterSimulation {
     if (decision.releaseSessions.length > 0 && d.cache !== undefined) {
       for (const s of decision.releaseSessions) {
         const st = d.cache.getSessionStatus(s)
-        if (st !== undefined && !st.active) d.cache.releaseSession(s)
+        if (st !== undefined && !st.active) {
+          d.cache.releaseSession(s)
+          this.#admitReleases++
+        }
       }
       this.#kick(d)
     }
@@ -1008,12 +1054,15 @@ export class ClusterSimulation {
     let evictable = 0
     if (d.cache !== undefined) {
       evictable = Math.min(used, d.cache.cache.evictableSize())
+      // Releasable sessions: idle ones (`release=pressure`), or those idle for the reaper's TTL
+      // (`release=reaper`: the engine lets go of nothing else).
+      const ttl = this.#reaper?.idleMs ?? 0
       for (const s of d.cache.listSessionStatuses()) {
         sessions.set(s.sessionId, {
           sessionId: s.sessionId,
           residentTokens: s.residentTokens,
           lastAccessTime: s.lastAccessTime,
-          idle: !s.active,
+          idle: !s.active && this.#now - s.lastAccessTime >= ttl,
         })
       }
     }
@@ -1110,11 +1159,15 @@ export class ClusterSimulation {
     const newTokens = prompt.length - cached!
     // Admission to the GPU (SGLang's scheduler): the prompt and the outputs of every admitted
     // request must fit in free + evictable memory; idle sessions give up their locks first, least
-    // recently used first. Nothing is evicted yet.
-    const need = newTokens + reserve + w.reservedOutputs
+    // recently used first (`release=pressure`), or not at all (`release=reaper`: only the periodic
+    // sweep releases them, so the request waits; two pages of slack per request keep the page
+    // rounding of its decode from reaching the session cache's own release fallback). Nothing is
+    // evicted yet.
+    const lazy = this.#reaper !== undefined && w.retention === 'sessions'
+    const need = newTokens + reserve + w.reservedOutputs + (lazy ? 2 * this.pageSize : 0)
     if (w.pool.availableSize() + cache.cache.evictableSize() < need) {
-      cache.evictIdleSessions({ needTokens: need })
-      if (w.pool.availableSize() + cache.cache.evictableSize() < need) {
+      if (!lazy) cache.evictIdleSessions({ needTokens: need })
+      if (lazy || w.pool.availableSize() + cache.cache.evictableSize() < need) {
         cache.abortReq(req!)
         return undefined
       }
@@ -1188,6 +1241,20 @@ export class ClusterSimulation {
     this.#refreshDecode(w)
     this.#touch(w)
     this.#tryStart(w)
+  }
+
+  /** `release=reaper`: every D releases the sessions idle for the TTL, then retries what waits. */
+  #reap(): void {
+    const r = this.#reaper!
+    for (const w of this.#decodeWorkers) {
+      if (!w.alive || w.retention !== 'sessions' || w.cache === undefined) continue
+      const { released } = w.cache.evictIdleSessions({ idleMs: r.idleMs })
+      if (released.length === 0) continue
+      this.#reaped += released.length
+      this.#touch(w)
+      this.#kick(w)
+    }
+    if (this.#ended < this.#turns.length) this.#q.push(this.#now + r.intervalMs, EV_REAP, 0, 0)
   }
 
   #memoryTimeout(w: SimWorker, gen: number): void {
