@@ -221,9 +221,6 @@ type Classified =
   | { readonly kind: 'busy'; readonly message: string }
   | { readonly kind: 'aborted' }
 
-/** A `conflict` event of `@kvc/router-state`: the session, the D its binding stays on, the D this replica wrote. */
-const CONFLICT = /^session (.+): kept its binding to (\S+) \(.*\), not (\S+) from this replica$/
-
 /** SGLang's (and the emulator's) refusal of a second request in a session while one runs. */
 const SESSION_IN_FLIGHT = /session \S+ already has a request in flight/i
 
@@ -386,7 +383,7 @@ export class Gateway {
       ((e: StoreEvent) =>
         this.#warn(`state store ${e.type}`, { detail: e.detail, replica: this.#store?.replicaId }))
     this.#store = await connectStateStore(this.config, (e) => {
-      if (e.type === 'conflict') this.#onConflict(e.detail)
+      if (e.type === 'conflict' && e.conflict !== undefined) this.#onConflict(e.conflict)
       report(e)
     })
     const { reachable } = await this.workers.discover()
@@ -708,10 +705,8 @@ export class Gateway {
    * to D `kept` (two turns of one session raced through two replicas): the binding stays on
    * `kept`, so the session's slot on `dropped` is released, as after a migration.
    */
-  #onConflict(detail: string): void {
-    const m = CONFLICT.exec(detail)
-    if (m === null) return
-    const [, sessionId, kept, dropped] = m as unknown as [string, string, string, string]
+  /** Another replica's binding won: close the session on the D this replica had placed it on. */
+  #onConflict({ sessionId, kept, dropped }: { sessionId: string; kept: string; dropped: string }): void {
     if (kept === dropped || !this.workers.all().some((w) => w.id === dropped)) return
     this.workers.releaseSession(dropped, sessionId)
     const own = this.#lastTurn.get(sessionId)

@@ -2,6 +2,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import {
   type ReplicatedStateStore,
   RouterStateError,
+  type StoreEvent,
   connectNatsStore,
   connectRedisStore,
 } from '../src/index.js'
@@ -31,7 +32,8 @@ for (const { kind, available } of BACKENDS) {
 
     it('first live binding wins; the loser learns the winner; a success write reaches every replica', async () => {
       const ns = uniqueNamespace('b')
-      const [a, b] = [await store(ns), await store(ns)]
+      const events: StoreEvent[] = []
+      const [a, b] = [await store(ns, { onEvent: (e: StoreEvent) => events.push(e) }), await store(ns)]
       const ca = await a.claim({
         kind: 'binding',
         sessionId: 's',
@@ -64,6 +66,11 @@ for (const { kind, available } of BACKENDS) {
       await a.flush()
       expect(a.getBinding('s')?.workerId).toBe('d1')
       expect(a.metrics().bindingConflicts).toBe(1)
+      expect(events.find((e) => e.type === 'conflict')?.conflict).toEqual({
+        sessionId: 's',
+        kept: 'd1',
+        dropped: 'd0',
+      })
       b.setBinding('s', { workerId: 'd1', committedTokens: 1_200, verifiedBlocks: 75, updatedAt: 5 })
       await b.flush()
       await eventually(() =>

@@ -59,6 +59,8 @@ export interface ReplicatedStoreOptions {
 export interface StoreEvent {
   readonly type: 'degraded' | 'recovered' | 'conflict' | 'serverStateLost' | 'error'
   readonly detail: string
+  /** For `conflict`: the session, the D its binding stays on, and the D this replica had written. */
+  readonly conflict?: { readonly sessionId: string; readonly kept: string; readonly dropped: string }
 }
 
 /**
@@ -1336,12 +1338,17 @@ export class ReplicatedStateStore implements ClusterStateStore {
     this.#emit(
       'conflict',
       `session ${s}: kept its binding to ${kept} (${by}), not ${dropped} from this replica`,
+      {
+        sessionId: s,
+        kept,
+        dropped,
+      },
     )
   }
 
-  #emit(type: StoreEvent['type'], detail: string): void {
+  #emit(type: StoreEvent['type'], detail: string, conflict?: StoreEvent['conflict']): void {
     try {
-      this.#onEvent?.({ type, detail })
+      this.#onEvent?.(conflict === undefined ? { type, detail } : { type, detail, conflict })
     } catch {
       // a logger's failure is not ours
     }
