@@ -23,6 +23,12 @@ describe('kvc-sim command line', () => {
     [['compare', '--policies', 'kvc,best-ever'], 2, /unknown policy "best-ever"/],
     [['compare', '--policies', 'kvc:tauAppend=-5'], 2, /policy kvc:tauAppend=-5/],
     [['compare', '--policies', 'kvc:release=lazy'], 2, /release must be pressure or reaper/],
+    [['compare', '--shared-prefix', 'big'], 2, /--shared-prefix "big": must be an integer/],
+    [
+      ['run', '--trace', 'x.jsonl', '--shared-prefix', '1024'],
+      2,
+      /--shared-prefix applies to the built-in workload only/,
+    ],
     [['compare', '--capacity', 'lots'], 2, /--capacity "lots"/],
     [['compare', '--time-scale', '0'], 2, /--time-scale "0": must be a positive number/],
     [['compare', '--faults', 'meteor@1s'], 2, /unknown fault kind "meteor"/],

@@ -19,3 +19,23 @@ describe('determinism', () => {
     expect(c).not.toBe(a)
   })
 })
+
+describe('determinism with lazy release and the v5 switches', () => {
+  it('release=reaper and seedAdmission=off runs give byte-identical JSON', async () => {
+    const config = {
+      workload: { kind: 'agentic' as const, options: { sessions: 6, maxTurnsPerSession: 12 } },
+      topology: '1P2D',
+      policies: [
+        'kvc-capacity-blind:granularity=session:release=reaper:idleTtlS=5:backpressure=off:seedAdmission=off:pendingSeedsPerD=1000',
+        'kvc:release=reaper:idleTtlS=5',
+      ],
+      seeds: [1, 2],
+      timeScale: 10,
+      costModel: { capacityTokens: 30_000 },
+      bootstrapResamples: 20,
+    }
+    const a = toStableJson(await runExperiment(config))
+    expect(toStableJson(await runExperiment(config))).toBe(a)
+    expect(a).toMatch(/"sessionsReaped": [1-9]/)
+  })
+})

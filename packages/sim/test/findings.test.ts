@@ -110,18 +110,17 @@ const v5Run = (policy: string): RunResult => {
   return r
 }
 
-/** Per session: fast-path rate, the D that served it last, its largest prompt. */
+/** Per session: fast-path rate and the D that served it last. */
 function sessions(r: RunResult) {
-  const per = new Map<number, { turns: number; fast: number; worker: string; peak: number }>()
+  const per = new Map<number, { turns: number; fast: number; worker: string }>()
   for (const x of r.records) {
     let s = per.get(x.session)
-    if (s === undefined) per.set(x.session, (s = { turns: 0, fast: 0, worker: '', peak: 0 }))
+    if (s === undefined) per.set(x.session, (s = { turns: 0, fast: 0, worker: '' }))
     s.turns++
     if (x.path === 'fast') s.fast++
     if (x.workerId !== undefined) s.worker = x.workerId
-    s.peak = Math.max(s.peak, x.inputLength)
   }
-  return [...per.values()].map((s) => ({ rate: s.fast / s.turns, worker: s.worker, peak: s.peak }))
+  return [...per.values()].map((s) => ({ rate: s.fast / s.turns, worker: s.worker }))
 }
 const mean = (xs: readonly number[]) => xs.reduce((a, b) => a + b, 0) / Math.max(1, xs.length)
 
@@ -132,23 +131,20 @@ describe('finding 3: capacity-blind routing starves the largest sessions (seed 0
     // migration after τ_reject rejections, reset-on-success).
     const aware = v5Run(`kvc:${V5_D}:${V5_FALLBACK}`)
     const starved = blind.filter((s) => s.rate < 0.8)
-    const served = blind.filter((s) => s.rate >= 0.8)
     expect(starved.length).toBeGreaterThanOrEqual(10) // 17 of 40
     // A starved group on the D workers that capacity-blind pinning overloaded, a served group
     // elsewhere: per D, the mean fast-path rate of its sessions.
     const perD = [...new Set(blind.map((s) => s.worker))].map((d) =>
       mean(blind.filter((s) => s.worker === d).map((s) => s.rate)),
     )
-    expect(Math.min(...perD)).toBeLessThan(0.65) // 0.50
+    expect(Math.min(...perD)).toBeLessThan(0.65) // 0.52
     expect(Math.max(...perD)).toBeGreaterThan(0.85) // 0.95
-    // The starved are the larger sessions (seed 001: 2×; here 23.9K vs 21.7K tokens at peak).
-    expect(mean(starved.map((s) => s.peak))).toBeGreaterThan(mean(served.map((s) => s.peak)))
     // Capacity-aware Route: no session starves, almost no turn fails.
     expect(Math.min(...sessions(aware).map((s) => s.rate))).toBeGreaterThanOrEqual(0.8)
     expect(aware.accounting.failed).toBeLessThan(0.01 * aware.accounting.turns)
   })
   it.todo(
-    'bimodal per-session fast-path rates, a group near 0 (seed 001: 15–18 of 52 sessions below 20%) — not reproduced: starvation starts when a pinned D fills, and the built-in sessions grow from ~7.5K tokens to their peak, so a D fills mid-session and every session has served its first turns on the fast path; the starved land at 40–80%, none below 20% (see the README, "Findings")',
+    'bimodal per-session fast-path rates, a group near 0 made of the largest sessions (seed 001: 15–18 of 52 sessions below 20%, 2× larger) — not reproduced: starvation starts when a pinned D fills, and the built-in sessions grow from ~7.5K tokens to their peak, so a D fills mid-session, after every session served its first turns on the fast path; the starved land at 20–80%, none below 20%, and they are larger in 5 of 6 trials, by 7–21% only (see the README, "Findings")',
   )
 })
 
@@ -159,7 +155,7 @@ describe('finding 4: without backpressure, transfer timeouts cascade once D work
     // the pending-seed budget (4 per D).
     const bp = v5Run(`kvc-capacity-blind:${V5_D}`)
     const timedOut = v5.records.filter((x) => x.lastError === 'kv transfer timed out')
-    expect(v5.counters.transferTimeouts).toBeGreaterThanOrEqual(100) // 416
+    expect(v5.counters.transferTimeouts).toBeGreaterThanOrEqual(100) // 378
     expect(timedOut.length).toBeGreaterThan(0)
     // None before the first D worker is full (KV usage ≥ 95%)...
     const firstFullS = Math.min(
@@ -172,10 +168,10 @@ describe('finding 4: without backpressure, transfer timeouts cascade once D work
     // ...then a steady stream: turns that saw a timeout end in most 30-second windows after it.
     const windows = new Set(timedOut.map((x) => Math.floor(x.endMs / 30_000)))
     const span = Math.floor(v5.makespanS / 30) - Math.floor(firstFullS / 30)
-    expect(windows.size).toBeGreaterThanOrEqual(0.6 * span) // 49 of 50
-    // Backpressure: the D refuses seeds it cannot hold and the router waits (416 → 6). The turns
+    expect(windows.size).toBeGreaterThanOrEqual(0.6 * span) // 52 of 54
+    // Backpressure: the D refuses seeds it cannot hold and the router waits (378 → 4). The turns
     // then wait for memory that lazy release does not give back and fail with all_paused
-    // instead (358): backpressure moves the failure, as seed 001 §2 expected; block-level
+    // instead (368): backpressure moves the failure, as seed 001 §2 expected; block-level
     // retention with on-demand release (the kvc defaults) is what makes room (README, "Findings").
     expect(bp.counters.transferTimeouts).toBeLessThanOrEqual(0.05 * v5.counters.transferTimeouts)
     expect(bp.accounting.failedByCause.transfer_failed ?? 0).toBe(0)

@@ -50,7 +50,7 @@ export {
  * | `sglang-cache-aware` | SGLang router's cache-aware rule in P/D mode: every turn through a P | `nPmD` |
  * | `round-robin` | round-robin over D workers, every turn through a P | `nPmD` |
  * | `random`, `power-of-two`, `sticky-session`, `dynamo-kv-cost` | further baselines (every turn through a P) | `nPmD` |
- * | `kvc-capacity-blind` | ablation, the seeds' v5 KvAwarePolicy (seed 001 §1): `kvc` with key 2 (`capOk`) removed from Route's ranking and sessions pinned to the D they first landed on; built on the router's own ranking, Dispatch and Admit | `nPmD` |
+ * | `kvc-capacity-blind` | ablation, the seeds' v5 KvAwarePolicy (seed 001 §1): `kvc` with key 2 (`capOk`) removed from Route's ranking, sessions pinned to the D they first landed on, and v5's fallback (after the pinned D rejects the fast path, a reseed through a P onto that D); built on the router's own ranking, Dispatch and Admit | `nPmD` |
  *
  * @example
  * ```ts
@@ -409,9 +409,9 @@ export function createPolicy(spec: PolicySpec): RoutingPolicy {
  * tie-break); a candidate is "fast" whenever its prefix is resident and the append small, full or
  * not; and a session that has a D is offered only that D while it is eligible (permanent pin).
  * A D that rejected the session's fast path since its last success is offered on the seed path
- * (v5's fallback: the turn goes through a P to the same D), and the P is the least loaded healthy
- * one whatever its recent transfers to that D (v5's P side did not see D health, seed 001 §5).
- * Dispatch and Admit are the router's, unchanged.
+ * (v5's fallback: the turn goes through a P to the same D). Dispatch and Admit are the router's,
+ * unchanged; so is its choice of P, which avoids links with recent failed transfers (the fix of
+ * seed 001 §5, which v5 lacked: Dispatch re-checks the link before every seed).
  */
 function capacityBlind(inner: RoutingPolicy): RoutingPolicy {
   return {
@@ -433,26 +433,6 @@ function capacityBlind(inner: RoutingPolicy): RoutingPolicy {
           Number(b.fast) - Number(a.fast) || b.score - a.score || a.load - b.load || a.tieBreak - b.tieBreak,
       )
       return { ...d, policy: 'kvc-capacity-blind', candidates: blind.map((c, i) => ({ ...c, rank: i })) }
-    },
-    pickPrefill(ctx) {
-      const cluster = ctx.cluster
-      let best: string | undefined
-      let bestTurns = 0
-      let bestTokens = 0
-      for (const p of cluster.prefillIds()) {
-        if (!cluster.isEligible(p)) continue
-        const l = cluster.store.load(p)
-        if (
-          best === undefined ||
-          l.turns < bestTurns ||
-          (l.turns === bestTurns && l.prefillTokens < bestTokens)
-        ) {
-          best = p
-          bestTurns = l.turns
-          bestTokens = l.prefillTokens
-        }
-      }
-      return best
     },
   }
 }

@@ -42,6 +42,7 @@ interface CommonOpts {
   out: string
   pageSize?: string
   sessions?: string
+  sharedPrefix?: string
   bootstrap: string
   jobs?: string
   progress: boolean
@@ -64,6 +65,10 @@ function addCommon(cmd: Command, defaults: { seeds: string }): Command {
     .option('--out <dir>', 'output folder for report.html and results.json', 'kvc-sim-out')
     .option('--page-size <tokens>', 'KV page size (default: 512 for Mooncake traces, else 16)')
     .option('--sessions <n>', 'sessions of the built-in workload (default 52)')
+    .option(
+      '--shared-prefix <tokens>',
+      'tokens of the system prompt every session of the built-in workload starts with (default 6000)',
+    )
     .option('--bootstrap <n>', 'bootstrap resamples for the 95% intervals', '200')
     .option('--jobs <n>', 'runs in parallel (worker threads; default: the number of cores)')
     .option('--no-progress', 'no progress bar')
@@ -80,9 +85,16 @@ function buildConfig(o: CommonOpts, policies: readonly string[]): ExperimentConf
     o.trace === undefined
       ? {
           kind: 'agentic',
-          ...(o.sessions === undefined
+          ...(o.sessions === undefined && o.sharedPrefix === undefined
             ? {}
-            : { options: { sessions: parseCount('--sessions', o.sessions, 1) } }),
+            : {
+                options: {
+                  ...(o.sessions === undefined ? {} : { sessions: parseCount('--sessions', o.sessions, 1) }),
+                  ...(o.sharedPrefix === undefined
+                    ? {}
+                    : { sharedPrefixTokens: parseCount('--shared-prefix', o.sharedPrefix) }),
+                },
+              }),
         }
       : { kind: 'trace', path: o.trace, format: o.format as TraceFormat }
   if (o.trace === undefined && o.format !== 'auto') {
@@ -92,12 +104,13 @@ function buildConfig(o: CommonOpts, policies: readonly string[]): ExperimentConf
       o.format,
     )
   }
-  if (o.trace !== undefined && o.sessions !== undefined) {
-    throw new SimError(
-      'INVALID_OPTION',
-      '--sessions applies to the built-in workload only, not to --trace',
-      o.sessions,
-    )
+  for (const [flag, v] of [
+    ['--sessions', o.sessions],
+    ['--shared-prefix', o.sharedPrefix],
+  ] as const) {
+    if (o.trace !== undefined && v !== undefined) {
+      throw new SimError('INVALID_OPTION', `${flag} applies to the built-in workload only, not to --trace`, v)
+    }
   }
   return {
     workload,
