@@ -61,7 +61,44 @@ describe('Algorithm 1: each key of the lexicographic ranking', () => {
     expect(ok).toMatchObject({ prefixResident: true, heldTokens: 5_000, appendTokens: 1_000, fast: true })
     r.cluster.residency.recordRemoved('d0', [4n]) // an eviction event
     const gone = r.route({ sessionId: 's', promptTokens: 6_000, blocks: blocks(6) }).candidates[0]!
-    expect(gone).toMatchObject({ prefixResident: false, heldTokens: 48, fast: false })
+    // The D lost the session's tail: it re-prefills the lost pages with the append (5,952 ≤ τ_append).
+    expect(gone).toMatchObject({ prefixResident: false, heldTokens: 48, appendTokens: 5_952, fast: true })
+  })
+
+  it('refillLostTail: only the bound D, only while lost tail + append fits τ_append, and it can be turned off', () => {
+    const r = router(2)
+    r.cluster.store.setBinding('s', {
+      workerId: 'd0',
+      committedTokens: 8_000,
+      verifiedBlocks: 500,
+      updatedAt: 0,
+    })
+    r.cluster.residency.recordStored('d0', blocks(200)) // 3,200 of the 8,000 committed tokens left on d0
+    r.cluster.residency.recordStored('d1', blocks(200))
+    const small = r.route({ sessionId: 's', promptTokens: 9_000, blocks: blocks(562) })
+    const d0 = small.candidates.find((c) => c.workerId === 'd0')!
+    const d1 = small.candidates.find((c) => c.workerId === 'd1')!
+    expect(d0).toMatchObject({ prefixResident: false, appendTokens: 5_800, fast: true })
+    expect(d1).toMatchObject({ fast: false }) // the same blocks, but not the session's D
+    expect(order(small)[0]).toBe('d0')
+    const big = r.route({ sessionId: 's', promptTokens: 12_000, blocks: blocks(750) })
+    expect(big.candidates.find((c) => c.workerId === 'd0')).toMatchObject({
+      appendTokens: 8_800,
+      fast: false,
+    })
+    const strict = router(1, { params: { pageSize: 16, refillLostTail: false } })
+    strict.cluster.store.setBinding('s', {
+      workerId: 'd0',
+      committedTokens: 8_000,
+      verifiedBlocks: 500,
+      updatedAt: 0,
+    })
+    strict.cluster.residency.recordStored('d0', blocks(200))
+    expect(
+      strict.route({ sessionId: 's', promptTokens: 9_000, blocks: blocks(562) }).candidates[0],
+    ).toMatchObject({
+      fast: false,
+    })
   })
 
   it('key 2 (capOk): a D that cannot hold the uncached prompt plus the decode reserve ranks below one that can', () => {

@@ -36,7 +36,7 @@ describe('finding 1: session-level eviction frees tens of thousands of tokens pe
     expect(block.fastPathRate).toBeGreaterThan(0.9)
   })
   it.todo(
-    'reseeds fall with block-level retention — not reproduced: Route takes the fast path only when the whole committed prefix is resident (Theorem 2), so a session that lost one page is reseeded through a P like one that lost everything, and the P recomputes what it lacks, not what the D lost (here 32 reseeds at session level, 44 at block level; see the README, "Findings")',
+    'reseeds fall with block-level retention — not reproduced: even with the router refilling a lost tail on the session\'s D (refillLostTail), block level reseeds 38 turns against 32 at session level here, whose pinned tails of active sessions are never shed (see the README, "Findings")',
   )
 })
 

@@ -33,6 +33,13 @@ export interface RouterParams {
   readonly pageSize: number
   /** `τ_append`: the largest append a D prefills itself (fast path). */
   readonly tauAppend: number
+  /**
+   * The session's own D keeps the fast path when part of the session's committed tail was
+   * evicted from it, as long as the lost tail plus the append fits `τ_append`: the D re-prefills
+   * the lost pages itself instead of the turn being reseeded through a P (block-level retention's
+   * point). `false` requires the whole committed prefix to be resident (the spec's literal key 1).
+   */
+  readonly refillLostTail: boolean
   /** `τ_reject`: rejections of a session by a D before the D is excluded for it. */
   readonly tauReject: number
   /** `K`: load-floor bonus for unbound sessions, in blocks. */
@@ -85,6 +92,7 @@ export interface RouterParams {
 export const DEFAULT_ROUTER_PARAMS: RouterParams = Object.freeze({
   pageSize: 16,
   tauAppend: 8192,
+  refillLostTail: true,
   tauReject: 3,
   loadFloorK: 200,
   thetaShared: 0.5,
@@ -151,6 +159,7 @@ export function resolveRouterParams(input: RouterParamsInput = {}): RouterParams
   }
   checkOption(isInt(p.pageSize, 1), 'pageSize', p.pageSize)
   checkOption(isInt(p.tauAppend, 0), 'tauAppend', p.tauAppend)
+  checkOption(typeof p.refillLostTail === 'boolean', 'refillLostTail', p.refillLostTail)
   checkOption(isInt(p.tauReject, 1), 'tauReject', p.tauReject)
   checkOption(isNum(p.loadFloorK, 0), 'loadFloorK', p.loadFloorK)
   checkOption(

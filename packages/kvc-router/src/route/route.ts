@@ -214,6 +214,7 @@ export function analyzeTurn(ctx: RouteContext, turn: TurnRequest): TurnAnalysis 
     const idxTokens = Math.min(prompt, plainBlocks * ps)
     let held: number
     let prefixResident: boolean
+    const bound = binding !== undefined && binding.workerId === d
     if (binding !== undefined && binding.workerId === d) {
       const need = Math.min(binding.verifiedBlocks, keys.length)
       prefixResident = plainBlocks >= need
@@ -234,7 +235,8 @@ export function analyzeTurn(ctx: RouteContext, turn: TurnRequest): TurnAnalysis 
     candidates.push({
       workerId: d,
       rank: 0,
-      fast: prefixResident && append <= params.tauAppend && capOk,
+      // A bound D that lost part of the session's tail re-prefills it with the append (refillLostTail).
+      fast: (prefixResident || (bound && params.refillLostTail)) && append <= params.tauAppend && capOk,
       capOk,
       prefixResident,
       overlapBlocks,
