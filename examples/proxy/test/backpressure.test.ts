@@ -1,6 +1,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import type { KvcProxy } from '../src/server.js'
-import { type Cluster, Conversation, handleCounts, leakedSince, startCluster, startProxy } from './helpers.js'
+import { handleCounts, leakedSince } from '@kvc/worker-bindings/testing'
+import { type Cluster, Conversation, startCluster, startProxy } from './helpers.js'
 
 describe('a full D worker', () => {
   let baseline: Record<string, number>

@@ -1,15 +1,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import type { KvcProxy } from '../src/server.js'
-import {
-  type Cluster,
-  Conversation,
-  chat,
-  chatStream,
-  handleCounts,
-  leakedSince,
-  startCluster,
-  startProxy,
-} from './helpers.js'
+import { handleCounts, leakedSince } from '@kvc/worker-bindings/testing'
+import { type Cluster, Conversation, chat, chatStream, startCluster, startProxy } from './helpers.js'
 
 const SYSTEM = 'You are a careful coding agent. Follow the repository conventions. '.repeat(48) // ~3.2K tokens
 

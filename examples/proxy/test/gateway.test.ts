@@ -2,7 +2,7 @@ import { WorkerApiError, WorkerBindingsError, createSglangEmulator } from '@kvc/
 import { describe, expect, it } from 'vitest'
 import { resolveConfig } from '../src/config.js'
 import { Gateway, type TurnTransport, classifyUpstreamError } from '../src/gateway.js'
-import { handleCounts, leakedSince } from './helpers.js'
+import { handleCounts, leakedSince } from '@kvc/worker-bindings/testing'
 
 const apiError = (status: number, message: string) =>
   new WorkerApiError({

@@ -1,15 +1,8 @@
 import { ADMIT_HTTP_PATH } from '@kvc/kvc-router'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import type { KvcProxy } from '../src/server.js'
-import {
-  type Cluster,
-  Conversation,
-  chatStream,
-  handleCounts,
-  leakedSince,
-  startCluster,
-  startProxy,
-} from './helpers.js'
+import { handleCounts, leakedSince } from '@kvc/worker-bindings/testing'
+import { type Cluster, Conversation, chatStream, startCluster, startProxy } from './helpers.js'
 
 const SESSIONS = 40
 const TURNS = 4

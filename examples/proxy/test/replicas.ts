@@ -9,7 +9,8 @@ import { type ProxyConfigInput, resolveConfig } from '../src/config.js'
 import type { DecisionLine } from '../src/decisionLog.js'
 import type { StartedResponse, TurnTransport } from '../src/gateway.js'
 import { type KvcProxy, createProxy } from '../src/server.js'
-import { type Cluster, Conversation, chat, handleCounts, leakedSince, startCluster } from './helpers.js'
+import { handleCounts, leakedSince } from '@kvc/worker-bindings/testing'
+import { type Cluster, Conversation, chat, startCluster } from './helpers.js'
 import { type StateServer, type StateServerKind, hasStateServer, startStateServer } from './stateServers.js'
 
 export const SYSTEM = 'You are a careful coding agent. Follow the repository conventions. '.repeat(48) // ~3.2K tokens

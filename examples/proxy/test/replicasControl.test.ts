@@ -1,5 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
-import { type Cluster, type Conversation, handleCounts, leakedSince, startCluster } from './helpers.js'
+import { handleCounts, leakedSince } from '@kvc/worker-bindings/testing'
+import { type Cluster, type Conversation, startCluster } from './helpers.js'
 import { BUDGET, type Replica, SeedMeter, interleavedWorkload, startReplica } from './replicas.js'
 
 // The control of replicasNats / replicasRedis: the same two replicas and workload, each replica

@@ -8,7 +8,7 @@ import { afterAll, describe, expect, it } from 'vitest'
 import { main } from '../src/cli.js'
 import { replayTask, runReplay } from '../src/replay.js'
 import { emulatedTarget, externalTarget } from '../src/targets.js'
-import { handleCounts, leakedSince } from './handles.js'
+import { handleCounts, leakedSince } from '@kvc/worker-bindings/testing'
 
 /** A tiny agentic workload: 4 sessions of up to 4 turns, prompts of 1-3K tokens, short outputs. */
 const TINY = {

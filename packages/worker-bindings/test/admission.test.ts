@@ -8,7 +8,7 @@ import {
   createAdmissionHandler,
   createSglangEmulator,
 } from '../src/index.js'
-import { handleCounts, leakedSince } from './helpers/handles.js'
+import { handleCounts, leakedSince } from '../src/testing/index.js'
 
 let baseline: Record<string, number>
 beforeAll(() => {

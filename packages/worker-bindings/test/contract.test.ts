@@ -13,8 +13,7 @@ import {
   parsePrometheusText,
   toSglangMetrics,
 } from '../src/index.js'
-import { upstreamFixtures as fx } from '../src/testing/index.js'
-import { handleCounts, leakedSince } from './helpers/handles.js'
+import { upstreamFixtures as fx, handleCounts, leakedSince } from '../src/testing/index.js'
 
 /** A server that answers recorded upstream payloads and records what it was asked. */
 interface Recorded {

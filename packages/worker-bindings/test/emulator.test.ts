@@ -7,7 +7,7 @@ import {
   fakeDetokenize,
   fakeTokenize,
 } from '../src/index.js'
-import { handleCounts, leakedSince } from './helpers/handles.js'
+import { handleCounts, leakedSince } from '../src/testing/index.js'
 
 let baseline: Record<string, number>
 beforeAll(() => {

@@ -1,7 +1,7 @@
 import { request } from 'node:http'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { type SglangEmulator, SglangClient, createSglangEmulator } from '../src/index.js'
-import { handleCounts, leakedSince } from './helpers/handles.js'
+import { handleCounts, leakedSince } from '../src/testing/index.js'
 
 let baseline: Record<string, number>
 let emu: SglangEmulator

@@ -11,7 +11,7 @@ import {
   createSglangEmulator,
   parseRetryAfter,
 } from '../src/index.js'
-import { handleCounts, leakedSince } from './helpers/handles.js'
+import { handleCounts, leakedSince } from '../src/testing/index.js'
 
 const fastRetry = { baseDelayMs: 1, maxDelayMs: 5 }
 let baseline: Record<string, number>

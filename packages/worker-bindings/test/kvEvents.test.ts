@@ -16,7 +16,7 @@ import {
   residencyFeeder,
   toRadixKvEvents,
 } from '../src/index.js'
-import { handleCounts, leakedSince } from './helpers/handles.js'
+import { handleCounts, leakedSince } from '../src/testing/index.js'
 
 let baseline: Record<string, number>
 beforeAll(() => {

@@ -16,8 +16,7 @@ import {
   isBootstrapRoom,
   stringifyJson,
 } from '../src/index.js'
-import { upstreamFixtures } from '../src/testing/index.js'
-import { handleCounts, leakedSince } from './helpers/handles.js'
+import { handleCounts, leakedSince, upstreamFixtures } from '../src/testing/index.js'
 
 describe('bootstrap injection', () => {
   it('rooms lie in [0, 2^63), drawn from 64 random bits with the top bit cleared', () => {

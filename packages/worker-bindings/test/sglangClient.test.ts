@@ -6,7 +6,7 @@ import {
   createSglangEmulator,
   fakeTokenize,
 } from '../src/index.js'
-import { handleCounts, leakedSince } from './helpers/handles.js'
+import { handleCounts, leakedSince } from '../src/testing/index.js'
 
 const PAGE = 4
 let baseline: Record<string, number>

@@ -1,6 +1,7 @@
 /**
  * Test helpers of `@kvc/worker-bindings`: recorded-format upstream payloads for contract tests,
- * fast-check arbitraries that split byte streams (for SSE decoders), and small stream helpers.
+ * fast-check arbitraries that split byte streams (for SSE decoders), small stream helpers, and an
+ * open-handle leak check for tests that start servers and clients.
  * `fast-check` is an optional peer dependency needed only here.
  *
  * @module
@@ -8,6 +9,7 @@
 import fc from 'fast-check'
 
 export { upstreamFixtures } from './fixtures.js'
+export { handleCounts, leakedSince } from './handles.js'
 
 /**
  * Splits `bytes` into chunks at the given cut points (sorted, deduplicated, clamped).
