@@ -4,6 +4,14 @@
  * and `replicasRedis.test.ts`.
  */
 import type { ReplicatedStateStore, StoreEvent } from '@kvc/router-state'
+import {
+  type StateServer,
+  type StateServerKind,
+  eventually,
+  expectNoLoad,
+  hasStateServer,
+  startStateServer,
+} from '@kvc/router-state/testing'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { type ProxyConfigInput, resolveConfig } from '../src/config.js'
 import type { DecisionLine } from '../src/decisionLog.js'
@@ -11,7 +19,6 @@ import type { StartedResponse, TurnTransport } from '../src/gateway.js'
 import { type KvcProxy, createProxy } from '../src/server.js'
 import { handleCounts, leakedSince } from '@kvc/worker-bindings/testing'
 import { type Cluster, Conversation, chat, startCluster } from './helpers.js'
-import { type StateServer, type StateServerKind, hasStateServer, startStateServer } from './stateServers.js'
 
 export const SYSTEM = 'You are a careful coding agent. Follow the repository conventions. '.repeat(48) // ~3.2K tokens
 /** Pending seeds per D, across replicas: small, so that the budget binds. */
@@ -188,20 +195,6 @@ export async function interleavedWorkload(
   return outcomes
 }
 
-/** Polls `check` until it stops throwing (or rethrows after `timeoutMs`). */
-export async function eventually(check: () => void | Promise<void>, timeoutMs = 5_000): Promise<void> {
-  const deadline = Date.now() + timeoutMs
-  for (;;) {
-    try {
-      await check()
-      return
-    } catch (err) {
-      if (Date.now() > deadline) throw err
-      await new Promise((r) => setTimeout(r, 25))
-    }
-  }
-}
-
 async function metricsOf(r: Replica): Promise<string> {
   return (await fetch(`${r.proxy.url}/metrics`)).text()
 }
@@ -224,6 +217,11 @@ function stateMetric(text: string, name: string, replica: string): number {
 /** The whole suite for one backend. */
 export function replicaSuite(kind: StateServerKind): void {
   const available = hasStateServer(kind)
+  if (!available) {
+    console.warn(
+      `[example-proxy] ${kind}-server is not installed: skipping the replicas-on-${kind} tests (apt-get install ${kind}-server)`,
+    )
+  }
   describe.skipIf(!available)(`two proxy replicas sharing one router state on ${kind}`, () => {
     let baseline: Record<string, number>
     let server: StateServer
@@ -338,17 +336,10 @@ export function replicaSuite(kind: StateServerKind): void {
       expect(claims[0]!.seedClaimsGranted + claims[1]!.seedClaimsGranted).toBeGreaterThanOrEqual(SESSIONS)
 
       // Nothing left in flight, on either replica's view.
-      await eventually(() => {
-        for (const r of replicas) {
-          for (const w of ['p0', 'p1', 'd0', 'd1']) {
-            const l = r.store!.load(w)
-            expect(
-              l.turns + l.pendingSeeds + l.prefillTokens + l.decodeBlocks,
-              `${r.name} load on ${w}`,
-            ).toBe(0)
-          }
-        }
-      })
+      await expectNoLoad(
+        replicas.map((r) => r.store!),
+        ['p0', 'p1', 'd0', 'd1'],
+      )
       for (const r of replicas) {
         const m = await metricsOf(r)
         expect(m).toContain('kvc_proxy_inflight_turns 0')

@@ -20,13 +20,13 @@ import { scriptedResponse } from '@kvc/kvc-router/testing'
 import { afterAll, bench, describe } from 'vitest'
 import type { ReplicatedStateStore } from '../src/index.js'
 import { connectStore, uniqueNamespace } from '../test/support/helpers.js'
-import { HAS_NATS, HAS_REDIS, type TestServer, startServer } from '../test/support/servers.js'
+import { type StateServer, hasStateServer, startStateServer } from '../src/testing/index.js'
 
 const SESSIONS = 32
 const TURNS = 4
 const D = 8
 
-const servers: TestServer[] = []
+const servers: StateServer[] = []
 const stores: ReplicatedStateStore[] = []
 afterAll(async () => {
   for (const s of stores) await s.close()
@@ -87,15 +87,15 @@ async function batch(rs: readonly Router[], concurrent: boolean): Promise<void> 
 
 type Kind = 'in-process' | 'nats' | 'redis'
 const kinds: Kind[] = ['in-process']
-if (HAS_NATS) kinds.push('nats')
+if (hasStateServer('nats')) kinds.push('nats')
 else console.warn('[router-state bench] nats-server is not installed: NATS left out')
-if (HAS_REDIS) kinds.push('redis')
+if (hasStateServer('redis')) kinds.push('redis')
 else console.warn('[router-state bench] redis-server is not installed: Redis left out')
 
-const serverOf = new Map<Kind, TestServer>()
+const serverOf = new Map<Kind, StateServer>()
 for (const k of kinds) {
   if (k === 'in-process') continue
-  const s = await startServer(k)
+  const s = await startStateServer(k)
   servers.push(s)
   serverOf.set(k, s)
 }

@@ -2,16 +2,8 @@ import { RouterError } from '@kvc/kvc-router'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import type { ReplicatedStateStore, ReplicatedStoreOptions } from '../src/index.js'
 import { SimCluster, type TurnResult, sessionBlocks } from './support/cluster.js'
-import {
-  BACKENDS,
-  connectStore,
-  eventually,
-  expectConverged,
-  expectNoLoad,
-  sleep,
-  uniqueNamespace,
-} from './support/helpers.js'
-import { type TestServer, startServer } from './support/servers.js'
+import { type StateServer, eventually, expectNoLoad, startStateServer } from '../src/testing/index.js'
+import { BACKENDS, connectStore, expectConverged, sleep, uniqueNamespace } from './support/helpers.js'
 import { TcpProxy } from './support/tcpProxy.js'
 
 const WORKERS = ['p0', 'd0', 'd1', 'd2']
@@ -61,14 +53,14 @@ function handles(): Map<string, number> {
 
 for (const { kind, available } of BACKENDS) {
   describe.skipIf(!available)(`${kind}: faults`, () => {
-    let server: TestServer
+    let server: StateServer
     const open: ReplicatedStateStore[] = []
     const proxies: TcpProxy[] = []
     let baseline: Map<string, number>
 
     beforeAll(async () => {
       baseline = handles()
-      server = await startServer(kind)
+      server = await startStateServer(kind)
     })
     afterAll(async () => {
       for (const s of open) await s.close({ graceful: false })

@@ -10,8 +10,8 @@ import fc from 'fast-check'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import type { ReplicatedStateStore } from '../src/index.js'
 import { SimCluster, sessionBlocks } from './support/cluster.js'
-import { BACKENDS, connectStore, expectConverged, expectNoLoad, uniqueNamespace } from './support/helpers.js'
-import { type TestServer, startServer } from './support/servers.js'
+import { type StateServer, expectNoLoad, startStateServer } from '../src/testing/index.js'
+import { BACKENDS, connectStore, expectConverged, uniqueNamespace } from './support/helpers.js'
 import { TcpProxy } from './support/tcpProxy.js'
 
 const BUDGET = 2
@@ -44,9 +44,9 @@ const scriptArb = fc.record({
 
 for (const { kind, available } of BACKENDS) {
   describe.skipIf(!available)(`${kind}: dispatch scripts across replicas with network delays`, () => {
-    let server: TestServer
+    let server: StateServer
     beforeAll(async () => {
-      server = await startServer(kind)
+      server = await startStateServer(kind)
     })
     afterAll(async () => {
       await server?.stop()

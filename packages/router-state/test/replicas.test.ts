@@ -2,15 +2,8 @@ import { InMemoryClusterStateStore, RouterError } from '@kvc/kvc-router'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import type { ReplicatedStateStore } from '../src/index.js'
 import { SimCluster, type TurnResult, sessionBlocks } from './support/cluster.js'
-import {
-  BACKENDS,
-  connectStore,
-  expectConverged,
-  expectNoLoad,
-  sleep,
-  uniqueNamespace,
-} from './support/helpers.js'
-import { type TestServer, startServer } from './support/servers.js'
+import { type StateServer, expectNoLoad, startStateServer } from '../src/testing/index.js'
+import { BACKENDS, connectStore, expectConverged, sleep, uniqueNamespace } from './support/helpers.js'
 
 const WORKERS = ['p0', 'd0', 'd1', 'd2']
 const BUDGET = 2
@@ -57,10 +50,10 @@ function expectEveryTurnEnded(results: readonly TurnResult[]) {
 
 for (const { kind, available } of BACKENDS) {
   describe.skipIf(!available)(`${kind}: several router replicas share one view`, () => {
-    let server: TestServer
+    let server: StateServer
     const open: ReplicatedStateStore[] = []
     beforeAll(async () => {
-      server = await startServer(kind)
+      server = await startStateServer(kind)
     })
     afterAll(async () => {
       for (const s of open) await s.close({ graceful: false })

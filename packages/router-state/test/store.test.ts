@@ -6,13 +6,13 @@ import {
   connectNatsStore,
   connectRedisStore,
 } from '../src/index.js'
-import { BACKENDS, connectStore, eventually, sleep, uniqueNamespace } from './support/helpers.js'
-import { type TestServer, freePort, startServer } from './support/servers.js'
+import { type StateServer, eventually, freePort, startStateServer } from '../src/testing/index.js'
+import { BACKENDS, connectStore, sleep, uniqueNamespace } from './support/helpers.js'
 import { TcpProxy } from './support/tcpProxy.js'
 
 for (const { kind, available } of BACKENDS) {
   describe.skipIf(!available)(`${kind} store: shared state between replicas`, () => {
-    let server: TestServer
+    let server: StateServer
     const open: ReplicatedStateStore[] = []
     const proxies: TcpProxy[] = []
     const store = async (ns: string, opts = {}) => {
@@ -22,7 +22,7 @@ for (const { kind, available } of BACKENDS) {
     }
 
     beforeAll(async () => {
-      server = await startServer(kind)
+      server = await startStateServer(kind)
     })
     afterAll(async () => {
       for (const s of open) await s.close({ graceful: false })

@@ -4,14 +4,14 @@ import {
   type ReplicatedStateStore,
   type ReplicatedStoreOptions,
 } from '../../src/index.js'
-import { HAS_NATS, HAS_REDIS, type TestServer } from './servers.js'
+import { type StateServerKind, eventually, hasStateServer } from '../../src/testing/index.js'
 
-export type BackendKind = 'nats' | 'redis'
+export type BackendKind = StateServerKind
 
 /** The backends whose server binary is installed; the others are skipped with a message. */
 export const BACKENDS: readonly { kind: BackendKind; available: boolean }[] = [
-  { kind: 'nats', available: HAS_NATS },
-  { kind: 'redis', available: HAS_REDIS },
+  { kind: 'nats', available: hasStateServer('nats') },
+  { kind: 'redis', available: hasStateServer('redis') },
 ]
 
 for (const b of BACKENDS) {
@@ -49,27 +49,11 @@ export async function connectStore(
       })
 }
 
-/** Polls `check` until it stops throwing (or rethrows after `timeoutMs`). */
-export async function eventually(check: () => void | Promise<void>, timeoutMs = 3_000): Promise<void> {
-  const deadline = Date.now() + timeoutMs
-  for (;;) {
-    try {
-      await check()
-      return
-    } catch (err) {
-      if (Date.now() > deadline) throw err
-      await new Promise((r) => setTimeout(r, 20))
-    }
-  }
-}
-
 export const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms))
 
 export function uniqueNamespace(tag: string): string {
   return `t${tag}${Date.now().toString(36)}${Math.floor(Math.random() * 1e6).toString(36)}`
 }
-
-export type { TestServer }
 
 /** Every replica's view agrees on each session's binding (after their writes reached the server). */
 export async function expectConverged(
@@ -95,22 +79,4 @@ export async function expectConverged(
     }
   }, timeoutMs)
   return out
-}
-
-/** No replica counts any in-flight load anywhere (every turn gave back what it took). */
-export async function expectNoLoad(
-  stores: readonly ReplicatedStateStore[],
-  workers: readonly string[],
-  timeoutMs = 5_000,
-): Promise<void> {
-  await eventually(() => {
-    for (const st of stores) {
-      for (const w of workers) {
-        const l = st.load(w)
-        if (l.turns + l.pendingSeeds + l.prefillTokens + l.decodeBlocks !== 0) {
-          throw new Error(`${st.replicaId} still counts load on ${w}: ${JSON.stringify(l)}`)
-        }
-      }
-    }
-  }, timeoutMs)
 }
