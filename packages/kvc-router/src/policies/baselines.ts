@@ -1,5 +1,11 @@
 import { checkOption } from '../errors/routerError.js'
-import { type CandidateAnalysis, analyzeTurn, finishDecision, turnKeys } from '../route/route.js'
+import {
+  type CandidateAnalysis,
+  type TurnAnalysis,
+  analyzeTurn,
+  finishDecision,
+  turnKeys,
+} from '../route/route.js'
 import type { RouteContext, RouteDecision, RoutingPolicy, TurnRequest } from '../route/types.js'
 import { ApproxPrefixTree } from './approxTree.js'
 
@@ -27,6 +33,27 @@ function mode(o: BaselineOptions | undefined): 'seed' | 'direct' {
 const turnsOf = (ctx: RouteContext, id: string): number => ctx.cluster.store.load(id).turns
 
 /**
+ * The shape every baseline shares: analyse the turn, let `order` reorder (and annotate) the
+ * eligible candidates in place, finish the decision under `name`. No admission RPC.
+ */
+function baselinePolicy(
+  name: string,
+  pathMode: 'seed' | 'direct',
+  order: (c: CandidateAnalysis[], ctx: RouteContext, turn: TurnRequest, a: TurnAnalysis) => void,
+): RoutingPolicy {
+  return {
+    name,
+    pathMode,
+    usesAdmission: false,
+    rank(ctx, turn) {
+      const a = analyzeTurn(ctx, turn)
+      order(a.candidates, ctx, turn, a)
+      return finishDecision(ctx, turn, a, name, pathMode, false)
+    },
+  }
+}
+
+/**
  * Round-robin over the eligible D workers (an atomic counter in SGLang's router): the ranking
  * starts at `counter mod n` and the counter advances once per routed turn.
  *
@@ -40,25 +67,16 @@ const turnsOf = (ctx: RouteContext, id: string): number => ctx.cluster.store.loa
  * ```
  */
 export function roundRobinPolicy(options?: BaselineOptions): RoutingPolicy {
-  const pathMode = mode(options)
   let counter = 0
-  return {
-    name: 'round-robin',
-    pathMode,
-    usesAdmission: false,
-    rank(ctx, turn) {
-      const a = analyzeTurn(ctx, turn)
-      const c = a.candidates
-      const n = c.length
-      if (n > 0) {
-        const start = counter % n
-        counter++
-        const rotated = [...c.slice(start), ...c.slice(0, start)]
-        c.splice(0, n, ...rotated)
-      }
-      return finishDecision(ctx, turn, a, 'round-robin', pathMode, false)
-    },
-  }
+  return baselinePolicy('round-robin', mode(options), (c) => {
+    const n = c.length
+    if (n > 0) {
+      const start = counter % n
+      counter++
+      const rotated = [...c.slice(start), ...c.slice(0, start)]
+      c.splice(0, n, ...rotated)
+    }
+  })
 }
 
 /**
@@ -73,23 +91,14 @@ export function roundRobinPolicy(options?: BaselineOptions): RoutingPolicy {
  * ```
  */
 export function randomPolicy(options?: BaselineOptions): RoutingPolicy {
-  const pathMode = mode(options)
-  return {
-    name: 'random',
-    pathMode,
-    usesAdmission: false,
-    rank(ctx, turn) {
-      const a = analyzeTurn(ctx, turn)
-      const c = a.candidates
-      for (let i = c.length - 1; i > 0; i--) {
-        const j = Math.min(i, Math.floor(ctx.random() * (i + 1)))
-        const t = c[i]!
-        c[i] = c[j]!
-        c[j] = t
-      }
-      return finishDecision(ctx, turn, a, 'random', pathMode, false)
-    },
-  }
+  return baselinePolicy('random', mode(options), (c, ctx) => {
+    for (let i = c.length - 1; i > 0; i--) {
+      const j = Math.min(i, Math.floor(ctx.random() * (i + 1)))
+      const t = c[i]!
+      c[i] = c[j]!
+      c[j] = t
+    }
+  })
 }
 
 /**
@@ -107,29 +116,20 @@ export function randomPolicy(options?: BaselineOptions): RoutingPolicy {
  * ```
  */
 export function powerOfTwoPolicy(options?: BaselineOptions): RoutingPolicy {
-  const pathMode = mode(options)
-  return {
-    name: 'power-of-two',
-    pathMode,
-    usesAdmission: false,
-    rank(ctx, turn) {
-      const a = analyzeTurn(ctx, turn)
-      const c = a.candidates
-      const n = c.length
-      if (n >= 2) {
-        const i = Math.min(n - 1, Math.floor(ctx.random() * n))
-        let j = Math.min(n - 2, Math.floor(ctx.random() * (n - 1)))
-        if (j >= i) j++
-        const li = turnsOf(ctx, c[i]!.workerId)
-        const lj = turnsOf(ctx, c[j]!.workerId)
-        const [win, lose] = li <= lj ? [c[i]!, c[j]!] : [c[j]!, c[i]!]
-        win.note = `sampled ${c[i]!.workerId}(${li}) vs ${c[j]!.workerId}(${lj})`
-        const rest = c.filter((x) => x !== win && x !== lose).sort((x, y) => x.load - y.load)
-        c.splice(0, n, win, lose, ...rest)
-      }
-      return finishDecision(ctx, turn, a, 'power-of-two', pathMode, false)
-    },
-  }
+  return baselinePolicy('power-of-two', mode(options), (c, ctx) => {
+    const n = c.length
+    if (n >= 2) {
+      const i = Math.min(n - 1, Math.floor(ctx.random() * n))
+      let j = Math.min(n - 2, Math.floor(ctx.random() * (n - 1)))
+      if (j >= i) j++
+      const li = turnsOf(ctx, c[i]!.workerId)
+      const lj = turnsOf(ctx, c[j]!.workerId)
+      const [win, lose] = li <= lj ? [c[i]!, c[j]!] : [c[j]!, c[i]!]
+      win.note = `sampled ${c[i]!.workerId}(${li}) vs ${c[j]!.workerId}(${lj})`
+      const rest = c.filter((x) => x !== win && x !== lose).sort((x, y) => x.load - y.load)
+      c.splice(0, n, win, lose, ...rest)
+    }
+  })
 }
 
 /**
@@ -147,23 +147,15 @@ export function powerOfTwoPolicy(options?: BaselineOptions): RoutingPolicy {
  * ```
  */
 export function stickySessionPolicy(options?: BaselineOptions): RoutingPolicy {
-  const pathMode = mode(options)
-  return {
-    name: 'sticky-session',
-    pathMode,
-    usesAdmission: false,
-    rank(ctx, turn) {
-      const a = analyzeTurn(ctx, turn)
-      const bound = a.boundWorker
-      a.candidates.sort((x, y) => {
-        if ((x.workerId === bound) !== (y.workerId === bound)) return x.workerId === bound ? -1 : 1
-        return x.load - y.load
-      })
-      const top = a.candidates[0]
-      if (top !== undefined) top.note = top.workerId === bound ? 'bound' : 'least loaded'
-      return finishDecision(ctx, turn, a, 'sticky-session', pathMode, false)
-    },
-  }
+  return baselinePolicy('sticky-session', mode(options), (c, _ctx, _turn, a) => {
+    const bound = a.boundWorker
+    c.sort((x, y) => {
+      if ((x.workerId === bound) !== (y.workerId === bound)) return x.workerId === bound ? -1 : 1
+      return x.load - y.load
+    })
+    const top = c[0]
+    if (top !== undefined) top.note = top.workerId === bound ? 'bound' : 'least loaded'
+  })
 }
 
 /**
@@ -343,25 +335,23 @@ export function sglangCacheAwarePolicy(options?: SglangCacheAwareOptions): Routi
     }
   }
   const name = pathMode === 'direct' ? 'sglang-cache-aware-dp' : 'sglang-cache-aware'
+  const ranking = baselinePolicy(name, pathMode, (c, ctx, turn) => {
+    if (pathMode === 'direct') {
+      const all = ctx.cluster.decodeIds()
+      const eligible = new Set(c.map((x) => x.workerId))
+      const pick = cacheAwareSelect(ctx, tree, cfg, all, (w) => eligible.has(w), matchKeyOf(turn))
+      c.sort((x, y) => x.load - y.load)
+      putFirst(c, pick.id, pick.why)
+    } else {
+      c.sort((x, y) => x.load - y.load)
+      if (c[0] !== undefined) c[0].note = 'decode: least load'
+    }
+  })
   return {
-    name,
-    pathMode,
-    usesAdmission: false,
+    ...ranking,
     rank(ctx, turn): RouteDecision {
       maybeEvict(ctx)
-      const a = analyzeTurn(ctx, turn)
-      const c = a.candidates
-      if (pathMode === 'direct') {
-        const all = ctx.cluster.decodeIds()
-        const eligible = new Set(c.map((x) => x.workerId))
-        const pick = cacheAwareSelect(ctx, tree, cfg, all, (w) => eligible.has(w), matchKeyOf(turn))
-        c.sort((x, y) => x.load - y.load)
-        putFirst(c, pick.id, pick.why)
-      } else {
-        c.sort((x, y) => x.load - y.load)
-        if (c[0] !== undefined) c[0].note = 'decode: least load'
-      }
-      return finishDecision(ctx, turn, a, name, pathMode, false)
+      return ranking.rank(ctx, turn)
     },
     pickPrefill(ctx, turn, decodeId) {
       if (prefillChoice.has(turn)) {
@@ -466,48 +456,40 @@ export function dynamoKvCostPolicy(options?: DynamoKvCostOptions): RoutingPolicy
   ] as const) {
     checkOption(typeof v === 'number' && Number.isFinite(v) && v >= 0, n, v)
   }
-  return {
-    name: 'dynamo-kv-cost',
-    pathMode,
-    usesAdmission: false,
-    rank(ctx, turn) {
-      const a = analyzeTurn(ctx, turn)
-      const c = a.candidates
-      const block = ctx.params.pageSize
-      const isl = turn.promptTokens
-      const requestBlocks = Math.max(1, Math.ceil(isl / block))
-      let minActive = Number.POSITIVE_INFINITY
-      for (const x of c) minActive = Math.min(minActive, ctx.cluster.store.load(x.workerId).prefillTokens)
-      const cost = new Map<CandidateAnalysis, number>()
-      for (const x of c) {
-        const l = ctx.cluster.store.load(x.workerId)
-        const active = track ? l.prefillTokens : 0
-        const raw = (active + isl) / block
-        const decay = 1 / (1 + (k * ((l.prefillTokens - minActive) / block)) / requestBlocks)
-        const prefill = scale * Math.max(0, raw - credit * decay * x.plainOverlapBlocks)
-        const decode = l.decodeBlocks + requestBlocks
-        const logit = prefill + decode + wReq * l.turns
-        cost.set(x, logit)
-        x.note = `cost ${logit.toFixed(1)} = prefill ${prefill.toFixed(1)} + decode ${decode}`
-      }
-      c.sort((x, y) => cost.get(x)! - cost.get(y)!)
-      if (temperature > 0 && c.length > 1) {
-        const lo = cost.get(c[0]!)!
-        const hi = cost.get(c[c.length - 1]!)!
-        const w = c.map((x) => (hi === lo ? 1 : Math.exp(-(cost.get(x)! - lo) / ((hi - lo) * temperature))))
-        const total = w.reduce((s, v) => s + v, 0)
-        let r = ctx.random() * total
-        let pick = c.length - 1
-        for (let i = 0; i < c.length; i++) {
-          r -= w[i]!
-          if (r < 0) {
-            pick = i
-            break
-          }
+  return baselinePolicy('dynamo-kv-cost', pathMode, (c, ctx, turn) => {
+    const block = ctx.params.pageSize
+    const isl = turn.promptTokens
+    const requestBlocks = Math.max(1, Math.ceil(isl / block))
+    let minActive = Number.POSITIVE_INFINITY
+    for (const x of c) minActive = Math.min(minActive, ctx.cluster.store.load(x.workerId).prefillTokens)
+    const cost = new Map<CandidateAnalysis, number>()
+    for (const x of c) {
+      const l = ctx.cluster.store.load(x.workerId)
+      const active = track ? l.prefillTokens : 0
+      const raw = (active + isl) / block
+      const decay = 1 / (1 + (k * ((l.prefillTokens - minActive) / block)) / requestBlocks)
+      const prefill = scale * Math.max(0, raw - credit * decay * x.plainOverlapBlocks)
+      const decode = l.decodeBlocks + requestBlocks
+      const logit = prefill + decode + wReq * l.turns
+      cost.set(x, logit)
+      x.note = `cost ${logit.toFixed(1)} = prefill ${prefill.toFixed(1)} + decode ${decode}`
+    }
+    c.sort((x, y) => cost.get(x)! - cost.get(y)!)
+    if (temperature > 0 && c.length > 1) {
+      const lo = cost.get(c[0]!)!
+      const hi = cost.get(c[c.length - 1]!)!
+      const w = c.map((x) => (hi === lo ? 1 : Math.exp(-(cost.get(x)! - lo) / ((hi - lo) * temperature))))
+      const total = w.reduce((s, v) => s + v, 0)
+      let r = ctx.random() * total
+      let pick = c.length - 1
+      for (let i = 0; i < c.length; i++) {
+        r -= w[i]!
+        if (r < 0) {
+          pick = i
+          break
         }
-        if (pick > 0) c.unshift(c.splice(pick, 1)[0]!)
       }
-      return finishDecision(ctx, turn, a, 'dynamo-kv-cost', pathMode, false)
-    },
-  }
+      if (pick > 0) c.unshift(c.splice(pick, 1)[0]!)
+    }
+  })
 }
