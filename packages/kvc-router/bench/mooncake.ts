@@ -2,7 +2,8 @@ import { existsSync, readFileSync } from 'node:fs'
 import { dirname, resolve } from 'node:path'
 import { fileURLToPath } from 'node:url'
 import type { KvEvent } from '@kvc/radix-cache'
-import { ResidencyIndex } from '../src/index.js'
+import { bench, describe } from 'vitest'
+import { BlockKeys, ResidencyIndex } from '../src/index.js'
 
 // Shared by the residency benchmarks: the Mooncake FAST'25 conversation trace (12,031 requests;
 // each hash_id is a prefix hash of one 512-token block), event streams for 64 workers built from
@@ -149,3 +150,68 @@ export function traceOrSkip(what: string): Trace | undefined {
     )
   return t
 }
+
+let sink = 0
+
+/**
+ * One residency benchmark over an event stream built from the trace: ingest (ResidencyIndex vs
+ * the naive per-worker sets), then overlap queries, one per trace request. Skipped, with a
+ * message, when the trace is absent.
+ */
+export function residencyBench(o: {
+  /** Short name, in the log line and the skip message. */
+  readonly name: string
+  readonly title: string
+  readonly events: (t: Trace) => WorkerEvent[]
+  /** Ingest runs (and warm-up runs) per measurement. */
+  readonly iterations: number
+  readonly warmupIterations: number
+}): void {
+  const trace = traceOrSkip(`${o.name} residency benchmark`)
+  const describeTrace = trace === undefined ? describe.skip : describe
+  describeTrace(o.title, () => {
+    const t = trace ?? { ids: [] }
+    const events = o.events(t)
+    console.log(
+      `[kvc-router bench] ${o.name}: ${t.ids.length} requests, ${events.length} events, ${blockOps(events)} block ops`,
+    )
+    const queries = t.ids.map((ids) => ids.map(BigInt))
+    const keys = queries.map((q) => BlockKeys.fromHashes(q))
+    const plain = new Int32Array(WORKERS)
+    const excl = new Int32Array(WORKERS)
+    const opts = { iterations: o.iterations, time: 0, warmupIterations: o.warmupIterations, warmupTime: 0 }
+
+    describe('ingest (events/s = events × hz)', () => {
+      bench(
+        'ResidencyIndex',
+        () => {
+          sink ^= ingestIndex(events).blockCount
+        },
+        opts,
+      )
+      bench(
+        'naive per-worker Set<bigint>',
+        () => {
+          sink ^= ingestNaive(events).sets[0]!.size
+        },
+        opts,
+      )
+    })
+
+    const index = ingestIndex(events)
+    const naive = ingestNaive(events)
+    let qi = 0
+    const n = Math.max(1, queries.length)
+    describe('overlap, one query per trace request', () => {
+      bench('ResidencyIndex.overlapInto (plain + exclusive)', () => {
+        sink ^= index.overlapInto(keys[qi++ % n]!, plain, excl)
+      })
+      bench('naive per-worker Set<bigint>', () => {
+        naive.overlapInto(queries[qi++ % n]!, plain)
+        sink ^= plain[0]!
+      })
+    })
+  })
+}
+
+export { sink }
