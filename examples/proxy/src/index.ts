@@ -39,11 +39,17 @@ export {
   CompletionTransport,
   PdPair,
   bootstrapFields,
+  decodeFields,
+  firstChunk,
+  forwardRest,
   parseChat,
   parseCompletion,
   promptTokensOf,
+  sendTurn,
   servedHeaders,
+  streamedResponse,
   type KvcResponseInfo,
   type ParsedRequest,
+  type WorkerStream,
 } from './openai.js'
 export { createProxy, type KvcProxy } from './server.js'

@@ -224,6 +224,101 @@ export function bootstrapFields(served: ServedBy): Record<string, unknown> {
   }
 }
 
+/** D's own fields of a turn's body: its request id and, when the session is retained, the session id. */
+export function decodeFields(served: ServedBy): { rid: string; session_id?: string } {
+  return { rid: served.rid, ...(served.retainSession ? { session_id: served.sessionId } : {}) }
+}
+
+/**
+ * Starts a turn's send: `send` calls D (P's call, on a seed, already runs beside it in `pair`).
+ * When it fails, P's call is aborted too and the error is reported the way {@link PdPair.wrap}
+ * says (P's failure when P failed first).
+ */
+export async function sendTurn(
+  pair: PdPair | undefined,
+  send: () => Promise<StartedResponse>,
+): Promise<StartedResponse> {
+  try {
+    return await send()
+  } catch (err) {
+    pair?.controller.abort(err)
+    pair?.done()
+    throw pair === undefined ? err : pair.wrap(err)
+  }
+}
+
+/** A worker's answer stream as the transports read it: iterable once, and closable. */
+export interface WorkerStream<C> extends AsyncIterable<C> {
+  abort(): void
+}
+
+/**
+ * Reads the first chunk of D's stream. A stream that fails before it, carries none
+ * (`SSE_TRUNCATED`), or whose first chunk `abortError` names an abort (it returns the error to
+ * throw), is closed and the error thrown.
+ */
+export async function firstChunk<C>(
+  stream: WorkerStream<C>,
+  abortError: (chunk: C) => Error | undefined,
+): Promise<{ first: C; rest: AsyncIterator<C> }> {
+  const rest = stream[Symbol.asyncIterator]()
+  let first: IteratorResult<C>
+  try {
+    first = await rest.next()
+  } catch (err) {
+    stream.abort()
+    throw err
+  }
+  if (first.done === true) throw new WorkerBindingsError('SSE_TRUNCATED', 'the stream carried no chunk')
+  const aborted = abortError(first.value)
+  if (aborted !== undefined) {
+    stream.abort()
+    throw aborted
+  }
+  return { first: first.value, rest }
+}
+
+/** Reads the rest of D's stream into `forward`; a chunk that `abortError` names an abort throws its error. */
+export async function forwardRest<C>(
+  rest: AsyncIterator<C>,
+  abortError: (chunk: C) => Error | undefined,
+  forward: (chunk: C) => void,
+): Promise<void> {
+  for (;;) {
+    const r = await rest.next()
+    if (r.done === true) return
+    const aborted = abortError(r.value)
+    if (aborted !== undefined) throw aborted
+    forward(r.value)
+  }
+}
+
+/**
+ * The response of a streamed turn: `cancel` closes D's stream; `finish` runs `pipe` (a failure
+ * reported as P's when P failed first); either ends the P/D pair.
+ */
+export function streamedResponse(
+  stream: WorkerStream<unknown>,
+  pair: PdPair | undefined,
+  pipe: () => Promise<Completion>,
+): StartedResponse {
+  return {
+    cancel: () => {
+      stream.abort()
+      pair?.done()
+    },
+    finish: async () => {
+      try {
+        return await pipe()
+      } catch (err) {
+        throw pair === undefined ? err : pair.wrap(err)
+      } finally {
+        pair?.done()
+      }
+    },
+  }
+}
+
 /** The `kvc` extension object added to responses (unknown to OpenAI clients, which ignore it). */
 export interface KvcResponseInfo {
   readonly session_id: string
@@ -276,6 +371,16 @@ function writeSseHead(res: ServerResponse, served: ServedBy): void {
   })
 }
 
+function writeJson(res: ServerResponse, served: ServedBy, body: unknown): void {
+  const text = JSON.stringify(body)
+  res.writeHead(200, {
+    'content-type': 'application/json',
+    'content-length': String(Buffer.byteLength(text)),
+    ...servedHeaders(served),
+  })
+  res.end(text)
+}
+
 function sse(res: ServerResponse, obj: unknown): void {
   if (!res.destroyed) res.write(`data: ${JSON.stringify(obj)}\n\n`)
 }
@@ -325,6 +430,11 @@ function abortChunkError(reason: unknown, endpoint: string): WorkerBindingsError
   )
 }
 
+/** The error of a chat chunk that ends in an abort, else `undefined`. */
+function chatAbort(c: ChatCompletionChunk, endpoint: string): WorkerBindingsError | undefined {
+  return c.choices[0]?.finish_reason === 'abort' ? abortChunkError(c.choices[0], endpoint) : undefined
+}
+
 /** Sends a chat completion: straight to D (fast/direct) or to a P/D pair (seed), streaming or not. */
 export class ChatTransport implements TurnTransport {
   readonly #req: ParsedRequest
@@ -346,11 +456,7 @@ export class ChatTransport implements TurnTransport {
     base.model = this.#req.model ?? this.#defaultModel
     base.max_tokens = this.#req.maxTokens
     delete base.max_completion_tokens
-    const d: Record<string, unknown> = {
-      ...base,
-      rid: served.rid,
-      ...(served.retainSession ? { session_id: served.sessionId } : {}),
-    }
+    const d: Record<string, unknown> = { ...base, ...decodeFields(served) }
     if (this.#req.stream) d.stream_options = { include_usage: true }
     if (served.path !== 'seed') return { d, p: undefined }
     const boot = bootstrapFields(served)
@@ -366,7 +472,7 @@ export class ChatTransport implements TurnTransport {
     const pair = p === undefined ? undefined : new PdPair(signal)
     const opts: CallOptions = { signal: pair?.signal ?? signal }
     if (pair !== undefined) pair.startPrefill(served.prefill!.client.chatCompletions(p as never, opts))
-    try {
+    return sendTurn(pair, async () => {
       if (!this.#req.stream) {
         const answer = await dc.chatCompletions(d as never, opts)
         if (answer.choices[0]?.finish_reason === 'abort') throw abortChunkError(answer.choices[0], dc.baseURL)
@@ -375,39 +481,9 @@ export class ChatTransport implements TurnTransport {
         return this.#whole(served, answer, pa)
       }
       const stream = await dc.chatCompletionsStream(d as never, opts)
-      const it = stream[Symbol.asyncIterator]()
-      let first: IteratorResult<ChatCompletionChunk>
-      try {
-        first = await it.next()
-      } catch (err) {
-        stream.abort()
-        throw err
-      }
-      if (first.done === true) throw new WorkerBindingsError('SSE_TRUNCATED', 'the stream carried no chunk')
-      if (first.value.choices[0]?.finish_reason === 'abort') {
-        stream.abort()
-        throw abortChunkError(first.value.choices[0], dc.baseURL)
-      }
-      return {
-        cancel: () => {
-          stream.abort()
-          pair?.done()
-        },
-        finish: async () => {
-          try {
-            return await this.#pipe(served, first.value, it, pair)
-          } catch (err) {
-            throw pair === undefined ? err : pair.wrap(err)
-          } finally {
-            pair?.done()
-          }
-        },
-      }
-    } catch (err) {
-      pair?.controller.abort(err)
-      pair?.done()
-      throw pair === undefined ? err : pair.wrap(err)
-    }
+      const { first, rest } = await firstChunk(stream, (c) => chatAbort(c, dc.baseURL))
+      return streamedResponse(stream, pair, () => this.#pipe(served, first, rest, pair))
+    })
   }
 
   #whole(served: ServedBy, answer: ChatCompletion, pa: unknown): StartedResponse {
@@ -416,14 +492,7 @@ export class ChatTransport implements TurnTransport {
       finish: async () => {
         const out = answer.usage?.completion_tokens ?? 0
         const c = stats(served, this.#promptTokens, out, answer, pa)
-        const body = { ...answer, kvc: kvcInfo(served, c) }
-        const text = JSON.stringify(body)
-        this.#res.writeHead(200, {
-          'content-type': 'application/json',
-          'content-length': String(Buffer.byteLength(text)),
-          ...servedHeaders(served),
-        })
-        this.#res.end(text)
+        writeJson(this.#res, served, { ...answer, kvc: kvcInfo(served, c) })
         return c
       },
     }
@@ -448,13 +517,7 @@ export class ChatTransport implements TurnTransport {
       sse(res, c.usage && !this.#req.includeUsage ? { ...c, usage: null } : c)
     }
     forward(first)
-    for (;;) {
-      const r = await it.next()
-      if (r.done === true) break
-      if (r.value.choices[0]?.finish_reason === 'abort')
-        throw abortChunkError(r.value.choices[0], served.decode.url)
-      forward(r.value)
-    }
+    await forwardRest(it, (c) => chatAbort(c, served.decode.url), forward)
     const u = usage as ChatCompletionChunk['usage']
     const out = u?.completion_tokens ?? Math.max(0, pieces - 1)
     const pa = await prefillAnswer(pair)
@@ -495,6 +558,13 @@ function finishName(fr: unknown): string | null {
   return t === 'length' ? 'length' : t === 'stop' ? 'stop' : String(t)
 }
 
+/** The error of a `/generate` chunk that ends in an abort, else `undefined`. */
+function generateAbort(c: GenerateStreamChunk, endpoint: string): WorkerBindingsError | undefined {
+  return c.finished && finishName(c.metaInfo.finish_reason) === 'abort'
+    ? abortChunkError(c.metaInfo.finish_reason, endpoint)
+    : undefined
+}
+
 /**
  * Sends an OpenAI completion as SGLang's native `/generate` (`text` or `input_ids`, the sampling
  * parameters mapped into `sampling_params`) and answers in OpenAI's `text_completion` shape.
@@ -524,11 +594,7 @@ export class CompletionTransport implements TurnTransport {
         ? { input_ids: [...this.#req.promptIds] }
         : { text: this.#req.promptText! }
     const base = { ...input, sampling_params: sampling } as GenerateRequest
-    const d = {
-      ...base,
-      rid: served.rid,
-      ...(served.retainSession ? { session_id: served.sessionId } : {}),
-    } as GenerateRequest
+    const d = { ...base, ...decodeFields(served) } as GenerateRequest
     if (served.path !== 'seed') return { d, p: undefined }
     const boot = bootstrapFields(served)
     return {
@@ -543,7 +609,7 @@ export class CompletionTransport implements TurnTransport {
     const pair = p === undefined ? undefined : new PdPair(signal)
     const opts: CallOptions = { signal: pair?.signal ?? signal }
     if (pair !== undefined) pair.startPrefill(served.prefill!.client.generate(p!, opts))
-    try {
+    return sendTurn(pair, async () => {
       if (!this.#req.stream) {
         const answer = await dc.generate(d, opts)
         if (finishName(answer.meta_info.finish_reason) === 'abort')
@@ -553,39 +619,9 @@ export class CompletionTransport implements TurnTransport {
         return this.#whole(served, answer, pa)
       }
       const stream = await dc.generateStream(d, opts)
-      const it = stream[Symbol.asyncIterator]()
-      let first: IteratorResult<GenerateStreamChunk>
-      try {
-        first = await it.next()
-      } catch (err) {
-        stream.abort()
-        throw err
-      }
-      if (first.done === true) throw new WorkerBindingsError('SSE_TRUNCATED', 'the stream carried no chunk')
-      if (first.value.finished && finishName(first.value.metaInfo.finish_reason) === 'abort') {
-        stream.abort()
-        throw abortChunkError(first.value.metaInfo.finish_reason, dc.baseURL)
-      }
-      return {
-        cancel: () => {
-          stream.abort()
-          pair?.done()
-        },
-        finish: async () => {
-          try {
-            return await this.#pipe(served, first.value, it, pair)
-          } catch (err) {
-            throw pair === undefined ? err : pair.wrap(err)
-          } finally {
-            pair?.done()
-          }
-        },
-      }
-    } catch (err) {
-      pair?.controller.abort(err)
-      pair?.done()
-      throw pair === undefined ? err : pair.wrap(err)
-    }
+      const { first, rest } = await firstChunk(stream, (c) => generateAbort(c, dc.baseURL))
+      return streamedResponse(stream, pair, () => this.#pipe(served, first, rest, pair))
+    })
   }
 
   #chunk(text: string, finish: string | null): Record<string, unknown> {
@@ -620,13 +656,7 @@ export class CompletionTransport implements TurnTransport {
           usage: this.#usage(m.prompt_tokens ?? this.#promptTokens, out, c.cachedTokens),
           kvc: kvcInfo(served, c, this.#req.promptIds === undefined ? undefined : answer.output_ids),
         }
-        const text = JSON.stringify(body)
-        this.#res.writeHead(200, {
-          'content-type': 'application/json',
-          'content-length': String(Buffer.byteLength(text)),
-          ...servedHeaders(served),
-        })
-        this.#res.end(text)
+        writeJson(this.#res, served, body)
         return c
       },
     }
@@ -648,13 +678,7 @@ export class CompletionTransport implements TurnTransport {
       if (c.delta.length > 0 || fin !== null) sse(res, this.#chunk(c.delta, fin))
     }
     forward(first)
-    for (;;) {
-      const r = await it.next()
-      if (r.done === true) break
-      if (r.value.finished && finishName(r.value.metaInfo.finish_reason) === 'abort')
-        throw abortChunkError(r.value.metaInfo.finish_reason, served.decode.url)
-      forward(r.value)
-    }
+    await forwardRest(it, (c) => generateAbort(c, served.decode.url), forward)
     const out = last.outputIds.length
     const pa = await prefillAnswer(pair)
     const c = stats(served, this.#promptTokens, out, { meta_info: last.metaInfo }, pa)

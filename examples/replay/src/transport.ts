@@ -1,10 +1,16 @@
 import {
   type Completion,
+  type KvcResponseInfo,
   PdPair,
   type ServedBy,
   type StartedResponse,
   type TurnTransport,
   bootstrapFields,
+  decodeFields,
+  firstChunk,
+  forwardRest,
+  sendTurn,
+  streamedResponse,
 } from '@kvc/example-proxy'
 import {
   type CallOptions,
@@ -23,6 +29,21 @@ export interface TurnObservation {
 
 function finishType(fr: unknown): string | undefined {
   return (fr as { type?: string } | null | undefined)?.type
+}
+
+/** The error of a first `/generate` chunk that ends in an abort, else `undefined`. */
+function abortedFirst(c: GenerateStreamChunk): WorkerBindingsError | undefined {
+  if (finishType(c.metaInfo.finish_reason) !== 'abort') return undefined
+  return new WorkerBindingsError(
+    'STREAM_ERROR',
+    `the worker aborted: ${JSON.stringify(c.metaInfo.finish_reason)}`,
+  )
+}
+
+/** The error of a later `/generate` chunk that ends in an abort, else `undefined`. */
+function abortedMidStream(c: GenerateStreamChunk): WorkerBindingsError | undefined {
+  if (finishType(c.metaInfo.finish_reason) !== 'abort') return undefined
+  return new WorkerBindingsError('STREAM_ERROR', 'the worker aborted the request mid-stream')
 }
 
 /**
@@ -48,11 +69,7 @@ export class GenerateTransport implements TurnTransport {
       input_ids: this.#prompt as number[],
       sampling_params: { max_new_tokens: this.#maxTokens, ignore_eos: true },
     }
-    const d = {
-      ...base,
-      rid: served.rid,
-      ...(served.retainSession ? { session_id: served.sessionId } : {}),
-    } as GenerateRequest
+    const d = { ...base, ...decodeFields(served) } as GenerateRequest
     const seed = served.path === 'seed'
     const boot = seed ? bootstrapFields(served) : {}
     const pair = seed ? new PdPair(signal) : undefined
@@ -64,64 +81,29 @@ export class GenerateTransport implements TurnTransport {
           opts,
         ),
       )
-    try {
+    return sendTurn(pair, async () => {
       const stream = await served.decode.client.generateStream({ ...d, ...boot } as GenerateRequest, opts)
-      const it = stream[Symbol.asyncIterator]()
-      let first: IteratorResult<GenerateStreamChunk>
-      try {
-        first = await it.next()
-      } catch (err) {
-        stream.abort()
-        throw err
-      }
-      if (first.done === true) throw new WorkerBindingsError('SSE_TRUNCATED', 'the stream carried no chunk')
-      if (finishType(first.value.metaInfo.finish_reason) === 'abort') {
-        stream.abort()
-        throw new WorkerBindingsError(
-          'STREAM_ERROR',
-          `the worker aborted: ${JSON.stringify(first.value.metaInfo.finish_reason)}`,
-        )
-      }
+      const { first, rest } = await firstChunk(stream, abortedFirst)
       const firstAt = this.#now()
-      return {
-        cancel: () => {
-          stream.abort()
-          pair?.done()
-        },
-        finish: async (): Promise<Completion> => {
-          try {
-            let last = first.value
-            for (;;) {
-              const r = await it.next()
-              if (r.done === true) break
-              if (finishType(r.value.metaInfo.finish_reason) === 'abort')
-                throw new WorkerBindingsError('STREAM_ERROR', 'the worker aborted the request mid-stream')
-              last = r.value
-            }
-            let pa: unknown
-            if (pair?.prefill !== undefined) pa = await pair.prefill.catch(() => undefined)
-            this.observation.firstTokenAt = firstAt
-            this.observation.outputIds = last.outputIds
-            const dCached = last.metaInfo.cached_tokens ?? 0
-            const pCached =
-              (pa as { meta_info?: { cached_tokens?: number } } | undefined)?.meta_info?.cached_tokens ?? 0
-            return {
-              outputTokens: last.outputIds.length,
-              cachedTokens: seed ? pCached : dCached,
-              transferredTokens: seed ? Math.max(0, this.#prompt.length - dCached) : 0,
-            }
-          } catch (err) {
-            throw pair === undefined ? err : pair.wrap(err)
-          } finally {
-            pair?.done()
-          }
-        },
-      }
-    } catch (err) {
-      pair?.controller.abort(err)
-      pair?.done()
-      throw pair === undefined ? err : pair.wrap(err)
-    }
+      return streamedResponse(stream, pair, async (): Promise<Completion> => {
+        let last = first
+        await forwardRest(rest, abortedMidStream, (c) => {
+          last = c
+        })
+        let pa: unknown
+        if (pair?.prefill !== undefined) pa = await pair.prefill.catch(() => undefined)
+        this.observation.firstTokenAt = firstAt
+        this.observation.outputIds = last.outputIds
+        const dCached = last.metaInfo.cached_tokens ?? 0
+        const pCached =
+          (pa as { meta_info?: { cached_tokens?: number } } | undefined)?.meta_info?.cached_tokens ?? 0
+        return {
+          outputTokens: last.outputIds.length,
+          cachedTokens: seed ? pCached : dCached,
+          transferredTokens: seed ? Math.max(0, this.#prompt.length - dCached) : 0,
+        }
+      })
+    })
   }
 }
 
@@ -132,17 +114,11 @@ export interface ProxyTurn {
   readonly firstTokenAt: number | undefined
   readonly cause: string | undefined
   readonly message: string | undefined
+  /** The proxy's record of the turn, as it writes it ({@link KvcResponseInfo}). */
   readonly kvc:
-    | {
+    | (Omit<KvcResponseInfo, 'session_id' | 'turn_id' | 'path'> & {
         readonly path: 'fast' | 'seed' | 'direct'
-        readonly worker: string
-        readonly prefill: string | null
-        readonly migrated_from: string | null
-        readonly cached_tokens: number
-        readonly transferred_tokens: number
-        readonly attempt: number
-        readonly output_ids?: readonly number[]
-      }
+      })
     | undefined
 }
 
