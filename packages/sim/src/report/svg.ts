@@ -72,6 +72,46 @@ function tickLabel(v: number): string {
   return String(Number(v.toPrecision(3)))
 }
 
+/** What every chart takes: a title, the y axis's title and a size (default 600 × 300). */
+interface ChartOptions {
+  readonly title: string
+  readonly yLabel: string
+  readonly width?: number
+  readonly height?: number
+}
+
+/** Chart margins: room for the y tick labels (left), the title (top), the x labels and the legend (bottom). */
+const M = { l: 64, r: 12, t: 34, b: 64 }
+
+/** Grid lines across the plot at the y scale's ticks, each labelled on the left. */
+function yGrid(parts: string[], y: Scale, W: number, label: (t: number) => string): void {
+  for (const t of y.ticks) {
+    const yy = y(t)
+    parts.push(`<line x1="${M.l}" x2="${W - M.r}" y1="${yy}" y2="${yy}" class="grid"/>`)
+    parts.push(`<text x="${M.l - 6}" y="${yy + 4}" text-anchor="end" class="tick">${label(t)}</text>`)
+  }
+}
+
+/** The y axis's title, written upwards along the left edge, centred on the plot. */
+function yTitle(text: string, H: number): string {
+  const mid = (M.t + H - M.b) / 2
+  return `<text x="14" y="${mid}" transform="rotate(-90 14 ${mid})" text-anchor="middle" class="tick">${esc(text)}</text>`
+}
+
+/** Closes a chart: the x axis line, the legend of `names` at `legendY`, the `<svg>` around `parts`. */
+function finishChart(
+  parts: string[],
+  W: number,
+  H: number,
+  title: string,
+  names: readonly string[],
+  legendY: number,
+): string {
+  parts.push(`<line x1="${M.l}" x2="${W - M.r}" y1="${H - M.b}" y2="${H - M.b}" class="axis"/>`)
+  parts.push(legend(names, M.l, legendY, W - M.l - M.r))
+  return svg(W, H, title, parts)
+}
+
 /** One series of a grouped bar chart: a value per group, optionally with an interval. */
 export interface BarSeries {
   readonly name: string
@@ -84,19 +124,16 @@ export interface BarSeries {
  * A grouped bar chart (optionally log-scaled, with 95% whiskers). `Infinity` values are drawn as
  * a hatched full-height bar labelled "failed".
  */
-export function barChart(o: {
-  readonly title: string
-  readonly groups: readonly string[]
-  readonly series: readonly BarSeries[]
-  readonly yLabel: string
-  readonly log?: boolean
-  readonly percent?: boolean
-  readonly width?: number
-  readonly height?: number
-}): string {
+export function barChart(
+  o: ChartOptions & {
+    readonly groups: readonly string[]
+    readonly series: readonly BarSeries[]
+    readonly log?: boolean
+    readonly percent?: boolean
+  },
+): string {
   const W = o.width ?? 600
   const H = o.height ?? 300
-  const m = { l: 64, r: 12, t: 34, b: 64 }
   const finite: number[] = []
   for (const s of o.series) {
     for (const arr of [s.values, s.hi ?? [], s.lo ?? []])
@@ -106,27 +143,19 @@ export function barChart(o: {
   const minV = finite.length === 0 ? 0.001 : Math.min(...finite)
   const log = o.log === true && maxV / Math.max(minV, 1e-12) > 20
   const y = log
-    ? logScale(10 ** Math.floor(Math.log10(minV)), 10 ** Math.ceil(Math.log10(maxV)), H - m.b, m.t)
-    : linear(0, o.percent === true ? Math.max(0.05, Math.min(1, maxV * 1.1)) : maxV * 1.1, H - m.b, m.t)
-  const baseY = H - m.b
-  const gw = (W - m.l - m.r) / Math.max(1, o.groups.length)
+    ? logScale(10 ** Math.floor(Math.log10(minV)), 10 ** Math.ceil(Math.log10(maxV)), H - M.b, M.t)
+    : linear(0, o.percent === true ? Math.max(0.05, Math.min(1, maxV * 1.1)) : maxV * 1.1, H - M.b, M.t)
+  const baseY = H - M.b
+  const gw = (W - M.l - M.r) / Math.max(1, o.groups.length)
   const bw = Math.max(2, Math.min(28, (gw * 0.8) / Math.max(1, o.series.length)))
   const parts: string[] = []
   parts.push(`<text x="${W / 2}" y="18" text-anchor="middle" class="ct">${esc(o.title)}</text>`)
-  for (const t of y.ticks) {
-    const yy = y(t)
-    parts.push(`<line x1="${m.l}" x2="${W - m.r}" y1="${yy}" y2="${yy}" class="grid"/>`)
-    parts.push(
-      `<text x="${m.l - 6}" y="${yy + 4}" text-anchor="end" class="tick">${o.percent === true ? `${Math.round(t * 100)}%` : tickLabel(t)}</text>`,
-    )
-  }
-  parts.push(
-    `<text x="14" y="${(m.t + baseY) / 2}" transform="rotate(-90 14 ${(m.t + baseY) / 2})" text-anchor="middle" class="tick">${esc(o.yLabel)}</text>`,
-  )
+  yGrid(parts, y, W, (t) => (o.percent === true ? `${Math.round(t * 100)}%` : tickLabel(t)))
+  parts.push(yTitle(o.yLabel, H))
   o.groups.forEach((g, gi) => {
-    const gx = m.l + gi * gw + (gw - bw * o.series.length) / 2
+    const gx = M.l + gi * gw + (gw - bw * o.series.length) / 2
     parts.push(
-      `<text x="${m.l + gi * gw + gw / 2}" y="${baseY + 16}" text-anchor="middle" class="tick">${esc(g)}</text>`,
+      `<text x="${M.l + gi * gw + gw / 2}" y="${baseY + 16}" text-anchor="middle" class="tick">${esc(g)}</text>`,
     )
     o.series.forEach((s, si) => {
       const v = s.values[gi]!
@@ -137,7 +166,7 @@ export function barChart(o: {
       }`
       if (v === Number.POSITIVE_INFINITY) {
         parts.push(
-          `<rect class="bar failed" x="${x}" y="${m.t}" width="${bw - 2}" height="${baseY - m.t}" fill="url(#hatch)" stroke="${color}"><title>${esc(label)}</title></rect>`,
+          `<rect class="bar failed" x="${x}" y="${M.t}" width="${bw - 2}" height="${baseY - M.t}" fill="url(#hatch)" stroke="${color}"><title>${esc(label)}</title></rect>`,
         )
         return
       }
@@ -151,7 +180,7 @@ export function barChart(o: {
         const hi = s.hi[gi]!
         if (Number.isFinite(lo)) {
           const y1 = y(Math.max(lo, log ? 1e-12 : 0))
-          const y2 = Number.isFinite(hi) ? y(hi) : m.t
+          const y2 = Number.isFinite(hi) ? y(hi) : M.t
           const cx = x + (bw - 2) / 2
           parts.push(`<line class="whisker" x1="${cx}" x2="${cx}" y1="${y1}" y2="${y2}"/>`)
           parts.push(`<line class="whisker" x1="${cx - 3}" x2="${cx + 3}" y1="${y1}" y2="${y1}"/>`)
@@ -160,16 +189,14 @@ export function barChart(o: {
       }
     })
   })
-  parts.push(`<line x1="${m.l}" x2="${W - m.r}" y1="${baseY}" y2="${baseY}" class="axis"/>`)
-  parts.push(
-    legend(
-      o.series.map((s) => s.name),
-      m.l,
-      H - 22,
-      W - m.l - m.r,
-    ),
+  return finishChart(
+    parts,
+    W,
+    H,
+    o.title,
+    o.series.map((s) => s.name),
+    H - 22,
   )
-  return svg(W, H, o.title, parts)
 }
 
 /** One line of a line chart. */
@@ -179,23 +206,20 @@ export interface LineSeries {
 }
 
 /** A line chart (optionally log-scaled on x). */
-export function lineChart(o: {
-  readonly title: string
-  /** A second, smaller title line. */
-  readonly subtitle?: string
-  readonly series: readonly LineSeries[]
-  readonly xLabel: string
-  readonly yLabel: string
-  readonly xLog?: boolean
-  readonly yMax?: number
-  readonly percentY?: boolean
-  readonly width?: number
-  readonly height?: number
-  readonly step?: boolean
-}): string {
+export function lineChart(
+  o: ChartOptions & {
+    /** A second, smaller title line. */
+    readonly subtitle?: string
+    readonly series: readonly LineSeries[]
+    readonly xLabel: string
+    readonly xLog?: boolean
+    readonly yMax?: number
+    readonly percentY?: boolean
+    readonly step?: boolean
+  },
+): string {
   const W = o.width ?? 600
   const H = o.height ?? 300
-  const m = { l: 64, r: 12, t: 34, b: 64 }
   const xs: number[] = []
   const ys: number[] = []
   for (const s of o.series) {
@@ -208,32 +232,25 @@ export function lineChart(o: {
   const xMax = xs.length === 0 ? 1 : Math.max(...xs)
   const x =
     o.xLog === true && xMin > 0 && xMax / xMin > 10
-      ? logScale(10 ** Math.floor(Math.log10(xMin)), 10 ** Math.ceil(Math.log10(xMax)), m.l, W - m.r)
-      : linear(o.xLog === true ? 0 : Math.min(0, xMin), xMax === xMin ? xMin + 1 : xMax, m.l, W - m.r)
+      ? logScale(10 ** Math.floor(Math.log10(xMin)), 10 ** Math.ceil(Math.log10(xMax)), M.l, W - M.r)
+      : linear(o.xLog === true ? 0 : Math.min(0, xMin), xMax === xMin ? xMin + 1 : xMax, M.l, W - M.r)
   const yTop = o.yMax ?? (ys.length === 0 ? 1 : Math.max(...ys) * 1.05 || 1)
-  const y = linear(0, yTop, H - m.b, m.t)
+  const y = linear(0, yTop, H - M.b, M.t)
   const parts: string[] = []
   parts.push(`<text x="${W / 2}" y="16" text-anchor="middle" class="ct">${esc(o.title)}</text>`)
   if (o.subtitle !== undefined) {
     parts.push(`<text x="${W / 2}" y="29" text-anchor="middle" class="tick">${esc(o.subtitle)}</text>`)
   }
-  for (const t of y.ticks) {
-    parts.push(`<line x1="${m.l}" x2="${W - m.r}" y1="${y(t)}" y2="${y(t)}" class="grid"/>`)
-    parts.push(
-      `<text x="${m.l - 6}" y="${y(t) + 4}" text-anchor="end" class="tick">${o.percentY === true ? `${Math.round(t * 100)}%` : tickLabel(t)}</text>`,
-    )
-  }
+  yGrid(parts, y, W, (t) => (o.percentY === true ? `${Math.round(t * 100)}%` : tickLabel(t)))
   for (const t of x.ticks) {
     parts.push(
-      `<text x="${x(t)}" y="${H - m.b + 16}" text-anchor="middle" class="tick">${tickLabel(t)}</text>`,
+      `<text x="${x(t)}" y="${H - M.b + 16}" text-anchor="middle" class="tick">${tickLabel(t)}</text>`,
     )
   }
   parts.push(
-    `<text x="${(m.l + W - m.r) / 2}" y="${H - m.b + 32}" text-anchor="middle" class="tick">${esc(o.xLabel)}</text>`,
+    `<text x="${(M.l + W - M.r) / 2}" y="${H - M.b + 32}" text-anchor="middle" class="tick">${esc(o.xLabel)}</text>`,
   )
-  parts.push(
-    `<text x="14" y="${(m.t + H - m.b) / 2}" transform="rotate(-90 14 ${(m.t + H - m.b) / 2})" text-anchor="middle" class="tick">${esc(o.yLabel)}</text>`,
-  )
+  parts.push(yTitle(o.yLabel, H))
   o.series.forEach((s, si) => {
     const pts = s.points.filter(
       ([a, b]) => Number.isFinite(a) && Number.isFinite(b) && (o.xLog !== true || a > 0),
@@ -253,49 +270,37 @@ export function lineChart(o: {
       `<path class="line" d="${d}" fill="none" stroke="${color}" stroke-width="1.8"><title>${esc(`${s.name}: ${pts.length} points, last (${fmt(last[0])}, ${fmt(last[1])})`)}</title></path>`,
     )
   })
-  parts.push(`<line x1="${m.l}" x2="${W - m.r}" y1="${H - m.b}" y2="${H - m.b}" class="axis"/>`)
-  parts.push(
-    legend(
-      o.series.map((s) => s.name),
-      m.l,
-      H - 14,
-      W - m.l - m.r,
-    ),
+  return finishChart(
+    parts,
+    W,
+    H,
+    o.title,
+    o.series.map((s) => s.name),
+    H - 14,
   )
-  return svg(W, H, o.title, parts)
 }
 
 /** A stacked bar per group (for example failures by cause per policy). */
-export function stackedBarChart(o: {
-  readonly title: string
-  readonly groups: readonly string[]
-  readonly stacks: readonly { readonly name: string; readonly values: readonly number[] }[]
-  readonly yLabel: string
-  readonly percent?: boolean
-  readonly width?: number
-  readonly height?: number
-}): string {
+export function stackedBarChart(
+  o: ChartOptions & {
+    readonly groups: readonly string[]
+    readonly stacks: readonly { readonly name: string; readonly values: readonly number[] }[]
+    readonly percent?: boolean
+  },
+): string {
   const W = o.width ?? 600
   const H = o.height ?? 300
-  const m = { l: 64, r: 12, t: 34, b: 64 }
   const totals = o.groups.map((_, gi) => o.stacks.reduce((a, s) => a + (s.values[gi] ?? 0), 0))
   const maxT = Math.max(...totals, 0)
-  const y = linear(0, maxT > 0 ? maxT * 1.1 : o.percent === true ? 0.01 : 1, H - m.b, m.t)
-  const gw = (W - m.l - m.r) / Math.max(1, o.groups.length)
+  const y = linear(0, maxT > 0 ? maxT * 1.1 : o.percent === true ? 0.01 : 1, H - M.b, M.t)
+  const gw = (W - M.l - M.r) / Math.max(1, o.groups.length)
   const bw = Math.min(60, gw * 0.6)
   const parts: string[] = []
   parts.push(`<text x="${W / 2}" y="18" text-anchor="middle" class="ct">${esc(o.title)}</text>`)
-  for (const t of y.ticks) {
-    parts.push(`<line x1="${m.l}" x2="${W - m.r}" y1="${y(t)}" y2="${y(t)}" class="grid"/>`)
-    parts.push(
-      `<text x="${m.l - 6}" y="${y(t) + 4}" text-anchor="end" class="tick">${o.percent === true ? `${(t * 100).toFixed(t < 0.1 ? 1 : 0)}%` : tickLabel(t)}</text>`,
-    )
-  }
-  parts.push(
-    `<text x="14" y="${(m.t + H - m.b) / 2}" transform="rotate(-90 14 ${(m.t + H - m.b) / 2})" text-anchor="middle" class="tick">${esc(o.yLabel)}</text>`,
-  )
+  yGrid(parts, y, W, (t) => (o.percent === true ? `${(t * 100).toFixed(t < 0.1 ? 1 : 0)}%` : tickLabel(t)))
+  parts.push(yTitle(o.yLabel, H))
   o.groups.forEach((g, gi) => {
-    const x = m.l + gi * gw + (gw - bw) / 2
+    const x = M.l + gi * gw + (gw - bw) / 2
     let acc = 0
     o.stacks.forEach((s, si) => {
       const v = s.values[gi] ?? 0
@@ -310,23 +315,21 @@ export function stackedBarChart(o: {
     })
     if (acc === 0) {
       parts.push(
-        `<text x="${x + bw / 2}" y="${H - m.b - 6}" text-anchor="middle" class="tick">none</text><rect class="bar" x="${x}" y="${H - m.b - 1}" width="${bw}" height="1" fill="#999"><title>${esc(`${g}: no failures`)}</title></rect>`,
+        `<text x="${x + bw / 2}" y="${H - M.b - 6}" text-anchor="middle" class="tick">none</text><rect class="bar" x="${x}" y="${H - M.b - 1}" width="${bw}" height="1" fill="#999"><title>${esc(`${g}: no failures`)}</title></rect>`,
       )
     }
     parts.push(
-      `<text x="${m.l + gi * gw + gw / 2}" y="${H - m.b + 16}" text-anchor="middle" class="tick">${esc(g)}</text>`,
+      `<text x="${M.l + gi * gw + gw / 2}" y="${H - M.b + 16}" text-anchor="middle" class="tick">${esc(g)}</text>`,
     )
   })
-  parts.push(`<line x1="${m.l}" x2="${W - m.r}" y1="${H - m.b}" y2="${H - m.b}" class="axis"/>`)
-  parts.push(
-    legend(
-      o.stacks.map((s) => s.name),
-      m.l,
-      H - 22,
-      W - m.l - m.r,
-    ),
+  return finishChart(
+    parts,
+    W,
+    H,
+    o.title,
+    o.stacks.map((s) => s.name),
+    H - 22,
   )
-  return svg(W, H, o.title, parts)
 }
 
 /** A group label under the x axis; `name:options` labels break after the name. */
