@@ -1,5 +1,6 @@
 import { traceError } from '../errors/simError.js'
 import { uniqueTokens } from './tokens.js'
+import { sessionlessTurn, sessionlessWorkload } from './sessionless.js'
 import { nonBlankLines, readTraceText } from './traceFiles.js'
 import type { TurnSpec, Workload } from './types.js'
 
@@ -61,30 +62,15 @@ export function parseAzureTrace(text: string, file: string): Workload {
   if (rows.length === 0) throw traceError(file, 2, '(file)', 'the trace has no requests')
   rows.sort((a, b) => a.ts - b.ts || a.line - b.line)
   const t0 = rows[0]!.ts
-  const turns: TurnSpec[] = rows.map((r, id) => ({
-    id,
-    session: -1,
-    turnIndex: 0,
-    arrivalMs: r.ts - t0,
-    thinkMs: 0,
-    inputLength: r.input,
-    outputLength: Math.max(1, r.output),
-    appendTokens: r.input,
-    reuseFraction: 0,
-  }))
-  return {
+  const turns: TurnSpec[] = rows.map((r, id) => sessionlessTurn(id, r.ts - t0, r.input, r.output, 0))
+  return sessionlessWorkload({
     name: `azure:${file.split('/').pop()}`,
     source: file,
-    arrivalMode: 'open',
-    sessions: 0,
-    sessionLabels: [],
     turns,
-    notes: [],
     tokenScale: 1,
     suggestedPageSize: undefined,
     promptTokens: (i) => uniqueTokens(i, turns[i]!.inputLength),
-    outputTokens: () => undefined,
-  }
+  })
 }
 
 /**

@@ -1,7 +1,7 @@
 import { basename } from 'node:path'
 import { SimError, SimErrorCode, checkOption, traceError } from '../errors/simError.js'
 import { type TextTokenizer, tokenizeText } from './tokens.js'
-import { isDirectory, listFiles, nonBlankLines, readTraceText } from './traceFiles.js'
+import { isDirectory, jsonObjectLines, listFiles, readTraceText } from './traceFiles.js'
 import type { TurnSpec, Workload } from './types.js'
 
 /**
@@ -44,17 +44,7 @@ function parseSessionFile(
   const calls: Call[] = []
   let emptyInputs = 0
   let id: string | undefined
-  for (const [line, s] of nonBlankLines(text)) {
-    let o: unknown
-    try {
-      o = JSON.parse(s)
-    } catch (err) {
-      throw traceError(file, line, '(json)', `not valid JSON: ${(err as Error).message}`)
-    }
-    if (typeof o !== 'object' || o === null || Array.isArray(o)) {
-      throw traceError(file, line, '(json)', 'each line must be a JSON object', o)
-    }
-    const r = o as Record<string, unknown>
+  for (const [line, r] of jsonObjectLines(text, file)) {
     if (typeof r.timestamp !== 'number' || !Number.isFinite(r.timestamp) || r.timestamp < 0) {
       throw traceError(file, line, 'timestamp', 'must be a non-negative number of microseconds', r.timestamp)
     }

@@ -1,6 +1,7 @@
 import { checkOption, traceError } from '../errors/simError.js'
 import { expandBlockIds } from './tokens.js'
-import { nonBlankLines, readTraceText } from './traceFiles.js'
+import { sessionlessTurn, sessionlessWorkload } from './sessionless.js'
+import { jsonObjectLines, readTraceText } from './traceFiles.js'
 import type { TurnSpec, Workload } from './types.js'
 
 /** Page tokens stay below this; each prompt ends with one token above it (see {@link parseMooncakeTrace}). */
@@ -60,17 +61,7 @@ export function parseMooncakeTrace(text: string, file: string, options: Mooncake
   const rows: { ts: number; input: number; output: number; from: number; to: number; line: number }[] = []
   let ids = new Int32Array(1 << 16)
   let nIds = 0
-  for (const [line, s] of nonBlankLines(text)) {
-    let o: unknown
-    try {
-      o = JSON.parse(s)
-    } catch (err) {
-      throw traceError(file, line, '(json)', `not valid JSON: ${(err as Error).message}`)
-    }
-    if (typeof o !== 'object' || o === null || Array.isArray(o)) {
-      throw traceError(file, line, '(json)', 'each line must be a JSON object', o)
-    }
-    const r = o as Record<string, unknown>
+  for (const [line, r] of jsonObjectLines(text, file)) {
     const ts = r.timestamp
     if (typeof ts !== 'number' || !Number.isFinite(ts) || ts < 0) {
       throw traceError(file, line, 'timestamp', 'must be a non-negative number of milliseconds', ts)
@@ -136,28 +127,21 @@ export function parseMooncakeTrace(text: string, file: string, options: Mooncake
       if (seen.has(id)) repeated++
       else seen.add(id)
     }
-    const id = turns.length
-    turns.push({
-      id,
-      session: -1,
-      turnIndex: 0,
-      arrivalMs: r.ts - t0,
-      thinkMs: 0,
-      inputLength: r.input,
-      outputLength: Math.max(1, r.output),
-      appendTokens: r.input,
-      reuseFraction: Math.min(r.input, repeated * block) / r.input,
-    })
+    turns.push(
+      sessionlessTurn(
+        turns.length,
+        r.ts - t0,
+        r.input,
+        r.output,
+        Math.min(r.input, repeated * block) / r.input,
+      ),
+    )
     spans.push(r.from, r.to)
   }
-  return {
+  return sessionlessWorkload({
     name: `mooncake:${file.split('/').pop()}`,
     source: file,
-    arrivalMode: 'open',
-    sessions: 0,
-    sessionLabels: [],
     turns,
-    notes: [],
     tokenScale: block / pageTokens,
     suggestedPageSize: pageTokens,
     promptTokens: (i) => {
@@ -168,8 +152,7 @@ export function parseMooncakeTrace(text: string, file: string, options: Mooncake
       out[out.length - 1] = PAGE_TOKEN_LIMIT + (i % 0x0fffffff)
       return out
     },
-    outputTokens: () => undefined,
-  }
+  })
 }
 
 /**

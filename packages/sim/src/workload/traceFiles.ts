@@ -1,5 +1,5 @@
 import { readFileSync, readdirSync, statSync } from 'node:fs'
-import { SimError, SimErrorCode } from '../errors/simError.js'
+import { SimError, SimErrorCode, traceError } from '../errors/simError.js'
 
 /** Read a text file or throw `TRACE_NOT_FOUND` naming it. */
 export function readTraceText(file: string): string {
@@ -36,6 +36,25 @@ export function listFiles(dir: string, ext: string): string[] {
   }
   walk(dir.replace(/\/+$/, ''))
   return out
+}
+
+/**
+ * The records of a JSONL trace: each non-blank line parsed as a JSON object, with its 1-based
+ * line number. A line that is not valid JSON, or not an object, fails with `INVALID_TRACE`.
+ */
+export function* jsonObjectLines(text: string, file: string): Generator<[number, Record<string, unknown>]> {
+  for (const [line, s] of nonBlankLines(text)) {
+    let o: unknown
+    try {
+      o = JSON.parse(s)
+    } catch (err) {
+      throw traceError(file, line, '(json)', `not valid JSON: ${(err as Error).message}`)
+    }
+    if (typeof o !== 'object' || o === null || Array.isArray(o)) {
+      throw traceError(file, line, '(json)', 'each line must be a JSON object', o)
+    }
+    yield [line, o as Record<string, unknown>]
+  }
 }
 
 /** Split text into lines, keeping 1-based line numbers, skipping blank lines. */
