@@ -64,6 +64,26 @@ export function checkClock(now: unknown): () => number {
   return now as () => number
 }
 
+/**
+ * @internal
+ * A reader of the injected clock (checked as {@link checkClock} does) that refuses a reading
+ * that is not a number (`INVALID_OPTION`) or that is earlier than the previous one
+ * (`TIME_WENT_BACKWARDS`).
+ */
+export function monotonicClock(now: unknown): () => number {
+  const read = checkClock(now)
+  let last = Number.NEGATIVE_INFINITY
+  return () => {
+    const t = read()
+    if (typeof t !== 'number' || Number.isNaN(t)) throw invalidOption(`now() returned ${describe(t)}`, t)
+    if (t < last) {
+      throw new DtoPSyncError(DtoPSyncErrorCode.TimeWentBackwards, `clock went from ${last} back to ${t}`, t)
+    }
+    last = t
+    return t
+  }
+}
+
 /** @internal */
 export function checkExtraKey(extraKey: unknown): string {
   if (extraKey === undefined) return ''
