@@ -1,7 +1,6 @@
-import { afterAll, beforeAll, describe, expect, it } from 'vitest'
-import type { KvcProxy } from '../src/server.js'
+import { describe, expect, it } from 'vitest'
 import { handleCounts, leakedSince } from '@kvc/worker-bindings/testing'
-import { type Cluster, Conversation, startCluster, startProxy } from './helpers.js'
+import { Conversation, startCluster, startProxy, useProxy } from './helpers.js'
 
 // biome-ignore lint/suspicious/noExplicitAny: JSON answers are read loosely in these tests
 type Json = any
@@ -27,27 +26,15 @@ async function post(
 }
 
 describe('malformed and oversized requests', () => {
-  let baseline: Record<string, number>
-  let cluster: Cluster
-  let proxy: KvcProxy
-  let decisions: Awaited<ReturnType<typeof startProxy>>['decisions']
-
-  beforeAll(async () => {
-    baseline = handleCounts()
-    cluster = await startCluster({ prefill: 1, decode: 2, decodeOptions: { contextLength: 8_192 } })
-    ;({ proxy, decisions } = await startProxy(cluster, {
+  const env = useProxy(
+    { prefill: 1, decode: 2, decodeOptions: { contextLength: 8_192 } },
+    {
       limits: { maxBodyBytes: 65_536, maxPromptTokens: 6_000, maxMaxTokens: 4_096 },
-    }))
-  })
-
-  afterAll(async () => {
-    await proxy.close()
-    await cluster.close()
-    expect(await leakedSince(baseline)).toEqual({})
-  })
+    },
+  )
 
   it('get 4xx with an OpenAI error body, change nothing, and do not disturb the sessions running beside them', async () => {
-    const chatUrl = `${proxy.url}/v1/chat/completions`
+    const chatUrl = `${env.proxy.url}/v1/chat/completions`
     const msgs = [{ role: 'user', content: 'hi' }]
     const ok = (extra: Record<string, unknown> = {}) =>
       JSON.stringify({ model: 'm', messages: msgs, max_tokens: 4, ...extra })
@@ -77,17 +64,17 @@ describe('malformed and oversized requests', () => {
       ],
       [
         'batched completion prompt',
-        () => post(`${proxy.url}/v1/completions`, JSON.stringify({ prompt: ['a', 'b'], max_tokens: 2 })),
+        () => post(`${env.proxy.url}/v1/completions`, JSON.stringify({ prompt: ['a', 'b'], max_tokens: 2 })),
         400,
       ],
       [
         'token id out of range',
-        () => post(`${proxy.url}/v1/completions`, JSON.stringify({ prompt: [1, -2, 3], max_tokens: 2 })),
+        () => post(`${env.proxy.url}/v1/completions`, JSON.stringify({ prompt: [1, -2, 3], max_tokens: 2 })),
         400,
       ],
       [
         'unsupported logprobs',
-        () => post(`${proxy.url}/v1/completions`, JSON.stringify({ prompt: 'a', logprobs: 2 })),
+        () => post(`${env.proxy.url}/v1/completions`, JSON.stringify({ prompt: 'a', logprobs: 2 })),
         400,
       ],
       [
@@ -107,7 +94,7 @@ describe('malformed and oversized requests', () => {
         },
         405,
       ],
-      ['unknown path', () => post(`${proxy.url}/v1/embeddings`, ok()), 404],
+      ['unknown path', () => post(`${env.proxy.url}/v1/embeddings`, ok()), 404],
     ]
     const background = Array.from(
       { length: 4 },
@@ -117,7 +104,7 @@ describe('malformed and oversized requests', () => {
       background.map(async (c) => {
         const out: { status: number; path: string | null }[] = []
         for (let t = 0; t < 4; t++) {
-          const r = await c.turn(proxy.url, `background step ${t}`)
+          const r = await c.turn(env.proxy.url, `background step ${t}`)
           out.push({ status: r.status, path: r.headers.get('x-kvc-path') })
         }
         return out
@@ -138,18 +125,18 @@ describe('malformed and oversized requests', () => {
     }
     // Only the request the worker refused reached the router (and ended as bad_request); the rest
     // were refused before any routing.
-    const failed = decisions.filter((d) => d.status === 'failed')
+    const failed = env.decisions.filter((d) => d.status === 'failed')
     expect(failed).toHaveLength(1)
     expect(failed[0]!.cause).toBe('bad_request')
-    expect(proxy.gateway.router.cluster.store.bindingCount()).toBe(4)
-    const m = await (await fetch(`${proxy.url}/metrics`)).text()
+    expect(env.proxy.gateway.router.cluster.store.bindingCount()).toBe(4)
+    const m = await (await fetch(`${env.proxy.url}/metrics`)).text()
     expect(m).toMatch(/kvc_proxy_http_requests_total\{route="\/v1\/chat\/completions",status="413"\} 1/)
     expect(m).toMatch(/kvc_proxy_http_requests_total\{route="other",status="404"\} 1/)
   })
 
   it('ignores bootstrap fields sent by a client (they are the proxy’s to set)', async () => {
     const r = await post(
-      `${proxy.url}/v1/chat/completions`,
+      `${env.proxy.url}/v1/chat/completions`,
       JSON.stringify({
         messages: [{ role: 'user', content: 'fake bootstrap' }],
         max_tokens: 3,
@@ -163,7 +150,7 @@ describe('malformed and oversized requests', () => {
   })
 
   it('completions: text and token-id prompts, non-streaming and streaming', async () => {
-    const url = `${proxy.url}/v1/completions`
+    const url = `${env.proxy.url}/v1/completions`
     const a = await post(url, JSON.stringify({ prompt: 'Once upon a time', max_tokens: 5 }), {
       'x-session-id': 'c1',
     })

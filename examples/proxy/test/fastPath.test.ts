@@ -1,27 +1,10 @@
-import { afterAll, beforeAll, describe, expect, it } from 'vitest'
-import type { KvcProxy } from '../src/server.js'
-import { handleCounts, leakedSince } from '@kvc/worker-bindings/testing'
-import { type Cluster, Conversation, chat, chatStream, startCluster, startProxy } from './helpers.js'
+import { describe, expect, it } from 'vitest'
+import { Conversation, chat, chatStream, useProxy } from './helpers.js'
 
 const SYSTEM = 'You are a careful coding agent. Follow the repository conventions. '.repeat(48) // ~3.2K tokens
 
 describe('multi-turn sessions reach the fast path', () => {
-  let baseline: Record<string, number>
-  let cluster: Cluster
-  let proxy: KvcProxy
-  let decisions: Awaited<ReturnType<typeof startProxy>>['decisions']
-
-  beforeAll(async () => {
-    baseline = handleCounts()
-    cluster = await startCluster({ prefill: 1, decode: 2 })
-    ;({ proxy, decisions } = await startProxy(cluster, { router: { tauAppend: 2_048 } }))
-  })
-
-  afterAll(async () => {
-    await proxy.close()
-    await cluster.close()
-    expect(await leakedSince(baseline)).toEqual({})
-  })
+  const env = useProxy({ prefill: 1, decode: 2 }, { router: { tauAppend: 2_048 } })
 
   it('turn 1 seeds through P (long prompt), later turns go straight to the same D with the history cached', async () => {
     const convs = [0, 1, 2, 3].map((i) => new Conversation(`agent-${i}`, `${SYSTEM} Agent ${i}.`))
@@ -29,7 +12,7 @@ describe('multi-turn sessions reach the fast path', () => {
     const workers: string[][] = convs.map(() => [])
     for (let t = 0; t < 4; t++) {
       const rs = await Promise.all(
-        convs.map((c, i) => c.turn(proxy.url, `Step ${t} of task ${i}: run the tests.`)),
+        convs.map((c, i) => c.turn(env.proxy.url, `Step ${t} of task ${i}: run the tests.`)),
       )
       rs.forEach((r, i) => {
         expect(r.status, JSON.stringify(r.json)).toBe(200)
@@ -48,8 +31,8 @@ describe('multi-turn sessions reach the fast path', () => {
     // Sessions spread over both D workers (load-floor bonus and tie-break).
     expect(new Set(workers.map((w) => w[0])).size).toBe(2)
     // One decision line per turn, with the router's explain record.
-    expect(decisions).toHaveLength(16)
-    const fast = decisions.filter((d) => d.path === 'fast')
+    expect(env.decisions).toHaveLength(16)
+    const fast = env.decisions.filter((d) => d.path === 'fast')
     expect(fast).toHaveLength(12)
     for (const d of fast) {
       const top = (d.routes[0] as { candidates: { worker: string; fast: boolean }[] }).candidates[0]!
@@ -61,8 +44,8 @@ describe('multi-turn sessions reach the fast path', () => {
 
   it('the D holds the session: a fast turn finds the previous prompt and output cached on D', async () => {
     const c = new Conversation('cache-check', `${SYSTEM} Cache check.`)
-    const r1 = await c.turn(proxy.url, 'first')
-    const r2 = await c.turn(proxy.url, 'second')
+    const r1 = await c.turn(env.proxy.url, 'first')
+    const r2 = await c.turn(env.proxy.url, 'second')
     expect(r2.headers.get('x-kvc-path')).toBe('fast')
     const prompt1 = (r1.json.usage as { prompt_tokens: number }).prompt_tokens
     const cached2 = (r2.json.kvc as { cached_tokens: number }).cached_tokens
@@ -72,9 +55,9 @@ describe('multi-turn sessions reach the fast path', () => {
 
   it('streams SSE (pass-through chunks, usage chunk with the kvc record, [DONE])', async () => {
     const c = new Conversation('streamer', `${SYSTEM} Streaming.`)
-    await c.turn(proxy.url, 'warm up')
+    await c.turn(env.proxy.url, 'warm up')
     c.messages.push({ role: 'user', content: 'now stream' })
-    const s = await chatStream(proxy.url, c.id, c.messages, { stream_options: { include_usage: true } })
+    const s = await chatStream(env.proxy.url, c.id, c.messages, { stream_options: { include_usage: true } })
     expect(s.status).toBe(200)
     expect(s.headers.get('content-type')).toBe('text/event-stream')
     expect(s.headers.get('x-kvc-path')).toBe('fast')
@@ -90,7 +73,7 @@ describe('multi-turn sessions reach the fast path', () => {
     expect(usage.kvc.path).toBe('fast')
     // Without include_usage the client gets no usage chunk.
     c.messages.push({ role: 'assistant', content: s.content }, { role: 'user', content: 'again' })
-    const s2 = await chatStream(proxy.url, c.id, c.messages)
+    const s2 = await chatStream(env.proxy.url, c.id, c.messages)
     expect(s2.events.every((e) => (e as { choices: unknown[] }).choices.length === 1)).toBe(true)
     expect(s2.content).toHaveLength(8)
   })
@@ -101,8 +84,8 @@ describe('multi-turn sessions reach the fast path', () => {
       { role: 'system', content: `${SYSTEM} Hashed.` },
       { role: 'user', content: 'Refactor the parser.' },
     ]
-    const a = await chat(proxy.url, undefined, opening)
-    const b = await chat(proxy.url, undefined, [
+    const a = await chat(env.proxy.url, undefined, opening)
+    const b = await chat(env.proxy.url, undefined, [
       ...opening,
       { role: 'assistant', content: a.content },
       { role: 'user', content: 'Now add tests.' },
@@ -112,14 +95,14 @@ describe('multi-turn sessions reach the fast path', () => {
     expect(b.headers.get('x-kvc-path')).toBe('fast')
     expect(b.headers.get('x-kvc-worker')).toBe(a.headers.get('x-kvc-worker'))
     // SGLang's top-level session_id field.
-    const c = await chat(proxy.url, undefined, [{ role: 'user', content: 'tagged' }], {
+    const c = await chat(env.proxy.url, undefined, [{ role: 'user', content: 'tagged' }], {
       session_id: 'tagged-1',
     })
     expect(c.headers.get('x-kvc-session')).toBe('tagged-1')
   })
 
   it('exposes Prometheus metrics, /health and /ready', async () => {
-    const text = await (await fetch(`${proxy.url}/metrics`)).text()
+    const text = await (await fetch(`${env.proxy.url}/metrics`)).text()
     expect(text).toMatch(/kvc_proxy_turns_total\{outcome="completed",path="fast",cause=""\} \d+/)
     expect(text).toMatch(/kvc_proxy_worker_healthy\{worker="d0",role="decode"\} 1/)
     expect(text).toMatch(/kvc_proxy_admissions_total\{worker="d\d",result="admitted"\} \d+/)
@@ -127,8 +110,8 @@ describe('multi-turn sessions reach the fast path', () => {
     // The D workers' KV events reached the residency index.
     expect(text).toMatch(/kvc_proxy_kv_events_total\{worker="d0"\} [1-9]/)
     expect(text).toMatch(/kvc_proxy_http_requests_total\{route="\/v1\/chat\/completions",status="200"\}/)
-    expect((await fetch(`${proxy.url}/health`)).status).toBe(200)
-    const ready = await fetch(`${proxy.url}/ready`)
+    expect((await fetch(`${env.proxy.url}/health`)).status).toBe(200)
+    const ready = await fetch(`${env.proxy.url}/ready`)
     expect(ready.status).toBe(200)
     expect(((await ready.json()) as { workers: unknown[] }).workers).toHaveLength(3)
   })

@@ -1,5 +1,7 @@
 import { DEFAULT_PAUSE_HINT } from '@kvc/kvc-router'
 import { type SglangEmulator, type SglangEmulatorOptions, createSglangEmulator } from '@kvc/worker-bindings'
+import { handleCounts, leakedSince } from '@kvc/worker-bindings/testing'
+import { afterAll, beforeAll, expect } from 'vitest'
 import { type ProxyConfigInput, resolveConfig } from '../src/config.js'
 import type { DecisionLine } from '../src/decisionLog.js'
 import { type KvcProxy, createProxy } from '../src/server.js'
@@ -21,16 +23,17 @@ export const FAST_PAUSE = {
   msPerQueuedTransfer: 10,
 }
 
-export async function startCluster(
-  o: {
-    prefill?: number
-    decode?: number
-    capacityTokens?: number
-    decodeCapacityTokens?: number
-    scale?: number
-    decodeOptions?: Partial<SglangEmulatorOptions>
-  } = {},
-): Promise<Cluster> {
+/** How {@link startCluster} sizes the cluster (defaults: 1 P, 2 D, 256K tokens each, timing scale 0.002). */
+export interface ClusterOptions {
+  prefill?: number
+  decode?: number
+  capacityTokens?: number
+  decodeCapacityTokens?: number
+  scale?: number
+  decodeOptions?: Partial<SglangEmulatorOptions>
+}
+
+export async function startCluster(o: ClusterOptions = {}): Promise<Cluster> {
   const timing = { scale: o.scale ?? 0.002 }
   const prefill: SglangEmulator[] = []
   const decode: SglangEmulator[] = []
@@ -69,13 +72,12 @@ export async function startCluster(
   }
 }
 
-/** A proxy in front of `cluster` (emulator tokenizer, no decision log on stdout; lines collected). */
-export async function startProxy(
-  cluster: Cluster,
-  overrides: ProxyConfigInput = {},
-): Promise<{ proxy: KvcProxy; decisions: DecisionLine[] }> {
-  const decisions: DecisionLine[] = []
-  const config = resolveConfig({
+/**
+ * What every test proxy in front of `cluster` starts from: its workers (`p0`…, `d0`…), the
+ * emulator tokenizer, no decision log on stdout, fast health checks and load polling.
+ */
+export function testProxyConfig(cluster: Cluster): ProxyConfigInput {
+  return {
     listen: { port: 0 },
     workers: [
       ...cluster.prefill.map((e, i) => ({ id: `p${i}`, role: 'prefill' as const, url: e.url })),
@@ -85,11 +87,50 @@ export async function startProxy(
     decisionLog: 'off',
     health: { intervalMs: 100, timeoutMs: 500, failureThreshold: 2 },
     loads: { intervalMs: 200 },
+  }
+}
+
+/** A proxy in front of `cluster` (emulator tokenizer, no decision log on stdout; lines collected). */
+export async function startProxy(
+  cluster: Cluster,
+  overrides: ProxyConfigInput = {},
+): Promise<{ proxy: KvcProxy; decisions: DecisionLine[] }> {
+  const decisions: DecisionLine[] = []
+  const config = resolveConfig({
+    ...testProxyConfig(cluster),
     ...overrides,
     router: { backoffBaseMs: 10, backoffCapMs: 200, admissionTimeoutMs: 500, ...overrides.router },
   })
   const proxy = await createProxy(config, { onDecision: (l) => decisions.push(l) })
   return { proxy, decisions }
+}
+
+/** A cluster and a proxy in front of it, shared by the tests of a `describe` block (see {@link useProxy}). */
+export interface ProxyEnv {
+  readonly cluster: Cluster
+  readonly proxy: KvcProxy
+  readonly decisions: DecisionLine[]
+}
+
+/**
+ * Starts a cluster and a proxy in front of it before the block's tests (`beforeAll`) and closes
+ * both after them (`afterAll`), checking that no socket or timer was left open. The fields of the
+ * returned object are set once `beforeAll` has run: read them inside the tests.
+ */
+export function useProxy(clusterOptions: ClusterOptions, overrides: ProxyConfigInput = {}): ProxyEnv {
+  let baseline: Record<string, number>
+  const env = {} as { cluster: Cluster; proxy: KvcProxy; decisions: DecisionLine[] }
+  beforeAll(async () => {
+    baseline = handleCounts()
+    env.cluster = await startCluster(clusterOptions)
+    ;({ proxy: env.proxy, decisions: env.decisions } = await startProxy(env.cluster, overrides))
+  })
+  afterAll(async () => {
+    await env.proxy.close()
+    await env.cluster.close()
+    expect(await leakedSince(baseline)).toEqual({})
+  })
+  return env
 }
 
 export interface ChatResult {

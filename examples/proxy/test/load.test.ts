@@ -1,37 +1,23 @@
 import { ADMIT_HTTP_PATH } from '@kvc/kvc-router'
-import { afterAll, beforeAll, describe, expect, it } from 'vitest'
-import type { KvcProxy } from '../src/server.js'
-import { handleCounts, leakedSince } from '@kvc/worker-bindings/testing'
-import { type Cluster, Conversation, chatStream, startCluster, startProxy } from './helpers.js'
+import { describe, expect, it } from 'vitest'
+import { Conversation, chatStream, useProxy } from './helpers.js'
 
 const SESSIONS = 40
 const TURNS = 4
 
 describe('bounded load test on loopback', () => {
-  let baseline: Record<string, number>
-  let cluster: Cluster
-  let proxy: KvcProxy
-  let decisions: Awaited<ReturnType<typeof startProxy>>['decisions']
-
-  beforeAll(async () => {
-    baseline = handleCounts()
-    // 2 P + 3 D, the D workers small enough (24K tokens) that 40 sessions press on them.
-    cluster = await startCluster({ prefill: 2, decode: 3, decodeCapacityTokens: 24_576, scale: 0.005 })
-    ;({ proxy, decisions } = await startProxy(cluster, { router: { tauAppend: 1_024 } }))
-  })
-
-  afterAll(async () => {
-    await proxy.close()
-    await cluster.close()
-    expect(await leakedSince(baseline)).toEqual({})
-  })
+  // 2 P + 3 D, the D workers small enough (24K tokens) that 40 sessions press on them.
+  const env = useProxy(
+    { prefill: 2, decode: 3, decodeCapacityTokens: 24_576, scale: 0.005 },
+    { router: { tauAppend: 1_024 } },
+  )
 
   it(`${SESSIONS} concurrent sessions × ${TURNS} turns, with worker faults: no turn is lost`, async () => {
     // Faults while the load runs: D answers 500 to a few sends, admission RPCs stall past their
     // timeout, a P refuses a few prefills.
-    cluster.decode[0]!.faults.inject({ path: '/v1/chat/completions', status: 500, times: 3 })
-    cluster.decode[1]!.faults.inject({ path: ADMIT_HTTP_PATH, delayMs: 700, times: 2 })
-    cluster.prefill[0]!.faults.inject({ path: '/v1/chat/completions', status: 503, times: 2 })
+    env.cluster.decode[0]!.faults.inject({ path: '/v1/chat/completions', status: 500, times: 3 })
+    env.cluster.decode[1]!.faults.inject({ path: ADMIT_HTTP_PATH, delayMs: 700, times: 2 })
+    env.cluster.prefill[0]!.faults.inject({ path: '/v1/chat/completions', status: 503, times: 2 })
     type Outcome = { status: number; cause: string | undefined; complete: boolean }
     const outcomes: Outcome[] = []
     const started = performance.now()
@@ -46,7 +32,7 @@ describe('bounded load test on loopback', () => {
           const user = `turn ${t}: tool output ${'line of output '.repeat(1 + ((i * 7 + t) % 9))}`
           if ((i + t) % 3 === 0) {
             c.messages.push({ role: 'user', content: user })
-            const s = await chatStream(proxy.url, c.id, c.messages)
+            const s = await chatStream(env.proxy.url, c.id, c.messages)
             const failedEvent = s.events.find((e) => (e as { error?: unknown }).error !== undefined) as
               | { error: { kvc?: { cause?: string } } }
               | undefined
@@ -59,7 +45,7 @@ describe('bounded load test on loopback', () => {
               c.messages.push({ role: 'assistant', content: s.content })
             else c.messages.pop()
           } else {
-            const r = await c.turn(proxy.url, user)
+            const r = await c.turn(env.proxy.url, user)
             const err = r.json.error as { kvc?: { cause?: string } } | undefined
             outcomes.push({
               status: r.status,
@@ -74,16 +60,16 @@ describe('bounded load test on loopback', () => {
     const total = SESSIONS * TURNS
     // Accounting: every turn has exactly one outcome and one decision line; a failure names its cause.
     expect(outcomes).toHaveLength(total)
-    expect(decisions).toHaveLength(total)
+    expect(env.decisions).toHaveLength(total)
     const completed = outcomes.filter((o) => o.complete).length
     const failed = outcomes.filter((o) => !o.complete)
     for (const f of failed) expect(f.cause, JSON.stringify(f)).toBeTruthy()
     expect(completed + failed.length).toBe(total)
-    expect(decisions.filter((d) => d.status === 'completed')).toHaveLength(completed)
-    for (const d of decisions.filter((x) => x.status === 'failed')) expect(d.cause).toBeTruthy()
+    expect(env.decisions.filter((d) => d.status === 'completed')).toHaveLength(completed)
+    for (const d of env.decisions.filter((x) => x.status === 'failed')) expect(d.cause).toBeTruthy()
     // With these faults Dispatch retries elsewhere: nothing fails.
     expect(failed).toEqual([])
-    const m = await (await fetch(`${proxy.url}/metrics`)).text()
+    const m = await (await fetch(`${env.proxy.url}/metrics`)).text()
     const turnsTotal = [...m.matchAll(/^kvc_proxy_turns_total\{[^}]*\} (\d+)$/gm)].reduce(
       (a, x) => a + Number(x[1]),
       0,
@@ -93,7 +79,7 @@ describe('bounded load test on loopback', () => {
     expect(m).toMatch(/kvc_proxy_admissions_total\{worker="d1",result="timeout"\} [1-9]/)
     // Most later turns took the fast path.
     const seen = new Set<string>()
-    const later = decisions.filter((d) => {
+    const later = env.decisions.filter((d) => {
       const first = !seen.has(d.sessionId)
       seen.add(d.sessionId)
       return !first && d.path !== null
@@ -101,7 +87,7 @@ describe('bounded load test on loopback', () => {
     expect(later.filter((d) => d.path === 'fast').length / later.length).toBeGreaterThan(0.8)
     // Nothing is left in flight; the D pools are consistent.
     expect(m).toContain('kvc_proxy_inflight_turns 0')
-    for (const d of cluster.decode) expect(d.stats().balanced).toBe(true)
+    for (const d of env.cluster.decode) expect(d.stats().balanced).toBe(true)
     expect(elapsed).toBeLessThan(20_000)
   })
 })

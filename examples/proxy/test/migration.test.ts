@@ -1,25 +1,9 @@
-import { afterAll, beforeAll, describe, expect, it } from 'vitest'
-import type { KvcProxy } from '../src/server.js'
+import { describe, expect, it } from 'vitest'
 import { handleCounts, leakedSince } from '@kvc/worker-bindings/testing'
-import { type Cluster, Conversation, startCluster, startProxy } from './helpers.js'
+import { Conversation, startCluster, startProxy, useProxy } from './helpers.js'
 
 describe('a killed D worker', () => {
-  let baseline: Record<string, number>
-  let cluster: Cluster
-  let proxy: KvcProxy
-  let decisions: Awaited<ReturnType<typeof startProxy>>['decisions']
-
-  beforeAll(async () => {
-    baseline = handleCounts()
-    cluster = await startCluster({ prefill: 1, decode: 2 })
-    ;({ proxy, decisions } = await startProxy(cluster))
-  })
-
-  afterAll(async () => {
-    await proxy.close()
-    await cluster.close()
-    expect(await leakedSince(baseline)).toEqual({})
-  })
+  const env = useProxy({ prefill: 1, decode: 2 })
 
   it("moves the dead D's sessions to the surviving D (reseeded through P), then serves them on the fast path there", async () => {
     const convs = Array.from(
@@ -28,7 +12,7 @@ describe('a killed D worker', () => {
     )
     const home = new Map<string, string>()
     for (let t = 0; t < 2; t++) {
-      for (const r of await Promise.all(convs.map((c) => c.turn(proxy.url, `step ${t}`)))) {
+      for (const r of await Promise.all(convs.map((c) => c.turn(env.proxy.url, `step ${t}`)))) {
         expect(r.status).toBe(200)
         home.set(r.headers.get('x-kvc-session')!, r.headers.get('x-kvc-worker')!)
       }
@@ -38,8 +22,8 @@ describe('a killed D worker', () => {
     expect(onD1.length).toBeGreaterThan(0)
     expect(onD0.length).toBeGreaterThan(0)
 
-    await cluster.decode[1]!.close() // d1 dies between turns: no answer, connections refused
-    const after = await Promise.all(convs.map((c) => c.turn(proxy.url, 'step after the crash')))
+    await env.cluster.decode[1]!.close() // d1 dies between turns: no answer, connections refused
+    const after = await Promise.all(convs.map((c) => c.turn(env.proxy.url, 'step after the crash')))
     for (const [i, r] of after.entries()) {
       expect(r.status, JSON.stringify(r.json)).toBe(200)
       expect(r.headers.get('x-kvc-worker')).toBe('d0')
@@ -53,34 +37,34 @@ describe('a killed D worker', () => {
       }
     }
     // The next turn of a migrated session is a fast turn on its new D.
-    const next = await Promise.all(onD1.map((c) => c.turn(proxy.url, 'and again')))
+    const next = await Promise.all(onD1.map((c) => c.turn(env.proxy.url, 'and again')))
     for (const r of next) {
       expect(r.headers.get('x-kvc-path')).toBe('fast')
       expect(r.headers.get('x-kvc-worker')).toBe('d0')
     }
     // Every turn completed; the decision log names the migration.
-    expect(decisions.every((d) => d.status === 'completed')).toBe(true)
-    expect(decisions.filter((d) => d.migratedFrom === 'd1')).toHaveLength(onD1.length)
-    const metrics = await (await fetch(`${proxy.url}/metrics`)).text()
+    expect(env.decisions.every((d) => d.status === 'completed')).toBe(true)
+    expect(env.decisions.filter((d) => d.migratedFrom === 'd1')).toHaveLength(onD1.length)
+    const metrics = await (await fetch(`${env.proxy.url}/metrics`)).text()
     expect(metrics).toContain(`kvc_proxy_migrations_total ${onD1.length}`)
   })
 
   it('marks the dead D unhealthy, stays ready on the other one', async () => {
-    await expect.poll(() => proxy.gateway.workers.isHealthy('d1'), { timeout: 3_000 }).toBe(false)
-    expect(proxy.gateway.router.cluster.healthy('d1')).toBe(false)
-    const ready = (await (await fetch(`${proxy.url}/ready`)).json()) as {
+    await expect.poll(() => env.proxy.gateway.workers.isHealthy('d1'), { timeout: 3_000 }).toBe(false)
+    expect(env.proxy.gateway.router.cluster.healthy('d1')).toBe(false)
+    const ready = (await (await fetch(`${env.proxy.url}/ready`)).json()) as {
       ready: boolean
       workers: { id: string; healthy: boolean }[]
     }
     expect(ready.ready).toBe(true)
     expect(ready.workers.find((w) => w.id === 'd1')?.healthy).toBe(false)
-    const metrics = await (await fetch(`${proxy.url}/metrics`)).text()
+    const metrics = await (await fetch(`${env.proxy.url}/metrics`)).text()
     expect(metrics).toContain('kvc_proxy_worker_healthy{worker="d1",role="decode"} 0')
     // New sessions go to d0 only, without trying d1.
     const fresh = new Conversation('newcomer', 'A new agent.')
-    const r = await fresh.turn(proxy.url, 'hello')
+    const r = await fresh.turn(env.proxy.url, 'hello')
     expect(r.headers.get('x-kvc-worker')).toBe('d0')
-    expect(decisions.at(-1)!.steps.some((s) => (s as { worker?: string }).worker === 'd1')).toBe(false)
+    expect(env.decisions.at(-1)!.steps.some((s) => (s as { worker?: string }).worker === 'd1')).toBe(false)
   })
 })
 

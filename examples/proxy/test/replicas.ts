@@ -18,7 +18,7 @@ import type { DecisionLine } from '../src/decisionLog.js'
 import type { StartedResponse, TurnTransport } from '../src/gateway.js'
 import { type KvcProxy, createProxy } from '../src/server.js'
 import { handleCounts, leakedSince } from '@kvc/worker-bindings/testing'
-import { type Cluster, Conversation, chat, startCluster } from './helpers.js'
+import { type Cluster, Conversation, chat, startCluster, testProxyConfig } from './helpers.js'
 
 export const SYSTEM = 'You are a careful coding agent. Follow the repository conventions. '.repeat(48) // ~3.2K tokens
 /** Pending seeds per D, across replicas: small, so that the budget binds. */
@@ -95,15 +95,7 @@ export async function startReplica(
   const decisions: DecisionLine[] = []
   const events: StoreEvent[] = []
   const config = resolveConfig({
-    listen: { port: 0 },
-    workers: [
-      ...cluster.prefill.map((e, i) => ({ id: `p${i}`, role: 'prefill' as const, url: e.url })),
-      ...cluster.decode.map((e, i) => ({ id: `d${i}`, role: 'decode' as const, url: e.url })),
-    ],
-    tokenizer: 'emulator',
-    decisionLog: 'off',
-    health: { intervalMs: 100, timeoutMs: 500, failureThreshold: 2 },
-    loads: { intervalMs: 200 },
+    ...testProxyConfig(cluster),
     router: {
       tauAppend: 2_048,
       pendingSeedsPerD: BUDGET,
