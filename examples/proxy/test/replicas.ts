@@ -411,6 +411,10 @@ export function replicaSuite(kind: StateServerKind): void {
       const s = 'agent-5'
       const d = b.store!.getBinding(s)!.workerId
       const holder = cluster.decode[Number(d.slice(1))]!
+      // A's idle sweep runs an idle timeout after B's turn, long after A learned of it: wait until
+      // B's write of the binding reached A, or A would (rightly) see its own turn as the last one.
+      await b.store!.flush()
+      await eventually(() => expect(a.store!.getBinding(s)).toEqual(b.store!.getBinding(s)))
       a.proxy.gateway.forgetSession(s) // as A's idle sweep would
       await new Promise((r) => setTimeout(r, 100))
       expect(holder.sessionCache.hasSession(s)).toBe(true)
