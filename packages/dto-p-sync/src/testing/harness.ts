@@ -1,4 +1,5 @@
 import { type BlockHasher, type EvictGranularity, PagedAllocator, RadixCache } from '@kvc/radix-cache'
+import { seededRandom } from '@kvc/radix-cache/testing'
 import type { Offer, SyncReply, TransferMessage } from '../protocol/types.js'
 import type { SyncPlan } from '../planner/planSync.js'
 import { SyncSink } from '../sink/syncSink.js'
@@ -7,7 +8,6 @@ import { InMemoryNetwork, type InMemoryLink, type LinkModel } from '../transport
 import { type SyncWiring, wireSync } from '../wiring/wireSync.js'
 import { fnvBlockHasher } from './fnvBlockHasher.js'
 import { checkSyncInvariants, checkTheorem4 } from './invariants.js'
-import { seededRandom } from './random.js'
 
 /**
  * Options of {@link SyncHarness}.

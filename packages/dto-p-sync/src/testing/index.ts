@@ -7,7 +7,8 @@
  * @packageDocumentation
  */
 export { fnvBlockHasher } from './fnvBlockHasher.js'
-export { seededRandom } from './random.js'
+/** The seeded PRNG (mulberry32) of deterministic networks and workloads; the one `@kvc/radix-cache/testing` exports. */
+export { seededRandom } from '@kvc/radix-cache/testing'
 export { checkSyncInvariants, checkTheorem4 } from './invariants.js'
 export { SyncHarness, type SyncHarnessOptions } from './harness.js'
 export {

@@ -24,12 +24,13 @@ export {
   ScriptedDriver,
   dispatchActionBound,
   scriptedResponse,
-  seededRandom,
   type AdmitAnswer,
   type ScriptedDriverOptions,
   type SendAnswer,
   type TurnRun,
 } from './driver.js'
+/** The seeded PRNG (mulberry32) to inject as `random`; the one `@kvc/radix-cache/testing` exports. */
+export { seededRandom } from '@kvc/radix-cache/testing'
 export {
   admitAnswerArb,
   checkLoadAccounting,

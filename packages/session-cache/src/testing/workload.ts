@@ -1,4 +1,5 @@
 import type { EvictGranularity } from '@kvc/radix-cache'
+import { seededRandom } from '@kvc/radix-cache/testing'
 import { SessionCacheError } from '../errors/sessionCacheError.js'
 import { SessionCache } from '../session/sessionCache.js'
 import type { SessionGranularity } from '../session/types.js'
@@ -49,18 +50,6 @@ export interface WorkloadTurn {
   readonly output: Uint32Array
 }
 
-/** A small deterministic PRNG (mulberry32). */
-function prng(seed: number): () => number {
-  let a = seed >>> 0
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0
-    let t = a
-    t = Math.imul(t ^ (t >>> 15), t | 1)
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61)
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296
-  }
-}
-
 /**
  * A deterministic multi-session agentic workload: `sessions` conversations of `turns` turns,
  * interleaved at random (one turn in flight at a time). Every conversation opens with the same
@@ -81,7 +70,7 @@ export function agenticWorkload(options: AgenticWorkloadOptions = {}): WorkloadT
   const [f0, f1] = options.firstTokens ?? [1000, 3000]
   const [a0, a1] = options.appendTokens ?? [100, 600]
   const [o0, o1] = options.outputTokens ?? [50, 300]
-  const rand = prng(options.seed ?? 1)
+  const rand = seededRandom(options.seed ?? 1)
   const between = (lo: number, hi: number): number => lo + Math.floor(rand() * (hi - lo + 1))
   // Token ids: boilerplate 1..system, then per-session ids far apart so conversations diverge.
   let next = 1_000_000

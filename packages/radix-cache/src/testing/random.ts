@@ -1,10 +1,11 @@
 /**
- * A small seeded PRNG (mulberry32) returning numbers in `[0, 1)`, for deterministic networks and
- * workloads.
+ * A small seeded PRNG (mulberry32) returning uniform numbers in `[0, 1)`: deterministic
+ * workloads, networks and tie-breaks in tests, or an injected `random`. The same seed always
+ * gives the same sequence.
  *
  * @example
  * ```ts
- * import { seededRandom } from '@kvc/dto-p-sync/testing'
+ * import { seededRandom } from '@kvc/radix-cache/testing'
  * const r = seededRandom(42)
  * r() === seededRandom(42)() // true
  * ```
