@@ -18,6 +18,7 @@ import {
   checkLoadAccounting,
   checkNoInflightLoad,
 } from '../src/testing/index.js'
+import { decodeOfAction } from '../src/testing/arbitraries.js'
 
 const PAGE = 16
 /** Block hashes of session `s`'s prompt of `tokens` tokens (its own blocks, shared with nobody). */
@@ -57,21 +58,6 @@ function world(
   return { router, clock, store }
 }
 
-/** The D an action is about (admission, claim, send or seed). */
-function decodeOf(a: DispatchAction): string | undefined {
-  switch (a.type) {
-    case 'admit':
-    case 'sendFast':
-      return a.workerId
-    case 'seedViaP':
-      return a.decodeId
-    case 'claim':
-      return a.claim.workerId
-    default:
-      return undefined
-  }
-}
-
 const spread = (counts: readonly number[]) => Math.max(...counts) - Math.min(...counts)
 
 /**
@@ -108,8 +94,10 @@ describe('a burst of first turns spreads over the D workers (load counts a turn 
         )
         // Every turn's first action before any of them gets an outcome.
         const first = turns.map((t) => t.next())
-        const perD = w.router.cluster.decodeIds().map((d) => first.filter((a) => decodeOf(a) === d).length)
-        expect(first.every((a) => decodeOf(a) !== undefined)).toBe(true)
+        const perD = w.router.cluster
+          .decodeIds()
+          .map((d) => first.filter((a) => decodeOfAction(a) === d).length)
+        expect(first.every((a) => decodeOfAction(a) !== undefined)).toBe(true)
         expect(perD.reduce((x, y) => x + y, 0)).toBe(12)
         expect(spread(perD), `first actions per D: ${perD}`).toBeLessThanOrEqual(1)
         // The store counts each turn on its D already.
@@ -155,7 +143,7 @@ describe('a burst of first turns spreads over the D workers (load counts a turn 
       const first = turns.map((t) => t.next())
       for (const t of turns) t.abort()
       checkNoInflightLoad(w.router)
-      return w.router.cluster.decodeIds().map((d) => first.filter((a) => decodeOf(a) === d).length)
+      return w.router.cluster.decodeIds().map((d) => first.filter((a) => decodeOfAction(a) === d).length)
     }
     expect(place({ loadFloorK: 0 })).toEqual([12, 0, 0])
     const withBonus = place({})

@@ -112,8 +112,13 @@ export function checkNoInflightLoad(router: Router): void {
   }
 }
 
-/** The D an action is about: an admission request, a claim, a send or a seed. */
-function decodeOfAction(a: DispatchAction): string | undefined {
+/**
+ * The D an action is about: an admission request, a claim, a send or a seed (`undefined` for the
+ * others). Exported for this package's tests; not part of the `./testing` entry point.
+ *
+ * @internal
+ */
+export function decodeOfAction(a: DispatchAction): string | undefined {
   switch (a.type) {
     case 'admit':
     case 'sendFast':
