@@ -140,11 +140,8 @@ export class PdDispatcher {
    */
   async generateStream(request: GenerateRequest, options: CallOptions = {}): Promise<PdGenerateStream> {
     const body = this.inject(request)
-    const controller = new AbortController()
     const user = options.signal
-    const onAbort = (): void => controller.abort(user?.reason)
-    if (user?.aborted) controller.abort(user.reason)
-    user?.addEventListener('abort', onAbort, { once: true })
+    const { controller, unfollow } = followSignal(user)
     const o: CallOptions = { ...options, signal: controller.signal }
     let prefillError: unknown
     const prefill = this.prefill.generate(body, o).then(
@@ -161,7 +158,7 @@ export class PdDispatcher {
       decode = await this.decode.generateStream(body, o)
     } catch (err) {
       controller.abort(err)
-      user?.removeEventListener('abort', onAbort)
+      unfollow()
       await prefill.catch(() => {})
       if (prefillError !== undefined && !isAbort(prefillError, user)) throw pdError('prefill', prefillError)
       if (user?.aborted) throw err
@@ -172,9 +169,7 @@ export class PdDispatcher {
       prefill,
       body.bootstrap_room,
       () => prefillError,
-      () => {
-        user?.removeEventListener('abort', onAbort)
-      },
+      unfollow,
       controller,
     )
   }
@@ -185,11 +180,8 @@ export class PdDispatcher {
     options: CallOptions,
     room: BootstrapRoom | BootstrapRoom[],
   ): Promise<PdResult<T>> {
-    const controller = new AbortController()
     const user = options.signal
-    const onAbort = (): void => controller.abort(user?.reason)
-    if (user?.aborted) controller.abort(user.reason)
-    user?.addEventListener('abort', onAbort, { once: true })
+    const { controller, unfollow } = followSignal(user)
     const o: CallOptions = { ...options, signal: controller.signal }
     let first: { side: 'prefill' | 'decode'; err: unknown } | undefined
     const wrap = (side: 'prefill' | 'decode', pr: Promise<T>): Promise<T> =>
@@ -208,9 +200,21 @@ export class PdDispatcher {
       const f = first ?? { side: 'decode' as const, err }
       throw pdError(f.side, f.err)
     } finally {
-      user?.removeEventListener('abort', onAbort)
+      unfollow()
     }
   }
+}
+
+/**
+ * A controller that aborts when `user` does (at once when it already has), and `unfollow` to stop
+ * listening to `user` once the call is over.
+ */
+function followSignal(user: AbortSignal | undefined): { controller: AbortController; unfollow: () => void } {
+  const controller = new AbortController()
+  const onAbort = (): void => controller.abort(user?.reason)
+  if (user?.aborted) controller.abort(user.reason)
+  user?.addEventListener('abort', onAbort, { once: true })
+  return { controller, unfollow: () => user?.removeEventListener('abort', onAbort) }
 }
 
 /**
