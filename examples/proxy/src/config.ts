@@ -189,6 +189,11 @@ function int(key: string, v: unknown, min: number): number {
   return v
 }
 
+/** `v` checked as {@link int} does, or `dflt` when it is absent. */
+function intOr(key: string, v: unknown, min: number, dflt: number): number {
+  return v === undefined ? dflt : int(key, v, min)
+}
+
 function url(key: string, v: unknown): string {
   if (typeof v !== 'string') fail(key, 'must be a URL string', v)
   let u: URL
@@ -263,8 +268,7 @@ function stateStore(v: unknown, idleTimeoutMs: number): StateStoreConfig {
     url: u,
     name,
     ...(o.replicaId === undefined ? {} : { replicaId: o.replicaId as string }),
-    bindingTtlMs:
-      o.bindingTtlMs === undefined ? idleTimeoutMs : int('stateStore.bindingTtlMs', o.bindingTtlMs, 1),
+    bindingTtlMs: intOr('stateStore.bindingTtlMs', o.bindingTtlMs, 1, idleTimeoutMs),
     ...timing,
     readyWhenDegraded: (o.readyWhenDegraded as boolean | undefined) ?? d.readyWhenDegraded,
   }
@@ -349,7 +353,7 @@ export function resolveConfig(input: ProxyConfigInput): ProxyConfig {
   checkKeys('listen', listenIn, ['host', 'port'])
   const listen = {
     host: listenIn.host === undefined ? d.listen.host : String(listenIn.host),
-    port: listenIn.port === undefined ? d.listen.port : int('listen.port', listenIn.port, 0),
+    port: intOr('listen.port', listenIn.port, 0, d.listen.port),
   }
   if (!Array.isArray(i.workers) || i.workers.length === 0)
     fail('workers', 'give at least one worker (a decode worker at least)', i.workers)
@@ -387,34 +391,16 @@ export function resolveConfig(input: ProxyConfigInput): ProxyConfig {
   const session = {
     sources: sources as SessionSource[],
     header: header.toLowerCase(),
-    idleTimeoutMs:
-      sIn.idleTimeoutMs === undefined
-        ? d.session.idleTimeoutMs
-        : int('session.idleTimeoutMs', sIn.idleTimeoutMs, 1),
-    maxQueuedTurns:
-      sIn.maxQueuedTurns === undefined
-        ? d.session.maxQueuedTurns
-        : int('session.maxQueuedTurns', sIn.maxQueuedTurns, 0),
+    idleTimeoutMs: intOr('session.idleTimeoutMs', sIn.idleTimeoutMs, 1, d.session.idleTimeoutMs),
+    maxQueuedTurns: intOr('session.maxQueuedTurns', sIn.maxQueuedTurns, 0, d.session.maxQueuedTurns),
   }
   const lIn = obj('limits', i.limits)
   checkKeys('limits', lIn, ['maxBodyBytes', 'maxPromptTokens', 'defaultMaxTokens', 'maxMaxTokens'])
   const limits = {
-    maxBodyBytes:
-      lIn.maxBodyBytes === undefined
-        ? d.limits.maxBodyBytes
-        : int('limits.maxBodyBytes', lIn.maxBodyBytes, 64),
-    maxPromptTokens:
-      lIn.maxPromptTokens === undefined
-        ? d.limits.maxPromptTokens
-        : int('limits.maxPromptTokens', lIn.maxPromptTokens, 1),
-    defaultMaxTokens:
-      lIn.defaultMaxTokens === undefined
-        ? d.limits.defaultMaxTokens
-        : int('limits.defaultMaxTokens', lIn.defaultMaxTokens, 0),
-    maxMaxTokens:
-      lIn.maxMaxTokens === undefined
-        ? d.limits.maxMaxTokens
-        : int('limits.maxMaxTokens', lIn.maxMaxTokens, 1),
+    maxBodyBytes: intOr('limits.maxBodyBytes', lIn.maxBodyBytes, 64, d.limits.maxBodyBytes),
+    maxPromptTokens: intOr('limits.maxPromptTokens', lIn.maxPromptTokens, 1, d.limits.maxPromptTokens),
+    defaultMaxTokens: intOr('limits.defaultMaxTokens', lIn.defaultMaxTokens, 0, d.limits.defaultMaxTokens),
+    maxMaxTokens: intOr('limits.maxMaxTokens', lIn.maxMaxTokens, 1, d.limits.maxMaxTokens),
   }
   const slo = i.defaultSloClass === undefined ? d.defaultSloClass : i.defaultSloClass
   if (!(SLO_CLASSES as readonly string[]).includes(slo as string))
@@ -422,24 +408,18 @@ export function resolveConfig(input: ProxyConfigInput): ProxyConfig {
   const hIn = obj('health', i.health)
   checkKeys('health', hIn, ['intervalMs', 'timeoutMs', 'failureThreshold'])
   const health = {
-    intervalMs:
-      hIn.intervalMs === undefined ? d.health.intervalMs : int('health.intervalMs', hIn.intervalMs, 1),
-    timeoutMs: hIn.timeoutMs === undefined ? d.health.timeoutMs : int('health.timeoutMs', hIn.timeoutMs, 1),
-    failureThreshold:
-      hIn.failureThreshold === undefined
-        ? d.health.failureThreshold
-        : int('health.failureThreshold', hIn.failureThreshold, 1),
+    intervalMs: intOr('health.intervalMs', hIn.intervalMs, 1, d.health.intervalMs),
+    timeoutMs: intOr('health.timeoutMs', hIn.timeoutMs, 1, d.health.timeoutMs),
+    failureThreshold: intOr('health.failureThreshold', hIn.failureThreshold, 1, d.health.failureThreshold),
   }
   const loIn = obj('loads', i.loads)
   checkKeys('loads', loIn, ['intervalMs'])
   const loads = {
-    intervalMs:
-      loIn.intervalMs === undefined ? d.loads.intervalMs : int('loads.intervalMs', loIn.intervalMs, 0),
+    intervalMs: intOr('loads.intervalMs', loIn.intervalMs, 0, d.loads.intervalMs),
   }
   const kvEvents = i.kvEvents === undefined ? d.kvEvents : i.kvEvents
   if (kvEvents !== 'auto' && kvEvents !== 'off') fail('kvEvents', "must be 'auto' or 'off'", kvEvents)
-  const upstreamTimeoutMs =
-    i.upstreamTimeoutMs === undefined ? d.upstreamTimeoutMs : int('upstreamTimeoutMs', i.upstreamTimeoutMs, 1)
+  const upstreamTimeoutMs = intOr('upstreamTimeoutMs', i.upstreamTimeoutMs, 1, d.upstreamTimeoutMs)
   const decisionLog = i.decisionLog === undefined ? d.decisionLog : i.decisionLog
   if (typeof decisionLog !== 'string' || decisionLog.length === 0)
     fail('decisionLog', 'must be stdout, stderr, off or a file path', decisionLog)
