@@ -98,9 +98,13 @@ describe('emulator KV pool, sessions and timing', () => {
       const t = DEFAULT_EMULATOR_TIMING
       const prefill = t.prefillBaseMs + n / t.prefillTokensPerMs + t.prefillQuadraticMs * n * (n / 2)
       const decode = 9 * t.decodeStepMs
-      expect(out.meta_info.e2e_latency! * 1000).toBeGreaterThanOrEqual((prefill + decode) * scale * 0.9)
+      // Node timers may fire up to ~1 ms early: allow that per timer (one prefill, nine decode steps).
+      const early = 1
+      expect(out.meta_info.e2e_latency! * 1000).toBeGreaterThanOrEqual(
+        (prefill + decode) * scale * 0.9 - 10 * early,
+      )
       const m = await c.metrics()
-      expect(m.timeToFirstToken!.sum * 1000).toBeGreaterThanOrEqual(prefill * scale * 0.9)
+      expect(m.timeToFirstToken!.sum * 1000).toBeGreaterThanOrEqual(prefill * scale * 0.9 - early)
     } finally {
       await emu.close()
     }
