@@ -332,13 +332,6 @@ export function stackedBarChart(
   )
 }
 
-/** A group label under the x axis; `name:options` labels break after the name. */
-function _groupLabel(g: string, x: number, y: number): string {
-  const i = g.indexOf(':')
-  if (i < 0) return `<text x="${x}" y="${y}" text-anchor="middle" class="tick">${esc(g)}</text>`
-  return `<text x="${x}" y="${y}" text-anchor="middle" class="tick"><tspan x="${x}">${esc(g.slice(0, i))}</tspan><tspan x="${x}" dy="12">${esc(g.slice(i + 1))}</tspan></text>`
-}
-
 function legend(names: readonly string[], x0: number, y0: number, width: number): string {
   let x = x0
   let y = y0
