@@ -484,6 +484,44 @@ describe('evictIdleSessions', () => {
   })
 })
 
+describe('releasableTokens', () => {
+  it('counts what releasing idle sessions would make obtainable: a shared prefix once, nothing another lock holds', () => {
+    const { sc, clock } = makeCache({ pageSize: 4, poolSize: 256 })
+    const shared = range(1, 16)
+    for (const [i, s] of ['a', 'b'].entries()) {
+      clock.t = i * 10
+      sc.openSession(s)
+      turn(sc, s, [...shared, ...range(100 * (i + 1), 12)], [], { sessionId: s })
+    }
+    // a: 16 shared + 12 own, b: 16 shared + 12 own; the tree holds 40 tokens, all session-locked.
+    expect(sc.cache.evictableSize()).toBe(0)
+    expect(sc.releasableTokens()).toBe(40)
+    clock.t = 15
+    expect(sc.releasableTokens({ idleMs: 10 })).toBe(12) // only a: the shared prefix is b's too
+    // A request in flight on b: its lock keeps the prefix and b's tokens.
+    sc.matchPrefix(sc.createRequest({ rid: 'r', sessionId: 'b', inputIds: [...shared, ...range(200, 12), 5] }))
+    expect(sc.releasableTokens()).toBe(12)
+    const before = sc.cache.evictableSize()
+    sc.evictIdleSessions({ idleMs: 0 })
+    expect(sc.cache.evictableSize() - before).toBe(12)
+    expect(() => sc.releasableTokens({ idleMs: -1 })).toThrow(SessionCacheError)
+  })
+
+  it('session mode adds the parked tails, which a release frees', () => {
+    const { sc } = makeCache({ granularity: 'session', pageSize: 4, poolSize: 256 })
+    sc.openSession('s')
+    const t1 = turn(sc, 'a', range(1, 16), [100, 101, 102], { sessionId: 's' })
+    turn(sc, 'b', [...t1.tokenIds, 7, 8, 9, 10, 11], [103, 104], { sessionId: 's' })
+    const r = sc.releasableTokens()
+    const obtainable = () => sc.pool.availableSize() + sc.cache.evictableSize()
+    const before = obtainable()
+    expect(sc.getSessionStatus('s')!.heldTokens).toBeGreaterThan(0)
+    expect(r).toBeGreaterThan(sc.getSessionStatus('s')!.heldTokens)
+    sc.releaseSession('s')
+    expect(obtainable() - before).toBe(r)
+  })
+})
+
 describe('session granularity (legacy)', () => {
   it('parks the row in the slot, restores later turns from it, and frees the tail at once', () => {
     const { sc, pool } = makeCache({ granularity: 'session', pageSize: 4, poolSize: 256 })

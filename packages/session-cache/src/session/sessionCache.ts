@@ -178,6 +178,8 @@ export class SessionCache {
   readonly #onEviction: ((event: EvictionEvent) => void) | undefined
   readonly #releasedMemory: number
   readonly #slots = new Map<string, Slot>()
+  /** Scratch of `releasableTokens`: idle-session locks per node. */
+  readonly #lockScratch = new Map<NodeHandle, number>()
   readonly #released = new Map<string, 'released' | 'evicted'>()
   readonly #requests = new Map<string, RequestState>()
   readonly #created = new WeakSet<object>()
@@ -515,6 +517,49 @@ export class SessionCache {
     }
     for (const s of dropped) this.#runExtraHook(s)
     return { released, freedTokens: freed }
+  }
+
+  /**
+   * Tokens that releasing the idle sessions (no request in flight; with `idleMs`, only those idle
+   * at least that long) would make obtainable, without releasing anything: the tree's tokens that
+   * only their locks protect (they would become evictable) plus, in session mode, their parked
+   * tails (they would be freed). Shared prefixes count once, and tokens another lock also protects
+   * (an active request, a busy or younger session) not at all. This is what a D reports to a router
+   * as reclaimable on demand: its admission releases idle sessions before it refuses a request.
+   * O(total path length of the idle sessions, in nodes).
+   *
+   * @throws SessionCacheError `INVALID_OPTION` (bad `idleMs`).
+   *
+   * @example
+   * ```ts
+   * const reclaimable = sc.pool.availableSize() + sc.cache.evictableSize() + sc.releasableTokens()
+   * ```
+   */
+  releasableTokens(options: { readonly idleMs?: number } = {}): number {
+    if (options === null || typeof options !== 'object')
+      fail('INVALID_OPTION', 'options must be an object', options)
+    const { idleMs } = options
+    if (idleMs !== undefined && (typeof idleMs !== 'number' || Number.isNaN(idleMs) || idleMs < 0)) {
+      fail('INVALID_OPTION', `idleMs must be a non-negative number, got ${String(idleMs)}`, idleMs)
+    }
+    const now = idleMs === undefined ? 0 : this.#now()
+    const locks = this.#lockScratch
+    locks.clear()
+    let tokens = 0
+    for (const s of this.#slots.values()) {
+      if (s.activeRid !== undefined || (idleMs !== undefined && now - s.lastAccessTime < idleMs)) continue
+      tokens += this.#heldBySlot(s)
+      for (let n = s.lastNode; n !== undefined; n = this.cache.parentOf(n)) {
+        locks.set(n, (locks.get(n) ?? 0) + 1)
+      }
+    }
+    for (const [n, count] of locks) {
+      if (this.cache.lockRefOf(n) !== count) continue
+      const parent = this.cache.parentOf(n)
+      tokens += this.cache.tokensUnder(n) - (parent === undefined ? 0 : this.cache.tokensUnder(parent))
+    }
+    locks.clear()
+    return tokens
   }
 
   // ---------------------------------------------------------------------------------------------

@@ -489,10 +489,22 @@ function runStep(step: SessionStep, m: SessionModelState, r: SessionRealState): 
       const needTokens = step.needTokens ?? undefined
       const pagesBefore = cachedPages(sc.cache).size
       const exp = model.evictIdle(idleMs, needTokens)
+      // A TTL sweep releases exactly the sessions `releasableTokens({ idleMs })` counts: what
+      // becomes obtainable (free + evictable) must be that count, to the token.
+      const releasable = sc.releasableTokens(idleMs === undefined ? {} : { idleMs })
+      const releasableAll = sc.releasableTokens()
+      const obtainableBefore = sc.pool.availableSize() + sc.cache.evictableSize()
       const res = sc.evictIdleSessions({
         ...(idleMs !== undefined ? { idleMs } : {}),
         ...(needTokens !== undefined ? { needTokens } : {}),
       })
+      const gained = sc.pool.availableSize() + sc.cache.evictableSize() - obtainableBefore
+      if (idleMs !== undefined && needTokens === undefined && gained !== releasable) {
+        fail(`releasableTokens({ idleMs: ${idleMs} }) said ${releasable}, the sweep made ${gained} obtainable`)
+      }
+      if (gained > releasableAll) {
+        fail(`releasing idle sessions made ${gained} obtainable, releasableTokens() said ${releasableAll}`)
+      }
       if (res.released.join() !== exp.released.join() || res.freedTokens !== exp.freed) {
         fail(
           `evictIdleSessions released [${res.released}] freed ${res.freedTokens}, model [${exp.released}] ${exp.freed}`,
