@@ -3,6 +3,7 @@ import {
   type AdmitRequest,
   type AdmitSession,
   type AdmitWorkerState,
+  ClusterView,
   LeaseBook,
   RouterError,
   admit,
@@ -145,6 +146,8 @@ describe('Algorithm 2: admit', () => {
     // need = 60,000 − 20,000 + 488 = 40,488: 'a' (30k, t=1) then 'b' (20k, t=2); 'busy' is running, 's' is the requester.
     expect(d.response).toMatchObject({ admitted: true, releasedSessions: ['a', 'b'] })
     expect(d.releaseSessions).toEqual(['a', 'b'])
+    // What idle sessions still hold after this answer ('c'), for the router to keep apart.
+    expect(d.response.releasableTokens).toBe(30_000)
   })
 
   it('never releases a session whose admitted turn holds a live lease, even if reported idle', () => {
@@ -194,6 +197,12 @@ describe('Algorithm 2: admit', () => {
     // Nothing had to be released, yet both idle sessions count as available.
     expect(d.releaseSessions).toEqual([])
     expect(d.response.tokenUsageAfter).toBeCloseTo((95_000 - 90_000 + 1_000) / 100_000)
+    expect(d.response.releasableTokens).toBe(90_000)
+    // The router keeps them apart: available = free + evictable − need, releasable on the side.
+    const view = new ClusterView({ now: () => 0 })
+    view.addWorker({ id: 'd0', role: 'decode', capacityTokens: 100_000 })
+    view.applyAdmission('d0', d.response)
+    expect(view.worker('d0')).toMatchObject({ availableTokens: 4_000, releasableTokens: 90_000 })
   })
 
   it('lower SLO classes hit their usage ceiling first (slo_budget) while interactive still fits', () => {

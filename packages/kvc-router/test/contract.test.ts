@@ -77,6 +77,8 @@ describe('the admission wire contract', () => {
       'tokenUsageAfter',
     )
     expect(codeOf(() => parseAdmitResponse({ ...res, releasedSessions: [1] }))).toContain('releasedSessions')
+    expect(codeOf(() => parseAdmitResponse({ ...res, releasableTokens: -1 }))).toContain('releasableTokens')
+    expect(parseAdmitResponse({ ...res, releasableTokens: 7 }).releasableTokens).toBe(7)
   })
 
   it('the JSON schemas list the same enums and required fields as the validators', () => {

@@ -48,6 +48,33 @@ describe('Algorithm 1: each key of the lexicographic ranking', () => {
     expect(after.candidates[1]).toMatchObject({ fast: false, prefixResident: false })
   })
 
+  it("idle sessions' releasable tokens count for a fast-path turn on the session's own D, not for placement", () => {
+    const r = router(2, {}, 100_000)
+    r.cluster.store.setBinding('s', {
+      workerId: 'd0',
+      committedTokens: 4_000,
+      verifiedBlocks: 250,
+      updatedAt: 0,
+    })
+    r.cluster.residency.recordStored('d0', blocks(250))
+    // Both Ds full, but of idle sessions' KV that their admission would release on demand.
+    for (const d of ['d0', 'd1']) {
+      r.cluster.reportCapacity(d, { freeTokens: 100, evictableTokens: 0, releasableTokens: 60_000 })
+    }
+    expect(r.cluster.worker('d0')).toMatchObject({ availableTokens: 100, releasableTokens: 60_000 })
+    const own = r.route({ sessionId: 's', promptTokens: 4_500, blocks: blocks(281) })
+    expect(own.candidates[0]).toMatchObject({ workerId: 'd0', fast: true, capOk: true, availableTokens: 100 })
+    // A new session, or a turn too large for the fast path, sees only free + evictable.
+    const fresh = r.route({ sessionId: 'new', promptTokens: 4_500, blocks: blocks(281, 10_000) })
+    expect(fresh.candidates.every((c) => !c.capOk && !c.fast)).toBe(true)
+    const big = r.route({ sessionId: 's', promptTokens: 20_000, blocks: blocks(1_250) })
+    expect(big.candidates.every((c) => !c.capOk)).toBe(true)
+    // Without the report's releasable tokens, the own D is not capOk either.
+    r.cluster.reportCapacity('d0', { freeTokens: 100, evictableTokens: 0 })
+    const blind = r.route({ sessionId: 's', promptTokens: 4_500, blocks: blocks(281) })
+    expect(blind.candidates.find((c) => c.workerId === 'd0')).toMatchObject({ fast: false, capOk: false })
+  })
+
   it('the binding is trusted only while the index still shows its verified blocks', () => {
     const r = router(1)
     r.cluster.store.setBinding('s', {

@@ -363,6 +363,7 @@ export function admit(
       // Whole milliseconds (the wire contract's integers), whatever the clock's resolution.
       ...(lease === undefined ? {} : { leaseMs: Math.max(0, Math.round(lease.expiresAt - now)) }),
       ...(released.length === 0 ? {} : { releasedSessions: released }),
+      releasableTokens: Math.max(0, Math.round(idleReleasable - releasedGain(released))),
     }
     return { response, lease, releaseSessions: released, expiredLeases }
   }

@@ -192,6 +192,11 @@ export interface AdmitResponse {
   readonly leaseMs?: number
   /** Sessions whose locks the worker released (idle, least recently used first) to make room. */
   readonly releasedSessions?: readonly string[]
+  /**
+   * Tokens idle sessions still hold that the worker would release on demand; `tokenUsageAfter`
+   * already counts them as available. Lets the router keep them apart (absent: 0).
+   */
+  readonly releasableTokens?: number
 }
 
 function bad(path: string, why: string, value: unknown): never {
@@ -305,6 +310,7 @@ export function parseAdmitResponse(x: unknown): AdmitResponse {
   const retractedQueueDepth = count(x, 'retractedQueueDepth', where, false)!
   const recommendedPauseMs = count(x, 'recommendedPauseMs', where, false)!
   const leaseMs = count(x, 'leaseMs', where, true)
+  const releasableTokens = count(x, 'releasableTokens', where, true)
   const rs = x.releasedSessions
   let releasedSessions: string[] | undefined
   if (rs !== undefined) {
@@ -325,6 +331,7 @@ export function parseAdmitResponse(x: unknown): AdmitResponse {
     recommendedPauseMs,
     ...(leaseMs === undefined ? {} : { leaseMs }),
     ...(releasedSessions === undefined ? {} : { releasedSessions }),
+    ...(releasableTokens === undefined ? {} : { releasableTokens }),
   }
 }
 
@@ -392,5 +399,6 @@ export const admitResponseJsonSchema = {
     recommendedPauseMs: { type: 'integer', minimum: 0 },
     leaseMs: { type: 'integer', minimum: 0 },
     releasedSessions: { type: 'array', items: { type: 'string' } },
+    releasableTokens: { type: 'integer', minimum: 0 },
   },
 } as const

@@ -53,6 +53,12 @@ export interface CapacityReport {
   readonly freeTokens: number
   readonly evictableTokens: number
   readonly reservedTokens?: number
+  /**
+   * Tokens idle sessions hold (locked, so not evictable) that the worker's admission would
+   * release on demand: `SessionCache.releasableTokens()`. Route counts them only for a fast-path
+   * turn on the session's own D; absent: 0.
+   */
+  readonly releasableTokens?: number
   readonly transferQueueDepth?: number
   readonly retractedQueueDepth?: number
 }
@@ -76,6 +82,8 @@ export interface WorkerInfo {
   readonly publishesEvents: boolean
   /** Free + evictable − reserved at the last report, minus what was admitted since. */
   readonly availableTokens: number
+  /** Idle sessions' tokens the worker would release on demand (last report or admission answer). */
+  readonly releasableTokens: number
   readonly transferQueueDepth: number
   readonly retractedQueueDepth: number
   readonly pauseUntil: number
@@ -108,6 +116,7 @@ export interface DecodeWorkerRecord {
   readonly healthy: boolean
   readonly draining: boolean
   readonly available: number
+  readonly releasable: number
   /** Its slot in the residency index. */
   readonly slot: number
 }
@@ -121,6 +130,7 @@ interface WorkerState {
   draining: boolean
   readonly publishesEvents: boolean
   available: number
+  releasable: number
   transferQueueDepth: number
   retractedQueueDepth: number
 }
@@ -245,6 +255,7 @@ export class ClusterView {
       draining: false,
       publishesEvents: spec.publishesEvents ?? true,
       available: spec.capacityTokens,
+      releasable: 0,
       transferQueueDepth: 0,
       retractedQueueDepth: 0,
     }
@@ -352,6 +363,7 @@ export class ClusterView {
       draining: w.draining,
       publishesEvents: w.publishesEvents,
       availableTokens: w.available,
+      releasableTokens: w.releasable,
       transferQueueDepth: w.transferQueueDepth,
       retractedQueueDepth: w.retractedQueueDepth,
       pauseUntil: this.store.pauseUntil(id),
@@ -491,7 +503,8 @@ export class ClusterView {
   }
 
   /**
-   * Records a capacity report from a D worker: `available = free + evictable − reserved`.
+   * Records a capacity report from a D worker: `available = free + evictable − reserved`, and
+   * the idle sessions' `releasableTokens` apart (see {@link CapacityReport}).
    *
    * @throws RouterError `UNKNOWN_WORKER`, `WRONG_ROLE`, `INVALID_LENGTH`.
    *
@@ -518,7 +531,10 @@ export class ClusterView {
       report.retractedQueueDepth === undefined
         ? undefined
         : checkLength('retractedQueueDepth', report.retractedQueueDepth)
+    const releasable =
+      report.releasableTokens === undefined ? 0 : checkLength('releasableTokens', report.releasableTokens)
     w.available = report.freeTokens + report.evictableTokens - reserved
+    w.releasable = releasable
     if (tq !== undefined) w.transferQueueDepth = tq
     if (rq !== undefined) w.retractedQueueDepth = rq
   }
@@ -543,8 +559,11 @@ export class ClusterView {
   applyAdmission(id: string, response: AdmitResponse): void {
     const w = this.#decode(id)
     const now = this.#now()
-    const avail = Math.round(w.capacityTokens * (1 - response.tokenUsageAfter))
+    // tokenUsageAfter counts idle sessions' releasable tokens as available; keep them apart.
+    const releasable = response.releasableTokens ?? 0
+    const avail = Math.round(w.capacityTokens * (1 - response.tokenUsageAfter)) - releasable
     w.available = response.admitted ? avail : avail + response.needTokens
+    w.releasable = releasable
     w.transferQueueDepth = response.transferQueueDepth
     w.retractedQueueDepth = response.retractedQueueDepth
     if (response.recommendedPauseMs > 0) this.store.setPauseUntil(id, now + response.recommendedPauseMs)

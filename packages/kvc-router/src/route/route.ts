@@ -227,7 +227,11 @@ export function analyzeTurn(ctx: RouteContext, turn: TurnRequest): TurnAnalysis 
     const append = prompt - held
     const needTokens = append + reserve
     const avail = r.available
-    const capOk = avail >= needTokens
+    const fastShape = (prefixResident || (bound && params.refillLostTail)) && append <= params.tauAppend
+    // A fast-path turn on the session's own D may use what idle sessions hold there: the D's
+    // admission releases them before it refuses (Algorithm 2), and the alternative, a reseed to this
+    // or another D, needs more memory, not less.
+    const capOk = avail + (bound && fastShape ? r.releasable : 0) >= needTokens
     const l = store.load(d)
     const load = l.turns + l.pendingSeeds
     loadSum += load
@@ -236,7 +240,7 @@ export function analyzeTurn(ctx: RouteContext, turn: TurnRequest): TurnAnalysis 
       workerId: d,
       rank: 0,
       // A bound D that lost part of the session's tail re-prefills it with the append (refillLostTail).
-      fast: (prefixResident || (bound && params.refillLostTail)) && append <= params.tauAppend && capOk,
+      fast: fastShape && capOk,
       capOk,
       prefixResident,
       overlapBlocks,
@@ -329,7 +333,9 @@ export function finishDecision(
 /**
  * Algorithm 1 (Route), lexicographic, higher first:
  * 1. `fast(s,d)` = committed prefix resident ∧ append ≤ τ_append ∧ capOk;
- * 2. `capOk(d)` = available ≥ append (or uncached prompt) + decode reserve;
+ * 2. `capOk(d)` = available ≥ append (or uncached prompt) + decode reserve; on the session's own
+ *    D, for a fast-path turn, the idle sessions' releasable tokens count as available (its
+ *    admission releases them before refusing);
  * 3. `score = overlap + bonus`, overlap exclusive of boilerplate blocks (or plain), bonus
  *    `K · max(0, mean − load) / mean` for sessions with no binding yet;
  * 4. `−load` (in-flight turns, counted from a turn's first claim or admission request for the D,

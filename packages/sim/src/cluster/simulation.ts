@@ -1625,11 +1625,16 @@ export class ClusterSimulation {
       if (!w.alive) continue
       const free = w.pool.availableSize()
       const evictable = w.cache === undefined ? 0 : w.cache.cache.evictableSize()
+      // Idle sessions' KV the D's admission may release (with the reaper, only those past its TTL).
+      const ttl = this.#reaper?.idleMs
+      const releasable =
+        w.cache === undefined ? 0 : w.cache.releasableTokens(ttl === undefined ? {} : { idleMs: ttl })
       const reserved = (w.leases?.reservedTokens(this.#now) ?? 0) + w.reservedOutputs
       this.router.cluster.reportCapacity(w.id, {
         freeTokens: free,
         evictableTokens: evictable,
         reservedTokens: Math.min(reserved, free + evictable),
+        releasableTokens: releasable,
         transferQueueDepth: w.transferWait.length + w.transfersOnWire,
         retractedQueueDepth: Number.isNaN(w.blockedSince) ? 0 : 1,
       })
