@@ -499,7 +499,9 @@ describe('releasableTokens', () => {
     clock.t = 15
     expect(sc.releasableTokens({ idleMs: 10 })).toBe(12) // only a: the shared prefix is b's too
     // A request in flight on b: its lock keeps the prefix and b's tokens.
-    sc.matchPrefix(sc.createRequest({ rid: 'r', sessionId: 'b', inputIds: [...shared, ...range(200, 12), 5] }))
+    sc.matchPrefix(
+      sc.createRequest({ rid: 'r', sessionId: 'b', inputIds: [...shared, ...range(200, 12), 5] }),
+    )
     expect(sc.releasableTokens()).toBe(12)
     const before = sc.cache.evictableSize()
     sc.evictIdleSessions({ idleMs: 0 })

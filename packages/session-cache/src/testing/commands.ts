@@ -500,7 +500,9 @@ function runStep(step: SessionStep, m: SessionModelState, r: SessionRealState): 
       })
       const gained = sc.pool.availableSize() + sc.cache.evictableSize() - obtainableBefore
       if (idleMs !== undefined && needTokens === undefined && gained !== releasable) {
-        fail(`releasableTokens({ idleMs: ${idleMs} }) said ${releasable}, the sweep made ${gained} obtainable`)
+        fail(
+          `releasableTokens({ idleMs: ${idleMs} }) said ${releasable}, the sweep made ${gained} obtainable`,
+        )
       }
       if (gained > releasableAll) {
         fail(`releasing idle sessions made ${gained} obtainable, releasableTokens() said ${releasableAll}`)
