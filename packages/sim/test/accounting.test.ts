@@ -56,6 +56,71 @@ describe('every turn is accounted for', () => {
   })
 })
 
+describe("the replayer's session concurrency (maxConcurrentSessions)", () => {
+  /** Most sessions live at once: each session spans its first arrival to its last end. */
+  function peakLive(records: readonly { session: number; arrivalMs: number; endMs: number }[]): number {
+    const span = new Map<number, [number, number]>()
+    for (const x of records) {
+      const s = span.get(x.session)
+      span.set(
+        x.session,
+        s === undefined ? [x.arrivalMs, x.endMs] : [Math.min(s[0], x.arrivalMs), Math.max(s[1], x.endMs)],
+      )
+    }
+    const edges = [...span.values()].flatMap(([a, b]) => [[a, 1] as const, [b, -1] as const])
+    edges.sort((x, y) => x[0] - y[0] || x[1] - y[1]) // an end before a start at the same instant
+    let live = 0
+    let peak = 0
+    for (const [, d] of edges) peak = Math.max(peak, (live += d))
+    return peak
+  }
+
+  it('runs at most N sessions at once, starts a waiting one when one ends, and loses no turn', () => {
+    const w = generateAgenticWorkload({
+      seed: 5,
+      sessions: 10,
+      maxTurnsPerSession: 12,
+      sessionStartMeanS: 0.5,
+    })
+    const run = (maxConcurrentSessions?: number) =>
+      runSimulation({
+        workload: w,
+        topology: { kind: 'pd', prefill: 1, decode: 3 },
+        policy: 'kvc',
+        seed: 1,
+        ...(maxConcurrentSessions === undefined ? {} : { maxConcurrentSessions }),
+      })
+    const free = run()
+    const limited = run(3)
+    expect(peakLive(free.records)).toBeGreaterThan(3)
+    expect(peakLive(limited.records)).toBe(3)
+    expect(limited.accounting.balanced).toBe(true)
+    expect(limited.records.every((x) => x.status === 'completed')).toBe(true)
+    // A waiting session starts when another ends: every first turn after the third arrives at the
+    // end of some session's last turn.
+    const lastEnds = new Set(
+      limited.records.filter((x, i, a) => a[i + 1]?.session !== x.session).map((x) => x.endMs),
+    )
+    const starts = limited.records.filter((x) => x.turnIndex === 0).sort((a, b) => a.arrivalMs - b.arrivalMs)
+    for (const s of starts.slice(3)) expect(lastEnds.has(s.arrivalMs)).toBe(true)
+    expect(limited.makespanS).toBeGreaterThan(free.makespanS)
+  })
+
+  it('refuses a bad limit, naming it', () => {
+    for (const bad of [0, 2.5, -1]) {
+      expect(() =>
+        runSimulation({
+          workload: small(),
+          topology: { kind: 'pd', prefill: 1, decode: 1 },
+          policy: 'kvc',
+          seed: 1,
+          maxConcurrentSessions: bad,
+        }),
+      ).toThrow(/maxConcurrentSessions must be a positive integer/)
+    }
+  })
+})
+
 describe('fault injection', () => {
   it('parses the schedule syntax and JSON-like specs, and refuses bad ones', () => {
     const f = parseFaults(

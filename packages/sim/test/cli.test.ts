@@ -29,6 +29,7 @@ describe('kvc-sim command line', () => {
       2,
       /--shared-prefix applies to the built-in workload only/,
     ],
+    [['compare', '--max-concurrent-sessions', '0'], 2, /--max-concurrent-sessions "0"/],
     [['compare', '--capacity', 'lots'], 2, /--capacity "lots"/],
     [['compare', '--time-scale', '0'], 2, /--time-scale "0": must be a positive number/],
     [['compare', '--faults', 'meteor@1s'], 2, /unknown fault kind "meteor"/],

@@ -43,6 +43,7 @@ interface CommonOpts {
   pageSize?: string
   sessions?: string
   sharedPrefix?: string
+  maxConcurrentSessions?: string
   bootstrap: string
   jobs?: string
   progress: boolean
@@ -68,6 +69,10 @@ function addCommon(cmd: Command, defaults: { seeds: string }): Command {
     .option(
       '--shared-prefix <tokens>',
       'tokens of the system prompt every session of the built-in workload starts with (default 6000)',
+    )
+    .option(
+      '--max-concurrent-sessions <n>',
+      "the replayer's session concurrency: at most n sessions at once, the next starts when one ends (default: no limit)",
     )
     .option('--bootstrap <n>', 'bootstrap resamples for the 95% intervals', '200')
     .option('--jobs <n>', 'runs in parallel (worker threads; default: the number of cores)')
@@ -122,6 +127,9 @@ function buildConfig(o: CommonOpts, policies: readonly string[]): ExperimentConf
     faults,
     bootstrapResamples: parseCount('--bootstrap', o.bootstrap),
     ...(o.pageSize === undefined ? {} : { pageSize: parseCount('--page-size', o.pageSize, 1) }),
+    ...(o.maxConcurrentSessions === undefined
+      ? {}
+      : { maxConcurrentSessions: parseCount('--max-concurrent-sessions', o.maxConcurrentSessions, 1) }),
   }
 }
 

@@ -84,6 +84,13 @@ export interface RunOptions {
   readonly memoryWaitTimeoutS?: number
   /** Turns still running at this simulated time fail with cause `horizon` (default 48 h). */
   readonly horizonS?: number
+  /**
+   * The replayer's session concurrency: at most this many sessions run at once; a session whose
+   * start time comes while that many run waits, first come first served, until one ends (its last
+   * turn completed or failed), then starts at once. Unset: every session starts at its time. The
+   * seeds' replayer ran 32 (seed 001 §3: "concurrency stays at 32").
+   */
+  readonly maxConcurrentSessions?: number
   /** Called as turns end: (ended, total). */
   readonly onProgress?: (ended: number, total: number) => void
 }
@@ -304,6 +311,11 @@ export class ClusterSimulation {
   readonly #admitOptions
   readonly #memWaitMs: number
   readonly #horizonMs: number
+  readonly #maxSessions: number
+  /** Sessions started and not yet ended, and the first turns waiting for a free session slot. */
+  #liveSessions = 0
+  #waitingStarts: number[] = []
+  #waitingHead = 0
   readonly #sampleMs: number
   readonly #capacity: number
   readonly #chunk: number
@@ -360,6 +372,13 @@ export class ClusterSimulation {
       this.#chunk,
     )
     this.#horizonMs = (options.horizonS ?? 48 * 3600) * 1000
+    this.#maxSessions = options.maxConcurrentSessions ?? Number.POSITIVE_INFINITY
+    checkOption(
+      this.#maxSessions === Number.POSITIVE_INFINITY ||
+        (Number.isInteger(this.#maxSessions) && this.#maxSessions >= 1),
+      `maxConcurrentSessions must be a positive integer, got ${String(options.maxConcurrentSessions)}`,
+      options.maxConcurrentSessions,
+    )
     this.#sampleMs = (options.sampleIntervalS ?? 5) * 1000
     checkOption(this.#sampleMs > 0, 'sampleIntervalS must be > 0', options.sampleIntervalS)
     this.#faults = options.faults ?? []
@@ -803,6 +822,14 @@ export class ClusterSimulation {
 
   #arrive(turn: Turn): void {
     if (turn.ended || turn.dispatch !== undefined) return
+    if (turn.spec.session >= 0 && turn.spec.turnIndex === 0) {
+      // The replayer's session concurrency: a new session waits for a free slot.
+      if (this.#liveSessions >= this.#maxSessions) {
+        this.#waitingStarts.push(turn.id)
+        return
+      }
+      this.#liveSessions++
+    }
     turn.arrivalMs = this.#now
     if (this.#now < this.#firstArrival) this.#firstArrival = this.#now
     this.#probabilisticArrivalFaults()
@@ -984,6 +1011,12 @@ export class ClusterSimulation {
           ? this.#now + next.spec.thinkMs / this.timeScale
           : Math.max(this.#now, next.spec.arrivalMs / this.timeScale)
       this.#q.push(at, EV_ARRIVAL, next.id, 0)
+    } else if (s.session >= 0) {
+      // The session's last turn: its slot goes to the longest-waiting new session.
+      this.#liveSessions--
+      if (this.#waitingHead < this.#waitingStarts.length) {
+        this.#q.push(this.#now, EV_ARRIVAL, this.#waitingStarts[this.#waitingHead++]!, 0)
+      }
     }
   }
 

@@ -65,6 +65,8 @@ export interface ExperimentConfig {
   readonly pageSize?: number
   readonly faults?: readonly FaultSpec[]
   readonly evictGranularity?: RunOptions['evictGranularity']
+  /** The replayer's session concurrency ({@link RunOptions.maxConcurrentSessions}); unset: none. */
+  readonly maxConcurrentSessions?: number
   /** Bootstrap resamples (default 200). */
   readonly bootstrapResamples?: number
   /** Points per usage series in the result (default 240). */
@@ -92,6 +94,7 @@ export interface RunTask {
   readonly pageSize?: number
   readonly faults: readonly FaultSpec[]
   readonly evictGranularity?: RunOptions['evictGranularity']
+  readonly maxConcurrentSessions?: number
 }
 
 /**
@@ -155,6 +158,9 @@ export function executeTask(task: RunTask, onProgress?: (ended: number, total: n
     faults: task.faults,
     ...(task.pageSize === undefined ? {} : { pageSize: task.pageSize }),
     ...(task.evictGranularity === undefined ? {} : { evictGranularity: task.evictGranularity }),
+    ...(task.maxConcurrentSessions === undefined
+      ? {}
+      : { maxConcurrentSessions: task.maxConcurrentSessions }),
     ...(onProgress === undefined ? {} : { onProgress }),
   })
 }
@@ -284,6 +290,8 @@ export interface ExperimentResult {
     readonly capacityTokens: number | 'unlimited'
     readonly costModel: CostModel
     readonly faults: string
+    /** The replayer's session concurrency, when one was set. */
+    readonly maxConcurrentSessions?: number
     readonly bootstrap: {
       readonly resamples: number
       readonly unit: 'session' | 'request'
@@ -457,6 +465,9 @@ export async function runExperiment(
         faults,
         ...(config.pageSize === undefined ? {} : { pageSize: config.pageSize }),
         ...(config.evictGranularity === undefined ? {} : { evictGranularity: config.evictGranularity }),
+        ...(config.maxConcurrentSessions === undefined
+          ? {}
+          : { maxConcurrentSessions: config.maxConcurrentSessions }),
       })
     }
   }
@@ -627,6 +638,9 @@ function summarize(
       capacityTokens: capacity,
       costModel: cost,
       faults: formatFaults(faults),
+      ...(config.maxConcurrentSessions === undefined
+        ? {}
+        : { maxConcurrentSessions: config.maxConcurrentSessions }),
       bootstrap: { resamples, unit: sessionsUnit ? 'session' : 'request', level: 0.95 },
     },
     runs: results.map((r, i) => {

@@ -241,7 +241,7 @@ export function renderHtmlReport(r: ExperimentResult): string {
 <svg width="0" height="0" style="position:absolute"><defs><pattern id="hatch" width="6" height="6" patternUnits="userSpaceOnUse" patternTransform="rotate(45)"><rect width="6" height="6" fill="#fff"/><line x1="0" y1="0" x2="0" y2="6" stroke="#a40e26" stroke-width="2"/></pattern></defs></svg>
 <h1>kvc-sim: ${esc(labels.join(' vs '))}</h1>
 <p class="note">Workload <b>${esc(w.name)}</b> (${esc(w.source)}) · ${w.requests} turns${w.sessions > 0 ? ` in ${w.sessions} sessions` : ''} per trial ·
-topology <b>${esc(c.topology)}</b> · <b>time scale ${c.timeScale}</b>${c.timeScale !== 1 ? ' (think times and arrivals compressed: seed 001 §7 showed this can flip verdicts)' : ''} ·
+topology <b>${esc(c.topology)}</b> · <b>time scale ${c.timeScale}</b>${c.timeScale !== 1 ? ' (think times and arrivals compressed: seed 001 §7 showed this can flip verdicts)' : ''} ·${c.maxConcurrentSessions === undefined ? '' : ` at most ${c.maxConcurrentSessions} sessions at once ·`}
 seeds ${c.seeds.join(', ')} · KV capacity ${c.capacityTokens === 'unlimited' ? 'unlimited' : `${c.capacityTokens.toLocaleString('en')} tokens`} per worker · page ${c.pageSize} tokens ·
 faults: ${esc(c.faults)} · kvc-sim ${esc(r.tool.version)}</p>
 

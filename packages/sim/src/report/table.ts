@@ -65,7 +65,7 @@ export function renderComparisonTable(r: ExperimentResult): string {
   const c = r.config
   const foot =
     `${c.seeds.length} seeds × ${c.policies.length} policies on ${c.workload.name} (${c.workload.requests} turns per trial), ` +
-    `time scale ${c.timeScale}, capacity ${c.capacityTokens === 'unlimited' ? 'unlimited' : c.capacityTokens} tokens/worker. ` +
+    `time scale ${c.timeScale}${c.maxConcurrentSessions === undefined ? '' : `, at most ${c.maxConcurrentSessions} sessions at once`}, capacity ${c.capacityTokens === 'unlimited' ? 'unlimited' : c.capacityTokens} tokens/worker. ` +
     'Failed turns count as infinitely slow in percentiles ("failed").'
   return [line(head), sep, ...rows.map(line), '', foot].join('\n')
 }
