@@ -177,7 +177,7 @@ describe('finding 3: capacity-blind routing starves the largest sessions (seed 0
     expect(aware.accounting.failed).toBeLessThan(0.01 * aware.accounting.turns)
   })
   it.todo(
-    'bimodal per-session fast-path rates, a group near 0 made of the largest sessions (seed 001: 15–18 of 52 sessions below 20%, 2× larger) — not reproduced: starvation starts when a pinned D fills, and the built-in sessions grow from ~7.5K tokens to their peak, so a D fills mid-session, after every session served its first turns on the fast path; the starved land at 20–80%, none below 20%, and they are larger in 5 of 6 trials, by 7–21% only (see the README, "Findings")',
+    'bimodal per-session fast-path rates, a group near 0 made of the largest sessions (seed 001: 15–18 of 52 sessions below 20%, 2× larger) — not reproduced: a starved session serves its first turns fast until its D fills, then fails most turns after 30–90 s each (32 s transfer timeouts), so it lands at 20–80%; the seeds\' starved sessions completed almost every turn on the fallback path (≈ 3.5 s), which our D, whose memory is all in session slots, cannot do (see the README, "Findings")',
   )
 })
 
