@@ -15,7 +15,9 @@ export {
   type RetryPolicy,
 } from './transport/retry.js'
 export {
+  DEFAULT_HEALTH_COOLDOWN_MS,
   EndpointHealthTracker,
+  type EndpointCallPermit,
   type EndpointHealth,
   type EndpointHealthTrackerOptions,
 } from './transport/healthTracker.js'

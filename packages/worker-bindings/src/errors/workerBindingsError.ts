@@ -8,6 +8,7 @@
  * | `HTTP_STATUS` | the server answered with a non-2xx status ({@link WorkerApiError}) | 408, 409, 429, 5xx |
  * | `CONNECTION` | the connection failed (refused, reset, DNS); `cause` is the network error | yes |
  * | `TIMEOUT` | the call (or, for a stream, the wait for the next chunk) took longer than its timeout | yes |
+ * | `ENDPOINT_UNHEALTHY` | the client's `EndpointHealthTracker` refused the call without sending it: the endpoint is unhealthy and in its cool-down (or its one trial call is in flight); `value` is its `EndpointHealth` | no |
  * | `ABORTED` | the caller's `AbortSignal` fired | never |
  * | `BAD_RESPONSE` | a 2xx answer whose body is not what the endpoint documents (not JSON, wrong shape) | no |
  * | `SSE_PARSE` | a malformed event stream: invalid UTF-8, an over-long line, a `data:` payload that is not JSON | no |
@@ -30,6 +31,7 @@ export const WorkerBindingsErrorCode = {
   HttpStatus: 'HTTP_STATUS',
   Connection: 'CONNECTION',
   Timeout: 'TIMEOUT',
+  EndpointUnhealthy: 'ENDPOINT_UNHEALTHY',
   Aborted: 'ABORTED',
   BadResponse: 'BAD_RESPONSE',
   SseParse: 'SSE_PARSE',

@@ -1,9 +1,13 @@
 /**
  * Per-endpoint health: consecutive failures mark an endpoint unhealthy, a success (or a
- * successful probe) marks it healthy again.
+ * successful probe) marks it healthy again. While an endpoint is unhealthy, the clients given
+ * the tracker refuse calls to it (a circuit breaker), letting one trial call through after each
+ * cool-down.
  *
  * @module
  */
+import { AsyncLocalStorage } from 'node:async_hooks'
+import { WorkerBindingsError } from '../errors/workerBindingsError.js'
 
 /**
  * Health of one endpoint, as {@link EndpointHealthTracker.state} reports it.
@@ -46,7 +50,66 @@ export interface EndpointHealthTrackerOptions {
   readonly now?: () => number
   /** Called on every healthy ↔ unhealthy transition. */
   readonly onChange?: (health: EndpointHealth) => void
+  /**
+   * Whether the clients given this tracker refuse calls to an unhealthy endpoint (default
+   * `true`): such a call fails at once with `ENDPOINT_UNHEALTHY`, without being sent, except one
+   * trial call after each cool-down. `false` keeps the tracker a pure observer: every call is
+   * sent, outcomes are only recorded.
+   */
+  readonly refuseWhenUnhealthy?: boolean
+  /**
+   * How long (ms) an unhealthy endpoint refuses calls after its last failure before one trial
+   * call may go through (default {@link DEFAULT_HEALTH_COOLDOWN_MS}). A failed trial, or any
+   * other failure, starts the cool-down again. `Infinity`: never a trial call; only a success
+   * recorded otherwise (a probe, see {@link EndpointHealthTracker.watch}) heals the endpoint.
+   */
+  readonly cooldownMs?: number
 }
+
+/**
+ * Default {@link EndpointHealthTrackerOptions.cooldownMs}: 5,000 ms.
+ *
+ * @example
+ * ```ts
+ * import { DEFAULT_HEALTH_COOLDOWN_MS, EndpointHealthTracker } from '@kvc/worker-bindings'
+ * const tracker = new EndpointHealthTracker({ cooldownMs: 2 * DEFAULT_HEALTH_COOLDOWN_MS })
+ * ```
+ */
+export const DEFAULT_HEALTH_COOLDOWN_MS = 5_000
+
+/**
+ * Permission to send one call, from {@link EndpointHealthTracker.permitCall}.
+ *
+ * @example
+ * ```ts
+ * import { EndpointHealthTracker, type EndpointCallPermit } from '@kvc/worker-bindings'
+ * const tracker = new EndpointHealthTracker()
+ * const permit: EndpointCallPermit = tracker.permitCall('http://10.0.0.6:30000')
+ * permit.trial // false: the endpoint is healthy
+ * permit.release()
+ * ```
+ */
+export interface EndpointCallPermit {
+  /**
+   * Whether this call is the one trial call to an unhealthy endpoint after its cool-down. Its
+   * outcome decides: a success marks the endpoint healthy, a failure starts the cool-down again.
+   */
+  readonly trial: boolean
+  /**
+   * Call once the call ended (settled, aborted, or not sent after all): gives the trial slot back
+   * so that the next trial can go. Idempotent; does nothing for a call that is not the trial.
+   */
+  release(): void
+}
+
+/** The permit of every call that is not a trial: nothing to give back. */
+const PASS: EndpointCallPermit = Object.freeze({ trial: false, release() {} })
+
+/** The probes running in the current async context: calls they make are never refused. */
+const probeScope = new AsyncLocalStorage<{
+  readonly tracker: EndpointHealthTracker
+  readonly endpoint: string
+}>()
 
 interface Entry {
   healthy: boolean
@@ -55,6 +118,8 @@ interface Entry {
   lastFailureAt: number | undefined
   unhealthySince: number | undefined
   lastError: string | undefined
+  /** The trial call in flight, if any (its permit). */
+  trial: EndpointCallPermit | undefined
 }
 
 /**
@@ -65,20 +130,32 @@ interface Entry {
  * call or a probe succeeds. {@link EndpointHealthTracker.watch} probes unhealthy endpoints on an
  * interval (unref'd timers, cleared by {@link EndpointHealthTracker.close}).
  *
+ * While an endpoint is unhealthy the clients given the tracker refuse calls to it, as a circuit
+ * breaker does: a call fails at once with `ENDPOINT_UNHEALTHY` and sends nothing (retries of a
+ * call stop too, with that call's last error). Once `cooldownMs` passed since the last failure,
+ * one trial call goes through (half-open): its success marks the endpoint healthy, its failure
+ * starts the cool-down again. Probes run by {@link EndpointHealthTracker.watch} (or inside
+ * {@link EndpointHealthTracker.probe}) are never refused. `refuseWhenUnhealthy: false` turns
+ * refusal off: the tracker then only records.
+ *
  * Share one tracker between the clients of a fleet to read every worker's health in one place.
  *
  * @example
  * ```ts
  * import { EndpointHealthTracker, SglangClient } from '@kvc/worker-bindings'
- * const health = new EndpointHealthTracker({ failureThreshold: 2 })
+ * const health = new EndpointHealthTracker({ failureThreshold: 2, cooldownMs: 3_000 })
  * const worker = new SglangClient({ baseURL: 'http://127.0.0.1:30000', healthTracker: health })
  * health.watch(worker.baseURL, () => worker.health(), 5_000) // probe while unhealthy
- * health.isHealthy(worker.baseURL) // true until two calls in a row fail
+ * health.isHealthy(worker.baseURL) // true until two calls in a row fail; then calls fail fast
  * health.close()
  * ```
  */
 export class EndpointHealthTracker {
   readonly failureThreshold: number
+  /** Whether clients refuse calls to an unhealthy endpoint (see {@link EndpointHealthTrackerOptions.refuseWhenUnhealthy}). */
+  readonly refuseWhenUnhealthy: boolean
+  /** Cool-down (ms) before a trial call (see {@link EndpointHealthTrackerOptions.cooldownMs}). */
+  readonly cooldownMs: number
   readonly #now: () => number
   readonly #onChange: ((health: EndpointHealth) => void) | undefined
   readonly #entries = new Map<string, Entry>()
@@ -89,7 +166,25 @@ export class EndpointHealthTracker {
     const t = options.failureThreshold ?? 3
     if (!Number.isInteger(t) || t < 1)
       throw new RangeError(`failureThreshold must be an integer >= 1, got ${t}`)
+    const refuse = options.refuseWhenUnhealthy ?? true
+    if (typeof refuse !== 'boolean') {
+      throw new WorkerBindingsError(
+        'INVALID_OPTION',
+        `refuseWhenUnhealthy must be a boolean, got ${show(refuse)}`,
+        { value: refuse },
+      )
+    }
+    const cooldown = options.cooldownMs ?? DEFAULT_HEALTH_COOLDOWN_MS
+    if (typeof cooldown !== 'number' || Number.isNaN(cooldown) || cooldown < 0) {
+      throw new WorkerBindingsError(
+        'INVALID_OPTION',
+        `cooldownMs must be a number >= 0 (or Infinity), got ${show(cooldown)}`,
+        { value: cooldown },
+      )
+    }
     this.failureThreshold = t
+    this.refuseWhenUnhealthy = refuse
+    this.cooldownMs = cooldown
     this.#now = options.now ?? Date.now
     this.#onChange = options.onChange
   }
@@ -101,6 +196,7 @@ export class EndpointHealthTracker {
     e.failures = 0
     e.healthy = true
     e.unhealthySince = undefined
+    e.trial = undefined
     e.lastSuccessAt = this.#now()
     if (!wasHealthy) this.#onChange?.(this.state(endpoint))
   }
@@ -143,9 +239,88 @@ export class EndpointHealthTracker {
   }
 
   /**
+   * Asks whether a call to `endpoint` may be sent now; the clients of this package ask before
+   * every attempt. Returns a permit when it may: the endpoint is healthy, refusal is off
+   * (`refuseWhenUnhealthy: false`), the call runs inside a probe of this endpoint
+   * ({@link EndpointHealthTracker.probe}, {@link EndpointHealthTracker.watch}), or it is the one
+   * trial call after the cool-down (`permit.trial`). Record the call's outcome with
+   * {@link EndpointHealthTracker.recordSuccess} / {@link EndpointHealthTracker.recordFailure}
+   * and `release()` the permit when the call ended.
+   *
+   * @throws {@link WorkerBindingsError} `ENDPOINT_UNHEALTHY` (`value`: the endpoint's
+   * {@link EndpointHealth}) when the call must not be sent. Nothing changes then.
+   *
+   * @example
+   * ```ts
+   * import { EndpointHealthTracker } from '@kvc/worker-bindings'
+   * const tracker = new EndpointHealthTracker({ failureThreshold: 1 })
+   * const url = 'http://10.0.0.6:30000'
+   * tracker.recordFailure(url, new Error('connection refused'))
+   * try {
+   *   tracker.permitCall(url) // within the cool-down: refused
+   * } catch (err) {
+   *   console.log((err as Error).message) // names the endpoint, since when, how many failures
+   * }
+   * ```
+   */
+  permitCall(endpoint: string): EndpointCallPermit {
+    if (!this.refuseWhenUnhealthy) return PASS
+    const e = this.#entries.get(endpoint)
+    if (e === undefined || e.healthy) return PASS
+    const scope = probeScope.getStore()
+    if (scope !== undefined && scope.tracker === this && scope.endpoint === endpoint) return PASS
+    const now = this.#now()
+    const readyAt = (e.lastFailureAt ?? Number.NEGATIVE_INFINITY) + this.cooldownMs
+    if (e.trial === undefined && now >= readyAt) {
+      const permit: EndpointCallPermit = {
+        trial: true,
+        release: () => {
+          if (e.trial === permit) e.trial = undefined
+        },
+      }
+      e.trial = permit
+      return permit
+    }
+    const since = e.unhealthySince ?? now
+    const last = e.lastError === undefined ? '' : ` (last: ${e.lastError})`
+    const next =
+      e.trial !== undefined
+        ? 'a trial call is in flight'
+        : readyAt === Number.POSITIVE_INFINITY
+          ? 'no trial call is allowed (cooldownMs is Infinity): waiting for a probe to succeed'
+          : `one trial call may go in ${readyAt - now} ms (cool-down ${this.cooldownMs} ms after the last failure)`
+    throw new WorkerBindingsError(
+      'ENDPOINT_UNHEALTHY',
+      `${endpoint} is unhealthy since ${since} ms on the tracker's clock (${now - since} ms ago), after ${e.failures} consecutive failures${last}; the call was not sent: ${next}`,
+      { value: this.state(endpoint), endpoint },
+    )
+  }
+
+  /**
+   * Runs `call` as a health probe of `endpoint`: the calls to `endpoint` it makes through
+   * clients given this tracker are sent even while the endpoint is unhealthy (they record their
+   * outcomes as usual). {@link EndpointHealthTracker.watch} runs its probes this way; use it for
+   * a probe loop of your own.
+   *
+   * @example
+   * ```ts
+   * import { EndpointHealthTracker, SglangClient } from '@kvc/worker-bindings'
+   * const health = new EndpointHealthTracker()
+   * const worker = new SglangClient({ baseURL: 'http://127.0.0.1:30000', healthTracker: health })
+   * setInterval(() => {
+   *   health.probe(worker.baseURL, () => worker.health({ maxRetries: 0 })).catch(() => {}) // never refused
+   * }, 2_000).unref()
+   * ```
+   */
+  probe<T>(endpoint: string, call: () => Promise<T>): Promise<T> {
+    return probeScope.run({ tracker: this, endpoint }, call)
+  }
+
+  /**
    * Probes `endpoint` with `probe` every `intervalMs` while it is unhealthy (one probe at a
    * time). A probe that resolves records a success; one that rejects records a failure. Calling
-   * it again for the same endpoint replaces the previous watch.
+   * it again for the same endpoint replaces the previous watch. The probe runs as
+   * {@link EndpointHealthTracker.probe} does: its calls to `endpoint` are never refused.
    */
   watch(endpoint: string, probe: () => Promise<unknown>, intervalMs: number): void {
     if (!(intervalMs > 0)) throw new RangeError(`intervalMs must be > 0, got ${intervalMs}`)
@@ -153,7 +328,7 @@ export class EndpointHealthTracker {
     const timer = setInterval(() => {
       if (this.isHealthy(endpoint) || this.#probing.has(endpoint)) return
       this.#probing.add(endpoint)
-      probe().then(
+      this.probe(endpoint, probe).then(
         () => {
           this.#probing.delete(endpoint)
           this.recordSuccess(endpoint)
@@ -191,9 +366,14 @@ export class EndpointHealthTracker {
         lastFailureAt: undefined,
         unhealthySince: undefined,
         lastError: undefined,
+        trial: undefined,
       }
       this.#entries.set(endpoint, e)
     }
     return e
   }
+}
+
+function show(v: unknown): string {
+  return typeof v === 'string' ? JSON.stringify(v) : String(v)
 }

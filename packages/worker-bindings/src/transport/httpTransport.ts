@@ -7,7 +7,7 @@
  */
 import { WorkerApiError, WorkerBindingsError } from '../errors/workerBindingsError.js'
 import { stringifyJson } from '../json/json.js'
-import type { EndpointHealthTracker } from './healthTracker.js'
+import type { EndpointCallPermit, EndpointHealthTracker } from './healthTracker.js'
 import {
   DEFAULT_RETRY_POLICY,
   type ResolvedRetryPolicy,
@@ -56,7 +56,12 @@ export interface ClientOptions {
   readonly retry?: RetryPolicy
   /** Headers sent with every call (e.g. `authorization`). */
   readonly defaultHeaders?: Readonly<Record<string, string>>
-  /** Receives every call's outcome (default: none). */
+  /**
+   * Receives every call's outcome (default: none). Unless the tracker was built with
+   * `refuseWhenUnhealthy: false`, it also refuses calls while the endpoint is unhealthy: they
+   * fail at once with `ENDPOINT_UNHEALTHY`, sending nothing (one trial call per cool-down goes
+   * through).
+   */
   readonly healthTracker?: EndpointHealthTracker
   /** Randomness for jitter, in `[0, 1)` (default `Math.random`). */
   readonly random?: () => number
@@ -157,7 +162,11 @@ const TIMEOUT = Symbol('kvc-timeout')
  *   `maxRetryAfterMs`), else the exponential backoff with jitter;
  * - non-idempotent calls are sent once;
  * - a non-2xx answer becomes a {@link WorkerApiError} (status, headers, body excerpt);
- * - every outcome is reported to the health tracker; every timer and listener is cleaned up.
+ * - every outcome is reported to the health tracker; every timer and listener is cleaned up;
+ * - with a health tracker that refuses calls (the default), a call to an unhealthy endpoint
+ *   fails with `ENDPOINT_UNHEALTHY` before anything is sent, and retries stop (with the last
+ *   attempt's error) once the endpoint turned unhealthy.
+ *
  *
  * @example
  * ```ts
@@ -289,65 +298,96 @@ export class HttpTransport {
     }
     Object.assign(headers, options.headers)
     const userSignal = options.signal
-    for (let attempt = 0; ; attempt++) {
-      if (userSignal?.aborted) throw abortedError(userSignal, this.baseURL)
-      const ctx = new AttemptContext(userSignal, timeout)
-      let error: WorkerBindingsError
-      let retryAfter: number | undefined
-      try {
-        const init: RequestInit = { method: spec.method, headers, signal: ctx.signal }
-        if (body !== undefined) init.body = body
-        const res = await this.#fetch(url, init)
-        if (res.ok || spec.acceptStatus?.includes(res.status)) {
-          const out = await onOk(res, () => ctx.dispose(), ctx)
-          this.#health?.recordSuccess(this.baseURL)
-          return out
-        }
-        const text = await res.text().catch(() => '')
-        ctx.dispose()
-        const h = headersOf(res)
-        retryAfter = parseRetryAfter(h)
-        error = new WorkerApiError({
-          status: res.status,
-          headers: h,
-          body: text,
-          request: label,
-          endpoint: this.baseURL,
-          retryAfterMs: retryAfter,
-        })
-        if (res.status >= 500) this.#health?.recordFailure(this.baseURL, error)
-        else this.#health?.recordSuccess(this.baseURL)
-        if (!isRetryableStatus(res.status)) throw error
-      } catch (cause) {
-        ctx.dispose()
-        if (cause instanceof WorkerApiError) throw cause
-        if (cause instanceof WorkerBindingsError) {
-          error = cause
-        } else if (userSignal?.aborted) {
-          throw abortedError(userSignal, this.baseURL)
-        } else if (ctx.timedOut) {
-          error = new WorkerBindingsError('TIMEOUT', `${label} timed out after ${timeout} ms`, {
-            value: timeout,
+    if (userSignal?.aborted) throw abortedError(userSignal, this.baseURL)
+    // A tracker that refuses calls throws ENDPOINT_UNHEALTHY here, before anything is sent.
+    let permit = this.#health?.permitCall(this.baseURL)
+    try {
+      for (let attempt = 0; ; attempt++) {
+        if (userSignal?.aborted) throw abortedError(userSignal, this.baseURL)
+        const ctx = new AttemptContext(userSignal, timeout)
+        let error: WorkerBindingsError
+        let retryAfter: number | undefined
+        try {
+          const init: RequestInit = { method: spec.method, headers, signal: ctx.signal }
+          if (body !== undefined) init.body = body
+          const res = await this.#fetch(url, init)
+          if (res.ok || spec.acceptStatus?.includes(res.status)) {
+            const out = await onOk(res, () => ctx.dispose(), ctx)
+            this.#health?.recordSuccess(this.baseURL)
+            return out
+          }
+          const text = await res.text().catch(() => '')
+          ctx.dispose()
+          const h = headersOf(res)
+          retryAfter = parseRetryAfter(h)
+          error = new WorkerApiError({
+            status: res.status,
+            headers: h,
+            body: text,
+            request: label,
             endpoint: this.baseURL,
-            cause,
+            retryAfterMs: retryAfter,
           })
-          this.#health?.recordFailure(this.baseURL, error)
-        } else {
-          error = new WorkerBindingsError('CONNECTION', `${label} failed: ${describeNetworkError(cause)}`, {
-            endpoint: this.baseURL,
-            cause,
-          })
-          this.#health?.recordFailure(this.baseURL, error)
+          if (res.status >= 500) this.#health?.recordFailure(this.baseURL, error)
+          else this.#health?.recordSuccess(this.baseURL)
+          if (!isRetryableStatus(res.status)) throw error
+        } catch (cause) {
+          ctx.dispose()
+          if (cause instanceof WorkerApiError) throw cause
+          if (cause instanceof WorkerBindingsError) {
+            error = cause
+          } else if (userSignal?.aborted) {
+            throw abortedError(userSignal, this.baseURL)
+          } else if (ctx.timedOut) {
+            error = new WorkerBindingsError('TIMEOUT', `${label} timed out after ${timeout} ms`, {
+              value: timeout,
+              endpoint: this.baseURL,
+              cause,
+            })
+            this.#health?.recordFailure(this.baseURL, error)
+          } else {
+            error = new WorkerBindingsError('CONNECTION', `${label} failed: ${describeNetworkError(cause)}`, {
+              endpoint: this.baseURL,
+              cause,
+            })
+            this.#health?.recordFailure(this.baseURL, error)
+          }
+          if (error.code !== 'TIMEOUT' && error.code !== 'CONNECTION') throw error
         }
-        if (error.code !== 'TIMEOUT' && error.code !== 'CONNECTION') throw error
+        if (attempt >= maxRetries) throw error
+        let delay = backoffDelayMs(attempt, this.retry, this.#random)
+        if (retryAfter !== undefined) {
+          if (retryAfter > this.retry.maxRetryAfterMs) throw error
+          delay = retryAfter
+        }
+        // No retry once the endpoint turned unhealthy (the tracker refuses it): the last error stands.
+        const before = this.#permitAgain(permit)
+        if (before === null) throw error
+        permit = before
+        await abortableSleep(delay, userSignal, this.baseURL)
+        if (permit?.trial !== true) {
+          const after = this.#permitAgain(permit)
+          if (after === null) throw error
+          permit = after
+        }
       }
-      if (attempt >= maxRetries) throw error
-      let delay = backoffDelayMs(attempt, this.retry, this.#random)
-      if (retryAfter !== undefined) {
-        if (retryAfter > this.retry.maxRetryAfterMs) throw error
-        delay = retryAfter
-      }
-      await abortableSleep(delay, userSignal, this.baseURL)
+    } finally {
+      permit?.release()
+    }
+  }
+
+  /**
+   * Gives `permit` back and asks the tracker again before a retry: `undefined` without a
+   * tracker, `null` when the tracker now refuses the call.
+   */
+  #permitAgain(permit: EndpointCallPermit | undefined): EndpointCallPermit | undefined | null {
+    permit?.release()
+    if (this.#health === undefined) return undefined
+    try {
+      return this.#health.permitCall(this.baseURL)
+    } catch (err) {
+      if (err instanceof WorkerBindingsError && err.code === 'ENDPOINT_UNHEALTHY') return null
+      throw err
     }
   }
 }
