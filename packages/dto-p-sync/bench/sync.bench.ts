@@ -42,6 +42,18 @@ for (const [pLabel, pcap] of [
       ref,
     ),
   )
+  if (pcap < 2_000_000) {
+    // The source plans for half of P (maxHeldTokens): the other half stays P's own.
+    for (const beta of [256, 1024, 4096]) {
+      lines.push(
+        row(
+          `on, β = ${beta}, room ½ P`,
+          runWorkload(o, { ...base, enabled: true, beta, maxHeldTokens: pcap / 2 }),
+          ref,
+        ),
+      )
+    }
+  }
 }
 console.log(lines.join('\n'))
 

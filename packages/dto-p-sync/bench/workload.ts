@@ -54,6 +54,8 @@ export interface SyncConfig {
   readonly kvBytesPerToken: number
   readonly roundMs: number
   readonly latencyMs: number
+  /** Room on P the source plans for (`SyncSourceOptions.maxHeldTokens`; default unlimited). */
+  readonly maxHeldTokens?: number
 }
 
 export interface WorkloadResult {
@@ -78,6 +80,7 @@ export interface WorkloadResult {
     readonly bandwidth: number
     readonly unavailable: number
     readonly unreachable: number
+    readonly capacity: number
   }
 }
 
@@ -193,6 +196,7 @@ export function runWorkload(o: WorkloadOptions, sync: SyncConfig): WorkloadResul
       blockHasher: hasher,
       bandwidth: { bytesPerSecond: sync.bytesPerSecond, kvBytesPerToken: sync.kvBytesPerToken },
       decodeHolds: decodeView,
+      ...(sync.maxHeldTokens === undefined ? {} : { maxHeldTokens: sync.maxHeldTokens }),
     })
     const forward = net.link<TransferMessage>({
       bytesPerSecond: sync.bytesPerSecond,
@@ -235,7 +239,7 @@ export function runWorkload(o: WorkloadOptions, sync: SyncConfig): WorkloadResul
   let nextRound = 0
   let nextEvict = o.evictPeriodMs
   let decodeEvicted = 0
-  const reasons = { bandwidth: 0, unavailable: 0, unreachable: 0 }
+  const reasons = { bandwidth: 0, unavailable: 0, unreachable: 0, capacity: 0 }
   const r = {
     turns: 0,
     reseeds: 0,

@@ -14,6 +14,7 @@ export {
   OfferBuilder,
   type OfferBuilderOptions,
   type OfferSessionInfo,
+  RETIRED_SESSIONS_KEPT,
 } from './offers/offerBuilder.js'
 export {
   type HoldingsSnapshot,

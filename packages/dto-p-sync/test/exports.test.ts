@@ -17,6 +17,7 @@ describe('public surface', () => {
         'MESSAGE_HEADER_BYTES',
         'OfferBuilder',
         'REPLY_BYTES',
+        'RETIRED_SESSIONS_KEPT',
         'SyncSink',
         'SyncSource',
         'messageBytes',

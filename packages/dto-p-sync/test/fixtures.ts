@@ -54,9 +54,16 @@ export function msgOf(
   chain: readonly SyncBlock[],
   from: number,
   to: number,
-  o: { seq?: number; version?: number; sessionId?: string; withKv?: (i: number) => boolean } = {},
+  o: {
+    seq?: number
+    version?: number
+    sessionId?: string
+    origin?: string
+    withKv?: (i: number) => boolean
+  } = {},
 ): TransferMessage {
   return {
+    ...(o.origin === undefined ? {} : { origin: o.origin }),
     sessionId: o.sessionId ?? 's',
     version: o.version ?? 1,
     seq: o.seq ?? 0,

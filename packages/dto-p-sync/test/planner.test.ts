@@ -238,3 +238,26 @@ describe('planSync', () => {
     expect(planSync(i).sessions.map((s) => s.sessionId)).toEqual(['a', 'b'])
   })
 })
+
+describe('planSync: room on P (maxHeldTokens)', () => {
+  it('plans, in rank order, only the sessions whose pages fit in P’s room; the rest are reported `capacity`', () => {
+    // Three sessions of 41 tokens: each needs 9 pages (36 tokens) to be within β = 8.
+    const ss = ['a', 'b', 'c'].map((id, i) =>
+      session(id, 41, { hints: { dPressure: 0, idleMs: 0, reseedLikelihood: 1 - i / 4 } }),
+    )
+    const all = planSync(input(ss))
+    expect(all.overBudget).toEqual([])
+    const room = planSync(input(ss, { maxHeldTokens: 80 })) // two sessions' 72 tokens fit, not three
+    const planned = new Set(room.transfers.map((t) => t.sessionId))
+    expect(planned.size).toBe(2)
+    const left = room.sessions.find((s) => !planned.has(s.sessionId))!
+    expect(left).toMatchObject({ withinBudget: false, reason: 'capacity', plannedBytes: 0 })
+    expect(left.score).toBeLessThanOrEqual(
+      Math.min(...room.sessions.filter((s) => planned.has(s.sessionId)).map((s) => s.score)),
+    )
+    // With eager a session counts with its whole chain (10 pages, 40 tokens): one fits in 79.
+    const eager = planSync(input(ss, { maxHeldTokens: 79, eager: true }))
+    expect(new Set(eager.transfers.map((t) => t.sessionId)).size).toBe(1)
+    expect(() => planSync(input(ss, { maxHeldTokens: -1 }))).toThrow(/maxHeldTokens/)
+  })
+})

@@ -412,3 +412,43 @@ describe('SyncSink ingest', () => {
     expect(snap.eventId).toBeGreaterThanOrEqual(0)
   })
 })
+
+describe('SyncSink origins: a session synced by several D workers', () => {
+  it("keeps each D's versions and sequence numbers apart; without origins the second D's messages look stale or duplicate", () => {
+    const chain = chainOf(tokens(61))
+    // d0 synced the session up to version 5; it moved to d1, whose source numbers from 1.
+    const p = prefillSide()
+    expect(p.sink.ingest(msgOf(chain, 0, 5, { seq: 0, version: 5, origin: 'd0' }))!.status).toBe('applied')
+    expect(p.sink.ingest(msgOf(chain, 5, 10, { seq: 0, version: 1, origin: 'd1' }))!.status).toBe('applied')
+    expect(p.sink.ingest(msgOf(chain, 10, 12, { seq: 1, version: 2, origin: 'd1' }))!.status).toBe('applied')
+    expect(p.sink.appliedVersion('s', 'd0')).toBe(5)
+    expect(p.sink.appliedVersion('s', 'd1')).toBe(2)
+    expect(p.cache.matchPrefix(tokens(61), { readOnly: true }).length).toBe(48)
+    p.check()
+    // Without origins, d1's numbering collides with d0's: nothing it sends gets in.
+    const q = prefillSide()
+    expect(q.sink.ingest(msgOf(chain, 0, 5, { seq: 0, version: 5 }))!.status).toBe('applied')
+    expect(q.sink.ingest(msgOf(chain, 5, 10, { seq: 0, version: 1 }))!.status).toBe('stale')
+    expect(q.sink.ingest(msgOf(chain, 5, 10, { seq: 0, version: 7 }))!.status).toBe('duplicate')
+    expect(q.cache.matchPrefix(tokens(61), { readOnly: true }).length).toBe(20)
+    q.check()
+  })
+
+  it('dropSession forgets one origin or all of them; a non-string origin is refused', () => {
+    const p = prefillSide({ pinTtlMs: 1_000 })
+    const chain = chainOf(tokens(41))
+    p.sink.ingest(msgOf(chain, 0, 4, { origin: 'd0' }))
+    p.sink.ingest(msgOf(chain, 0, 6, { origin: 'd1' }))
+    expect(p.sink.pinCount()).toBe(2)
+    expect(p.sink.dropSession('s', 'd0')).toBe(true)
+    expect(p.sink.pinCount()).toBe(1)
+    expect(p.sink.appliedVersion('s', 'd0')).toBe(0)
+    expect(p.sink.appliedVersion('s', 'd1')).toBe(1)
+    expect(p.sink.dropSession('s')).toBe(true)
+    expect(p.sink.pinCount()).toBe(0)
+    expect(p.sink.dropSession('s')).toBe(false)
+    p.check()
+    const bad = { ...msgOf(chain, 0, 2), origin: 7 } as unknown as TransferMessage
+    expect(() => p.sink.ingest(bad)).toThrow(/origin must be a string/)
+  })
+})

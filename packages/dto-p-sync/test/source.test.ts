@@ -234,3 +234,101 @@ describe('SyncSource', () => {
     expect(source.status('s').syncablePages).toBe(14)
   })
 })
+
+describe('SyncSource: a session that leaves this D and comes back', () => {
+  it('keeps counting versions and message numbers up, so P does not drop its new turns as stale or duplicate', () => {
+    const { p, source, deliver } = setup({ origin: 'd0' })
+    source.commitTurn('s', tokens(21))
+    const first = source.plan(100).messages
+    expect(first.every((m) => m.origin === 'd0')).toBe(true)
+    deliver(first)
+    const v1 = p.sink.appliedVersion('s', 'd0')
+    const lastSeq = Math.max(...first.map((m) => m.seq))
+    expect(source.endSession('s')).toBe(true)
+    // Back on this D with a longer history: a fresh chain, numbered after the old one.
+    source.commitTurn('s', tokens(61))
+    const again = source.plan(100).messages
+    expect(again.length).toBeGreaterThan(0)
+    expect(Math.min(...again.map((m) => m.version))).toBeGreaterThan(v1)
+    expect(Math.min(...again.map((m) => m.seq))).toBeGreaterThan(lastSeq)
+    deliver(again)
+    expect(source.metrics().replies.stale + source.metrics().replies.duplicate).toBe(0)
+    expect(source.status('s').confirmedPages).toBeGreaterThan(10)
+    p.check()
+  })
+
+  it('an OfferBuilder goes on from the version a session ended with', () => {
+    const offers = new OfferBuilder({ pageSize: 4, blockHasher: hasher })
+    offers.commitTurn('s', tokens(9))
+    offers.commitTurn('s', tokens(13))
+    offers.endSession('s')
+    expect(offers.commitTurn('s', tokens(9)).version).toBe(3)
+    expect(
+      () =>
+        new SyncSource({
+          pageSize: 4,
+          beta: 0,
+          now: () => 0,
+          bandwidth: { bytesPerSecond: 1, kvBytesPerToken: 1 },
+          origin: 5 as unknown as string,
+        }),
+    ).toThrow(/origin must be a string/)
+  })
+})
+
+describe('SyncSource: backing off a full P', () => {
+  it('after no-space it sends nothing for noSpaceBackoffMs, doubling per refusal, and resumes once P applies again', () => {
+    // P holds 4 pages, a session needs 9: every transfer is refused with no-space.
+    const p = prefillSide({ poolPages: 4 })
+    const source = new SyncSource({
+      pageSize: 4,
+      beta: 8,
+      now: () => p.clock.t,
+      blockHasher: hasher,
+      bandwidth: { bytesPerSecond: 1e6, kvBytesPerToken: 100 },
+      noSpaceBackoffMs: 100,
+      maxNoSpaceBackoffMs: 250,
+    })
+    const deliver = (msgs: readonly TransferMessage[]) => {
+      for (const m of msgs) {
+        const r = p.sink.ingest(m)
+        if (r !== undefined) source.handleReply(r)
+      }
+    }
+    source.commitTurn('s', tokens(41))
+    deliver(source.plan(10).messages)
+    expect(source.metrics().replies['no-space']).toBeGreaterThan(0)
+    // Paused for 100 ms: a round sends nothing (and says so), the report still comes.
+    p.clock.t = 50
+    const paused = source.plan(10)
+    expect(paused.messages).toEqual([])
+    expect(paused.plan.overBudget).toEqual(['s'])
+    expect(source.metrics().pausedRounds).toBe(1)
+    // Then it tries again; refused again → 200 ms; then capped at 250 ms.
+    p.clock.t = 100
+    deliver(source.plan(10).messages)
+    p.clock.t = 299
+    expect(source.plan(10).messages).toEqual([])
+    p.clock.t = 300
+    deliver(source.plan(10).messages)
+    p.clock.t = 549
+    expect(source.plan(10).messages).toEqual([])
+    // A session P can hold is applied, and the next refusal starts from 100 ms again.
+    p.clock.t = 550
+    source.endSession('s')
+    source.commitTurn('small', tokens(9))
+    deliver(source.plan(10).messages)
+    expect(source.metrics().replies.applied).toBe(1)
+    expect(
+      () =>
+        new SyncSource({
+          pageSize: 4,
+          beta: 0,
+          now: () => 0,
+          bandwidth: { bytesPerSecond: 1, kvBytesPerToken: 1 },
+          noSpaceBackoffMs: 10,
+          maxNoSpaceBackoffMs: 5,
+        }),
+    ).toThrow(/maxNoSpaceBackoffMs \(5\) must be at least noSpaceBackoffMs \(10\)/)
+  })
+})

@@ -216,6 +216,24 @@ describe('D→P sync (experimental, sync=on)', () => {
     expect(r.accounting.poolsBalanced).toBe(true)
     expect(r.counters.syncIngestedTokens).toBeGreaterThan(0)
   })
+  it('sends what P keeps, no more, and cuts what reseeds re-prefill', () => {
+    // 16 sessions (≈ 290K tokens of history at the end) on a 200K-token P: each D's source plans
+    // only its share of P's room, backs off when P says no-space, and P keeps every D's numbering
+    // apart. Before that, P ingested 20× what it could keep and the wire carried 12× more again.
+    const w = generateAgenticWorkload({ seed: 1, sessions: 16 })
+    const run = (policy: string) =>
+      runSimulation({ workload: w, topology: { kind: 'pd', prefill: 1, decode: 3 }, policy, seed: 1 })
+    const reseedPrefill = (r: ReturnType<typeof run>) =>
+      r.records.filter((x) => x.path === 'seed' && x.turnIndex > 0).reduce((a, x) => a + x.computedTokens, 0)
+    const off = run('kvc')
+    const on = run('kvc:sync=on')
+    const kvb = 98_304 // the default cost model's KV bytes per token
+    expect(on.counters.syncIngestedTokens).toBeGreaterThan(0)
+    expect(on.counters.syncBytes).toBeLessThanOrEqual(1.1 * on.counters.syncIngestedTokens * kvb)
+    expect(on.counters.syncIngestedTokens).toBeLessThan(2 * 290_000)
+    expect(reseedPrefill(on)).toBeLessThan(0.85 * reseedPrefill(off)) // 143K against 193K
+    expect(on.accounting.failed).toBe(0)
+  })
   it('is refused for policies without the kvc fast path', () => {
     expect(() =>
       runSimulation({

@@ -103,6 +103,8 @@ export class OfferBuilder {
   /** The block hasher shared with P's radix cache. */
   readonly blockHasher: BlockHasher
   readonly #sessions = new Map<string, Chain>()
+  /** Last versions of ended sessions, so that a session that comes back keeps counting up. */
+  readonly #retired = new Map<string, number>()
 
   constructor(options: OfferBuilderOptions) {
     if (options === null || typeof options !== 'object')
@@ -139,7 +141,9 @@ export class OfferBuilder {
 
     let chain = this.#sessions.get(sessionId)
     if (chain === undefined) {
-      chain = { version: 0, extraKey, committedTokens: 0, blocks: [], digests: [] }
+      const version = this.#retired.get(sessionId) ?? 0
+      this.#retired.delete(sessionId)
+      chain = { version, extraKey, committedTokens: 0, blocks: [], digests: [] }
       this.#sessions.set(sessionId, chain)
     }
     // Keep the pages the history still agrees with (a namespace change agrees with nothing).
@@ -205,7 +209,9 @@ export class OfferBuilder {
   }
 
   /**
-   * Forget a session (finished or released on D). Returns whether it was known.
+   * Forget a session (finished or released on D). Returns whether it was known. Its version is
+   * remembered (the last {@link RETIRED_SESSIONS_KEPT} ended sessions): if it commits again here,
+   * its versions go on from there, so P does not take the new turns for stale ones.
    *
    * @example
    * ```ts
@@ -216,7 +222,11 @@ export class OfferBuilder {
    * ```
    */
   endSession(sessionId: string): boolean {
-    return this.#sessions.delete(sessionId)
+    const chain = this.#sessions.get(sessionId)
+    if (chain === undefined) return false
+    this.#sessions.delete(sessionId)
+    retire(this.#retired, sessionId, chain.version)
+    return true
   }
 
   /**
@@ -238,4 +248,23 @@ export class OfferBuilder {
 function samePage(page: Uint32Array, tokens: Uint32Array, off: number): boolean {
   for (let i = 0; i < page.length; i++) if (page[i] !== tokens[off + i]) return false
   return true
+}
+
+/**
+ * How many ended sessions an {@link OfferBuilder} (their versions) and a `SyncSource` (their
+ * message numbers) remember, so that a session coming back to the same D keeps counting up.
+ *
+ * @example
+ * ```ts
+ * import { RETIRED_SESSIONS_KEPT } from '@kvc/dto-p-sync'
+ * console.log(RETIRED_SESSIONS_KEPT) // 65536
+ * ```
+ */
+export const RETIRED_SESSIONS_KEPT = 65_536
+
+/** @internal Remember `value` for an ended session, forgetting the oldest beyond the cap. */
+export function retire(map: Map<string, number>, sessionId: string, value: number): void {
+  map.delete(sessionId)
+  map.set(sessionId, value)
+  if (map.size > RETIRED_SESSIONS_KEPT) map.delete(map.keys().next().value!)
 }

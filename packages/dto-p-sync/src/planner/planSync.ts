@@ -94,12 +94,21 @@ export interface PlanInput {
   readonly maxBlocksPerTransfer?: number
   /** After every session is within β, spend what is left on the remaining pages (default `false`). */
   readonly eager?: boolean
+  /**
+   * Room on P for this D's sessions, in tokens (default: unlimited). In rank order, sessions are
+   * planned while the pages that keep them within β (the pages of the whole chains, with `eager`)
+   * add up to at most this much; the others get nothing and are reported with reason `capacity`.
+   * Syncing more than P can keep only makes P evict synced pages to ingest others, which the next
+   * round sends again.
+   */
+  readonly maxHeldTokens?: number
 }
 
 /**
  * Why a session is reported over budget: not enough bandwidth this round, a needed block no
- * longer on D (evicted before it was synced) and not on P, or β smaller than the part of the
- * history that is never synced (the partial last page and the newest sampled token).
+ * longer on D (evicted before it was synced) and not on P, β smaller than the part of the
+ * history that is never synced (the partial last page and the newest sampled token), or no room
+ * left on P for it (`maxHeldTokens`, higher-ranked sessions first).
  *
  * @example
  * ```ts
@@ -107,7 +116,7 @@ export interface PlanInput {
  * const r: OverBudgetReason = 'bandwidth'
  * ```
  */
-export type OverBudgetReason = 'bandwidth' | 'unavailable' | 'unreachable'
+export type OverBudgetReason = 'bandwidth' | 'unavailable' | 'unreachable' | 'capacity'
 
 /**
  * The planner's verdict on one session.
@@ -205,6 +214,8 @@ interface Work {
   frontier: number
   plannedBytes: number
   neededBytes: number | null
+  /** Left out: no room on P (`maxHeldTokens`). */
+  capped: boolean
 }
 
 /**
@@ -260,6 +271,7 @@ export function planSync(input: PlanInput): SyncPlan {
   if (!Array.isArray(input.sessions)) throw invalidOption('sessions must be an array', input.sessions)
   if (input.eager !== undefined && typeof input.eager !== 'boolean')
     throw invalidOption('eager must be a boolean', input.eager)
+  if (input.maxHeldTokens !== undefined) checkNonNegative('maxHeldTokens', input.maxHeldTokens)
   const seen = new Set<string>()
   for (const s of input.sessions) checkSession(s, input.pageSize, seen)
   return planUnchecked(input, weights)
@@ -328,6 +340,7 @@ export function planUnchecked(
       frontier: c,
       plannedBytes: 0,
       neededBytes: null,
+      capped: false,
     }
     if (needPages <= n && availLimit >= Math.max(needPages, c)) w.neededBytes = costTo(w, needPages)
     return w
@@ -336,6 +349,17 @@ export function planUnchecked(
     (a, b) =>
       b.score - a.score || (a.s.sessionId < b.s.sessionId ? -1 : a.s.sessionId > b.s.sessionId ? 1 : 0),
   )
+
+  // P's room: in rank order, the sessions whose pages fit; the rest are left out this round.
+  const maxHeld = input.maxHeldTokens ?? Infinity
+  if (Number.isFinite(maxHeld)) {
+    let held = 0
+    for (const w of works) {
+      const pages = eager ? w.n : Math.min(w.n, w.needPages)
+      if (held + pages * ps <= maxHeld) held += pages * ps
+      else w.capped = true
+    }
+  }
 
   const transfers: PlannedTransfer[] = []
   let remaining = budget
@@ -410,7 +434,7 @@ export function planUnchecked(
   // Phase 1: whole needs, in rank order, skipping sessions that do not fit.
   const deferred: Work[] = []
   for (const w of works) {
-    if (w.needPages <= w.c) continue
+    if (w.needPages <= w.c || w.capped) continue
     if (w.neededBytes !== null && w.neededBytes <= remaining) emit(w, w.needPages, 'budget')
     else deferred.push(w)
   }
@@ -423,7 +447,7 @@ export function planUnchecked(
   if (eager) {
     for (const w of works) {
       if (remaining <= 0) break
-      if (w.frontier < w.availLimit) emit(w, w.availLimit, 'eager')
+      if (w.frontier < w.availLimit && !w.capped) emit(w, w.availLimit, 'eager')
     }
   }
 
@@ -441,7 +465,14 @@ export function planUnchecked(
     const withinBudget = projectedStaleness <= beta
     let reason: OverBudgetReason | null = null
     if (!withinBudget) {
-      reason = w.needPages > w.n ? 'unreachable' : w.availLimit < w.needPages ? 'unavailable' : 'bandwidth'
+      reason =
+        w.needPages > w.n
+          ? 'unreachable'
+          : w.availLimit < w.needPages
+            ? 'unavailable'
+            : w.capped
+              ? 'capacity'
+              : 'bandwidth'
       overBudget.push(w.s.sessionId)
     }
     plannedBytes += w.plannedBytes

@@ -69,9 +69,9 @@ export interface TransferBlock extends SyncBlock {
 
 /**
  * One D→P transfer: a contiguous segment of a session's chain, starting at chain position
- * `startPage`. `(sessionId, seq)` identifies the message (a network duplicate has the same pair);
- * `version` is D's commit version of the session when the message was planned, and P ignores
- * messages older than the newest version it applied.
+ * `startPage`. `(origin, sessionId, seq)` identifies the message (a network duplicate has the
+ * same triple); `version` is D's commit version of the session when the message was planned, and
+ * P ignores messages older than the newest version it applied from the same origin.
  *
  * @example
  * ```ts
@@ -83,6 +83,12 @@ export interface TransferBlock extends SyncBlock {
  * ```
  */
 export interface TransferMessage {
+  /**
+   * The sending D (its `SyncSourceOptions.origin`; absent: `''`). P keeps each origin's versions,
+   * sequence numbers and pins apart, so a session that moves from one D to another is synced by
+   * both without one's numbering hiding the other's messages.
+   */
+  readonly origin?: string
   readonly sessionId: string
   readonly version: number
   /** Per-session message number on D, increasing. */

@@ -182,6 +182,8 @@ function checkChain(
 export function validateTransferMessage(msg: TransferMessage, pageSize: number): void {
   if (msg === null || typeof msg !== 'object')
     throw invalidMessage('a transfer message must be an object', msg)
+  if (msg.origin !== undefined && typeof msg.origin !== 'string')
+    throw invalidMessage('origin must be a string', msg.origin)
   checkSessionId(msg.sessionId)
   checkVersionLike('version', msg.version, 1)
   checkVersionLike('seq', msg.seq, 0)

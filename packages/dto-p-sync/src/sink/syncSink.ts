@@ -187,9 +187,10 @@ type MutableMetrics = { -readonly [K in keyof SinkMetrics]: SinkMetrics[K] }
 /**
  * P side of the sync: ingests transferred pages into P's radix cache as an **external producer**.
  *
- * - **Idempotent**: a network duplicate of a message (same `sessionId`, `seq`) changes nothing and
+ * - **Idempotent**: a network duplicate of a message (same `origin`, `sessionId`, `seq`) changes nothing and
  *   gets the original reply again; a block P already holds is skipped (its KV is not needed).
- * - **Ordered**: a message whose version is older than one already applied is ignored (`stale`).
+ * - **Ordered**: a message whose version is older than one already applied from the same origin is
+ *   ignored (`stale`); each origin (D) has its own versions, sequence numbers and pins.
  * - **Unknown parent → re-request**: a segment whose parent page P does not hold is refused with
  *   `unknown-parent` and the missing hash; D sends again from further back.
  * - **Evictable unless pinned**: ingested pages are ordinary cached pages; with `pinTtlMs` the
@@ -241,7 +242,8 @@ export class SyncSink {
   readonly #priority: number
   readonly #dedupWindow: number
   readonly #index = new KvEventIndex({ keepTokens: true })
-  readonly #sessions = new Map<string, SinkSession>()
+  /** Per origin (the sending D), per session. */
+  readonly #origins = new Map<string, Map<string, SinkSession>>()
   readonly #reservations = new Map<number, OpenReservation>()
   #nextReservation = 1
   #reservedTokens = 0
@@ -374,7 +376,7 @@ export class SyncSink {
     const ps = this.pageSize
     const blocks = message.blocks
     const n = blocks.length
-    const sess = this.#sessions.get(message.sessionId)
+    const sess = this.#find(message.origin, message.sessionId)
     if (sess !== undefined) {
       if (message.version < sess.version) {
         this.#m.messages++
@@ -509,7 +511,7 @@ export class SyncSink {
     }
     this.#reservations.set(id, res)
     this.#reservedTokens += slots.length
-    this.#session(message.sessionId).open.add(message.seq)
+    this.#session(message.origin, message.sessionId).open.add(message.seq)
     return { kind: 'reserved', reservation: publicReservation(res) }
   }
 
@@ -540,7 +542,7 @@ export class SyncSink {
     const ps = this.pageSize
     this.#reservations.delete(id)
     this.#reservedTokens -= r.slots
-    const sess = this.#session(msg.sessionId)
+    const sess = this.#session(msg.origin, msg.sessionId)
     sess.open.delete(msg.seq)
     if (msg.version < sess.version) {
       // A newer version was applied while this one was arriving.
@@ -647,7 +649,7 @@ export class SyncSink {
     }
     this.#reservations.delete(id)
     this.#reservedTokens -= r.slots
-    this.#sessions.get(r.sessionId)?.open.delete(r.seq)
+    this.#find(r.message.origin, r.sessionId)?.open.delete(r.seq)
     this.#release(r)
     this.#m.reservationsAborted++
     this.#m.droppedBlocks += r.kvEnd - r.present
@@ -705,7 +707,7 @@ export class SyncSink {
       }
     }
     let pins = 0
-    for (const sess of this.#sessions.values()) {
+    for (const sess of this.#allSessions()) {
       if (sess.pins.length === 0) continue
       const keep: Pin[] = []
       for (const p of sess.pins) {
@@ -731,7 +733,7 @@ export class SyncSink {
    */
   releaseAllPins(): number {
     let count = 0
-    for (const sess of this.#sessions.values()) {
+    for (const sess of this.#allSessions()) {
       for (const p of sess.pins) {
         this.#cache.decLockRef(p.node)
         count++
@@ -743,27 +745,36 @@ export class SyncSink {
   }
 
   /**
-   * Forget a session: release its pins and its duplicate-detection state. Open reservations of
-   * the session still complete normally. Returns whether the session was known.
+   * Forget a session: release its pins and its duplicate-detection state, for one `origin` (a D)
+   * or, without it, for every D that synced it. Open reservations of the session still complete
+   * normally. Returns whether the session was known.
    *
    * @example
    * ```ts
-   * // sink.dropSession('s1')
+   * // sink.dropSession('s1')       // every D's state of s1
+   * // sink.dropSession('s1', 'd0') // only what d0 sent
    * ```
    */
-  dropSession(sessionId: string): boolean {
-    const sess = this.#sessions.get(sessionId)
-    if (sess === undefined) return false
-    for (const p of sess.pins) {
-      this.#cache.decLockRef(p.node)
-      this.#pinnedTokens -= p.tokens
+  dropSession(sessionId: string, origin?: string): boolean {
+    let known = false
+    for (const [o, sessions] of this.#origins) {
+      if (origin !== undefined && o !== origin) continue
+      const sess = sessions.get(sessionId)
+      if (sess === undefined) continue
+      known = true
+      for (const p of sess.pins) {
+        this.#cache.decLockRef(p.node)
+        this.#pinnedTokens -= p.tokens
+      }
+      if (sess.open.size === 0) {
+        sessions.delete(sessionId)
+        if (sessions.size === 0) this.#origins.delete(o)
+      } else {
+        sess.pins = []
+        sess.applied.clear()
+      }
     }
-    if (sess.open.size === 0) this.#sessions.delete(sessionId)
-    else {
-      sess.pins = []
-      sess.applied.clear()
-    }
-    return true
+    return known
   }
 
   /**
@@ -824,20 +835,22 @@ export class SyncSink {
    */
   pinCount(): number {
     let c = 0
-    for (const s of this.#sessions.values()) c += s.pins.length
+    for (const s of this.#allSessions()) c += s.pins.length
     return c
   }
 
   /**
-   * The newest version applied for a session (0 when none).
+   * The newest version applied for a session from `origin` (default `''`: messages without one),
+   * 0 when none.
    *
    * @example
    * ```ts
    * // sink.appliedVersion('s1')
+   * // sink.appliedVersion('s1', 'd0')
    * ```
    */
-  appliedVersion(sessionId: string): number {
-    return this.#sessions.get(sessionId)?.version ?? 0
+  appliedVersion(sessionId: string, origin?: string): number {
+    return this.#find(origin, sessionId)?.version ?? 0
   }
 
   /**
@@ -852,8 +865,21 @@ export class SyncSink {
     return { ...this.#m }
   }
 
-  #session(id: string): SinkSession {
-    let s = this.#sessions.get(id)
+  #find(origin: string | undefined, id: string): SinkSession | undefined {
+    return this.#origins.get(origin ?? '')?.get(id)
+  }
+
+  *#allSessions(): IterableIterator<SinkSession> {
+    for (const sessions of this.#origins.values()) yield* sessions.values()
+  }
+
+  #session(origin: string | undefined, id: string): SinkSession {
+    let sessions = this.#origins.get(origin ?? '')
+    if (sessions === undefined) {
+      sessions = new Map()
+      this.#origins.set(origin ?? '', sessions)
+    }
+    let s = sessions.get(id)
     if (s === undefined) {
       s = {
         version: 0,
@@ -864,7 +890,7 @@ export class SyncSink {
         pathDigest: undefined,
         pins: [],
       }
-      this.#sessions.set(id, s)
+      sessions.set(id, s)
     }
     return s
   }

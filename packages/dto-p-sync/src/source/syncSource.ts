@@ -1,7 +1,7 @@
 import { type BlockHasher, type KvEvent, sglangBlockHasher } from '@kvc/radix-cache'
 import { DtoPSyncError, DtoPSyncErrorCode, invalidMessage, invalidOption } from '../errors/dtoPSyncError.js'
 import { type HoldingsSnapshot, KvEventIndex } from '../holdings/kvEventIndex.js'
-import { type CommitOptions, OfferBuilder } from '../offers/offerBuilder.js'
+import { type CommitOptions, OfferBuilder, retire } from '../offers/offerBuilder.js'
 import { type Bandwidth, type PlanSession, planUnchecked, type SyncPlan } from '../planner/planSync.js'
 import { checkHints, checkWeights, type PriorityHints, type PriorityWeights } from '../planner/priority.js'
 import { messageBytes } from '../protocol/bytes.js'
@@ -73,6 +73,28 @@ export interface SyncSourceOptions {
   readonly weights?: PriorityWeights
   /** Which blocks D still holds (its own cache's KV events); default: all. */
   readonly decodeHolds?: HoldingsView
+  /**
+   * This D's id on the wire (`TransferMessage.origin`, default `''`). Give every D that syncs to
+   * the same P its own, and a restarted D process a new one (its id and start time, say): P keeps
+   * versions, sequence numbers and pins per origin, so a session that moved between Ds is synced
+   * by each of them.
+   */
+  readonly origin?: string
+  /**
+   * After P answers `no-space` (it could not make room even by evicting), this source sends
+   * nothing for this long, doubling on every further refusal up to `maxNoSpaceBackoffMs`, and
+   * back to normal once P applies a transfer again (defaults 250 ms and 8 s). Without it a full P
+   * gets the same chains again every round, and the segments pipelined behind a refused one
+   * arrive without their parent (`unknown-parent`): bandwidth spent on KV that P throws away.
+   */
+  readonly noSpaceBackoffMs?: number
+  readonly maxNoSpaceBackoffMs?: number
+  /**
+   * Room on P for this D's sessions, in tokens (default: unlimited): see
+   * `PlanInput.maxHeldTokens`. Set it to this D's share of what P can keep (its KV pool less its
+   * own working set), or a P smaller than the synced sessions keeps evicting what it ingests.
+   */
+  readonly maxHeldTokens?: number
 }
 
 /**
@@ -132,6 +154,8 @@ export interface SourceMetrics {
   readonly inFlightExpired: number
   /** Sum over rounds of the sessions the planner reported over β. */
   readonly budgetViolations: number
+  /** Rounds that sent nothing because P had answered `no-space` (see `noSpaceBackoffMs`). */
+  readonly pausedRounds: number
   /** Sessions reported over β by the last round. */
   readonly lastOverBudget: readonly string[]
 }
@@ -212,6 +236,15 @@ export class SyncSource {
   readonly #decodeHolds: HoldingsView | undefined
   readonly #view = new KvEventIndex()
   readonly #sessions = new Map<string, SourceSession>()
+  /** Next message numbers of ended sessions, so that a session coming back keeps counting up. */
+  readonly #retiredSeq = new Map<string, number>()
+  readonly #origin: string | undefined
+  readonly #backoffBase: number
+  readonly #maxHeld: number | undefined
+  readonly #backoffMax: number
+  /** Consecutive `no-space` answers, and the time before which nothing is sent. */
+  #refusals = 0
+  #pausedUntil = Number.NEGATIVE_INFINITY
   readonly #inFlight = new Map<string, InFlight>()
   readonly #inFlightHashes = new Map<bigint, number>()
   #pressure = 0
@@ -237,6 +270,7 @@ export class SyncSource {
     transferFailures: 0,
     inFlightExpired: 0,
     budgetViolations: 0,
+    pausedRounds: 0,
     lastOverBudget: [],
   }
 
@@ -273,6 +307,22 @@ export class SyncSource {
     if (dh !== undefined && (dh === null || typeof dh.has !== 'function'))
       throw invalidOption('decodeHolds must have has(hash)', dh)
     this.#decodeHolds = dh
+    const origin = options.origin
+    if (origin !== undefined && typeof origin !== 'string')
+      throw invalidOption('origin must be a string', origin)
+    this.#origin = origin === '' ? undefined : origin
+    this.#maxHeld =
+      options.maxHeldTokens === undefined
+        ? undefined
+        : checkNonNegative('maxHeldTokens', options.maxHeldTokens)
+    this.#backoffBase = checkNonNegative('noSpaceBackoffMs', options.noSpaceBackoffMs ?? 250)
+    this.#backoffMax = checkNonNegative('maxNoSpaceBackoffMs', options.maxNoSpaceBackoffMs ?? 8_000)
+    if (this.#backoffMax < this.#backoffBase) {
+      throw invalidOption(
+        `maxNoSpaceBackoffMs (${this.#backoffMax}) must be at least noSpaceBackoffMs (${this.#backoffBase})`,
+        this.#backoffMax,
+      )
+    }
   }
 
   /**
@@ -332,7 +382,7 @@ export class SyncSource {
       lastCommitAt: now,
       hints: undefined,
       pins: [],
-      nextSeq: 0,
+      nextSeq: this.#retiredSeq.get(offer.sessionId) ?? 0,
       evPrefix: 0,
       evGen: -1,
       inFlightBlocks: 0,
@@ -349,6 +399,7 @@ export class SyncSource {
     session.version = offer.version
     session.committedTokens = offer.committedTokens
     session.lastCommitAt = now
+    if (s === undefined) this.#retiredSeq.delete(offer.sessionId)
     this.#sessions.set(offer.sessionId, session)
     return true
   }
@@ -391,6 +442,8 @@ export class SyncSource {
    * ```
    */
   endSession(sessionId: string): boolean {
+    const s = this.#sessions.get(sessionId)
+    if (s !== undefined) retire(this.#retiredSeq, sessionId, s.nextSeq)
     const known = this.#sessions.delete(sessionId)
     this.#offers.endSession(sessionId)
     for (const [k, f] of this.#inFlight) if (f.sessionId === sessionId) this.#dropInFlight(k, f)
@@ -464,12 +517,15 @@ export class SyncSource {
       })
     }
     const inFlight: HoldingsView = { has: (h) => this.#inFlightHashes.has(h) }
+    // Backing off after P said it has no space: plan (for the report) but spend nothing.
+    const paused = now < this.#pausedUntil
+    if (paused) this.#m.pausedRounds++
     const plan = planUnchecked({
       sessions,
       pageSize: this.pageSize,
       beta: this.beta,
       bandwidth: this.bandwidth,
-      horizonMs,
+      horizonMs: paused ? 0 : horizonMs,
       backlogBytes,
       prefillHolds: this.#view,
       inFlight,
@@ -477,12 +533,14 @@ export class SyncSource {
       ...(this.#weights === undefined ? {} : { weights: this.#weights }),
       maxBlocksPerTransfer: this.#maxBlocks,
       eager: this.#eager,
+      ...(this.#maxHeld === undefined ? {} : { maxHeldTokens: this.#maxHeld }),
     })
     const kvb = this.bandwidth.kvBytesPerToken
     const messages: TransferMessage[] = []
     for (const t of plan.transfers) {
       const s = this.#sessions.get(t.sessionId)!
       const msg: TransferMessage = {
+        ...(this.#origin === undefined ? {} : { origin: this.#origin }),
         sessionId: t.sessionId,
         version: t.version,
         seq: s.nextSeq++,
@@ -529,6 +587,13 @@ export class SyncSource {
     if (f !== undefined) this.#dropInFlight(key, f)
     else this.#m.lateReplies++
     if (reply.missingHash !== null) this.#view.forget(reply.missingHash)
+    if (reply.status === 'no-space') {
+      this.#refusals++
+      const wait = Math.min(this.#backoffMax, this.#backoffBase * 2 ** Math.min(30, this.#refusals - 1))
+      this.#pausedUntil = Math.max(this.#pausedUntil, now + wait)
+    } else if (reply.status === 'applied' || (reply.status === 'partial' && reply.ingestedBlocks > 0)) {
+      this.#refusals = 0
+    }
     const s = this.#sessions.get(reply.sessionId)
     if (s === undefined) return
     if (reply.pinnedUntil !== null && reply.heldPages > 0 && reply.pinnedUntil - this.#margin > now) {

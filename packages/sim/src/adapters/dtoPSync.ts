@@ -45,6 +45,14 @@ export interface SyncFabricOptions {
   readonly kvBytesPerToken: number
   /** How long P keeps synced pages pinned. */
   readonly pinTtlMs: number
+  /**
+   * Share of each P's KV pool that synced pins may hold (default 0.5, a choice): pins beyond it
+   * are refused, so synced sessions cannot lock P's memory away from its own prefills. The same
+   * share, split evenly among the D workers, is the room each D's source plans for
+   * (`maxHeldTokens`): a P smaller than the synced sessions would otherwise keep evicting what it
+   * ingests.
+   */
+  readonly maxPinnedShare?: number
 }
 
 /**
@@ -101,6 +109,7 @@ export class SyncFabric {
           blockHasher: simBlockHasher,
           now,
           pinTtlMs: o.pinTtlMs,
+          maxPinnedTokens: Math.floor(p.pool.size * (o.maxPinnedShare ?? 0.5)),
         }),
       )
       this.#byP.set(p.id, [])
@@ -109,6 +118,8 @@ export class SyncFabric {
       const list: { p: string; source: SyncSource; wiring: SyncWiring }[] = []
       for (const p of o.prefill) {
         const source = new SyncSource({
+          origin: d,
+          maxHeldTokens: Math.floor((p.pool.size * (o.maxPinnedShare ?? 0.5)) / o.decodeIds.length),
           pageSize: o.pageSize,
           beta: o.betaTokens,
           now,
