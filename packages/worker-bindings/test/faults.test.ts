@@ -92,14 +92,19 @@ describe('transport faults', () => {
   })
 
   it('5xx then success: retried with backoff, health recovers', async () => {
-    const health = new EndpointHealthTracker({ failureThreshold: 2 })
-    emu.faults.inject({ path: '/get_model_info', status: 500, times: 2 })
+    const changes: boolean[] = []
+    // A record-only tracker: one that refuses calls would stop the retries once unhealthy.
+    const health = new EndpointHealthTracker({
+      failureThreshold: 2,
+      refuseWhenUnhealthy: false,
+      onChange: (h) => changes.push(h.healthy),
+    })
+    // modelInfo() asks /model_info first (the newer path).
+    emu.faults.inject({ path: '/model_info', status: 500, times: 2 })
     const c = new SglangClient({ baseURL: emu.url, maxRetries: 2, retry: fastRetry, healthTracker: health })
-    const states: boolean[] = []
     const info = await c.modelInfo()
-    states.push(health.isHealthy(c.baseURL))
     expect(info.is_generation).toBe(true)
-    expect(states).toEqual([true])
+    expect(changes).toEqual([false, true])
     expect(health.state(c.baseURL).consecutiveFailures).toBe(0)
   })
 
