@@ -484,6 +484,52 @@ describe('evictIdleSessions', () => {
   })
 })
 
+describe('reprefillTokens of a session reopened after an eviction', () => {
+  it('counts what it had committed and no longer finds, as for a later turn', () => {
+    const { sc } = makeCache({ pageSize: 4, poolSize: 256 })
+    sc.openSession('s')
+    const t1 = turn(sc, 'a', range(1, 28), [100, 101], { sessionId: 's' })
+    const committed = sc.getSessionStatus('s')!.committedTokens
+    expect(sc.evictIdleSessions({ idleMs: 0 }).released).toEqual(['s']) // reaped
+    sc.evict(8) // the tree sheds two pages of its tail
+    sc.openSession('s')
+    const req = sc.createRequest({ rid: 'b', sessionId: 's', inputIds: [...t1.tokenIds, 7, 8, 9] })
+    const m = sc.matchPrefix(req)
+    expect(m.reprefillTokens).toBe(committed - m.length)
+    expect(m.reprefillTokens).toBeGreaterThanOrEqual(8)
+    expect(sc.stats().reprefillTokens).toBe(m.reprefillTokens)
+    sc.abortReq(req)
+    // A session the client released and opened again starts over: nothing counts as lost.
+    sc.releaseSession('s')
+    sc.openSession('s')
+    expect(
+      sc.matchPrefix(sc.createRequest({ rid: 'c', sessionId: 's', inputIds: range(500, 9) })).reprefillTokens,
+    ).toBe(0)
+  })
+})
+
+describe('decode allocation', () => {
+  it('asks the pool only for fresh pages: steps inside the last page take the next slots of that page', () => {
+    const { sc, pool } = makeCache({ pageSize: 4, poolSize: 64 })
+    const req = sc.createRequest({ rid: 'r', inputIds: range(1, 6) })
+    sc.matchPrefix(req)
+    sc.prefill(req, 6)
+    const spy = vi.spyOn(pool, 'allocExtend')
+    // Six steps give positions 6..10 their KV (the last sampled token's comes with the next step):
+    // page 1 holds 4..7, position 8 opens page 2.
+    for (let t = 0; t < 6; t++) sc.decode(req, 100 + t)
+    expect(req.kvAllocatedLen).toBe(11)
+    expect(spy).toHaveBeenCalledTimes(1)
+    const row = req.reqToToken.subarray(0, 11)
+    for (let i = 1; i < 11; i++) {
+      if (i % 4 !== 0) expect(row[i]).toBe(row[i - 1]! + 1) // consecutive inside a page
+    }
+    expect(sc.poolAccounting().balanced).toBe(true)
+    sc.cacheFinishedReq(req)
+    expect(sc.poolAccounting().balanced).toBe(true)
+  })
+})
+
 describe('releasableTokens', () => {
   it('counts what releasing idle sessions would make obtainable: a shared prefix once, nothing another lock holds', () => {
     const { sc, clock } = makeCache({ pageSize: 4, poolSize: 256 })

@@ -92,6 +92,8 @@ class Slot {
   committed: Uint32Array = EMPTY_U32
   turns = 0
   activeRid: string | undefined = undefined
+  /** Tokens its previous incarnation had committed when it was evicted (until its first match). */
+  lostCommitted = 0
   // Session mode only: the parked row and its ownership split.
   row: Int32Array | undefined = undefined
   protectedLen = 0
@@ -180,7 +182,8 @@ export class SessionCache {
   readonly #slots = new Map<string, Slot>()
   /** Scratch of `releasableTokens`: idle-session locks per node. */
   readonly #lockScratch = new Map<NodeHandle, number>()
-  readonly #released = new Map<string, 'released' | 'evicted'>()
+  /** Recently dropped sessions: why, and (evicted ones) how many tokens they had committed. */
+  readonly #released = new Map<string, { why: 'released' | 'evicted'; committed: number }>()
   readonly #requests = new Map<string, RequestState>()
   readonly #created = new WeakSet<object>()
   readonly #hist: Histogram
@@ -336,6 +339,10 @@ export class SessionCache {
     }
     if (this.#slots.has(sessionId)) fail('SESSION_EXISTS', `session ${sessionId} is already open`, sessionId)
     const slot = new Slot(sessionId, extraKey ?? '', options.extra, this.#now(), ++this.#seq)
+    // A session evicted (TTL, pressure) and opened again: its first turn's re-prefill counts what
+    // the eviction cost it, as a later turn's does.
+    const before = this.#released.get(sessionId)
+    if (before?.why === 'evicted') slot.lostCommitted = before.committed
     this.#slots.set(sessionId, slot)
     this.#released.delete(sessionId)
     this.#sessionsOpened++
@@ -698,7 +705,10 @@ export class SessionCache {
     r.cachedTokens = length
     let reprefill = 0
     if (slot !== undefined) {
-      reprefill = Math.max(0, slot.committed.length - length)
+      // What the session had committed (before an eviction, for a reopened one) and no longer finds.
+      const had = slot.committed.length > 0 ? slot.committed.length : Math.min(slot.lostCommitted, r.len - 1)
+      reprefill = Math.max(0, had - length)
+      slot.lostCommitted = 0
       this.#reprefillTokens += reprefill
     }
     return { length, indices, lastNode: r.lastNode!, fromSlot, reprefillTokens: reprefill }
@@ -1087,7 +1097,7 @@ export class SessionCache {
   #requireSession(sessionId: string): Slot {
     const slot = this.#slots.get(sessionId)
     if (slot !== undefined) return slot
-    const why = this.#released.get(sessionId)
+    const why = this.#released.get(sessionId)?.why
     if (why !== undefined) {
       fail(
         'SESSION_RELEASED',
@@ -1125,9 +1135,15 @@ export class SessionCache {
       }
     }
     const lastLoc = have % ps === 0 ? -1 : r.reqToToken[have - 1]!
-    const slots = this.pool.allocExtend(lastLoc, target - have)
     this.#ensureRow(r, target)
-    r.reqToToken.set(slots, have)
+    if (pages === 0) {
+      // Inside the request's last page (a decode step, mostly): its slots follow `lastLoc`, the
+      // page is already the request's; nothing to ask the pool, nothing to allocate.
+      const row = r.reqToToken
+      for (let i = have; i < target; i++) row[i] = lastLoc + 1 + (i - have)
+    } else {
+      r.reqToToken.set(this.pool.allocExtend(lastLoc, target - have), have)
+    }
     r.kvAllocatedLen = target
   }
 
@@ -1214,7 +1230,7 @@ export class SessionCache {
     this.#slots.delete(slot.sessionId)
     this.#released.delete(slot.sessionId)
     if (this.#releasedMemory > 0) {
-      this.#released.set(slot.sessionId, why)
+      this.#released.set(slot.sessionId, { why, committed: slot.committed.length })
       if (this.#released.size > this.#releasedMemory) {
         const oldest = this.#released.keys().next().value
         if (oldest !== undefined) this.#released.delete(oldest)

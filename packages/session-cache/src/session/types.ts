@@ -48,7 +48,9 @@ export interface KvPool extends KvAllocator {
   /**
    * Slots for `numTokens` positions that continue a sequence whose last slot is `lastLoc`
    * (`-1`: start on fresh pages): the rest of `lastLoc`'s page first, then fresh pages. Throws
-   * when the pool is short (the cache checks `availableSize` first).
+   * when the pool is short (the cache checks `availableSize` first). Positions that stay inside
+   * `lastLoc`'s page get `lastLoc + 1, lastLoc + 2, …` without a call: the cache fills them itself
+   * (a decode step mostly), so the pool sees only requests that take fresh pages.
    */
   allocExtend(lastLoc: number, numTokens: number): Int32Array
 }
@@ -305,7 +307,8 @@ export interface SessionMatchResult {
   /**
    * Session turns: committed tokens of the session that this turn must compute again
    * (`committedLen - length`, at least 0): pages lost to eviction, plus the unaligned tail the
-   * tree cannot hold in block mode.
+   * tree cannot hold in block mode. The first turn of a session opened again after it was evicted
+   * (TTL or pressure) counts against what it had committed before (up to this prompt's length).
    */
   readonly reprefillTokens: number
 }

@@ -17,6 +17,8 @@ export interface ModelSession {
   readonly ns: string
   /** Committed token ids. */
   committed: number[]
+  /** Opened again after an eviction: what it had committed then (until its first match). */
+  lostCommitted: number
   /** The session's lock covers `lockTokens[0:lockLen)` (0: no lock). */
   lockTokens: number[]
   lockLen: number
@@ -99,7 +101,7 @@ export class SessionReferenceModel {
   readonly pageSize: number
   readonly poolSize: number
   readonly sessions = new Map<string, ModelSession>()
-  readonly released = new Map<string, 'released' | 'evicted'>()
+  readonly released = new Map<string, { why: 'released' | 'evicted'; committed: number }>()
   /** Requests in flight, in admission order. */
   readonly requests: ModelRequest[] = []
   /** Extras whose release hook must have run, in order. */
@@ -163,6 +165,7 @@ export class SessionReferenceModel {
       id: sid,
       ns,
       committed: [],
+      lostCommitted: this.released.get(sid)?.why === 'evicted' ? this.released.get(sid)!.committed : 0,
       lockTokens: [],
       lockLen: 0,
       active: undefined,
@@ -239,7 +242,12 @@ export class SessionReferenceModel {
     }
     this.tree.lock(r.tokens, r.protectedLen, ns, 1)
     this.requests.push(r)
-    const reprefill = s === undefined ? 0 : Math.max(0, s.committed.length - length)
+    let reprefill = 0
+    if (s !== undefined) {
+      const had = s.committed.length > 0 ? s.committed.length : Math.min(s.lostCommitted, tokens.length - 1)
+      reprefill = Math.max(0, had - length)
+      s.lostCommitted = 0
+    }
     return ok({ length, reprefill, restored: r.restored })
   }
 
@@ -376,7 +384,7 @@ export class SessionReferenceModel {
     const freed = this.legacy && s.hasRow ? this.ceil(s.allocated) - s.protectedLen : 0
     this.tree.lock(s.lockTokens, s.lockLen, s.ns, -1)
     this.sessions.delete(s.id)
-    this.released.set(s.id, why)
+    this.released.set(s.id, { why, committed: s.committed.length })
     if (s.extra !== undefined) this.expectedHooks.push(s.extra)
     return freed
   }
