@@ -249,7 +249,8 @@ export function classifyUpstreamError(err: unknown, path: 'fast' | 'seed' | 'dir
         return { kind: 'failed', cause: 'transfer_error' }
       return { kind: 'failed', cause: 'worker_error' }
     }
-    if (e.code === 'CONNECTION')
+    // A known-down endpoint (the health tracker refused the call) counts as a connection failure.
+    if (e.code === 'CONNECTION' || e.code === 'ENDPOINT_UNHEALTHY')
       return {
         kind: 'failed',
         cause: path === 'seed' && side === 'prefill' ? 'transfer_error' : 'worker_unreachable',

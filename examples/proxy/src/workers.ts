@@ -295,8 +295,11 @@ export class WorkerPool {
         this.all().map(async (w) => {
           const t = this.track()
           try {
-            // The client reports the outcome to the shared health tracker.
-            await w.client.health({ timeout: this.#config.health.timeoutMs, maxRetries: 0, signal: t.signal })
+            // The client reports the outcome to the shared health tracker; as a probe, the call
+            // goes through even while the tracker refuses calls to an unhealthy worker.
+            await this.health.probe(w.client.baseURL, () =>
+              w.client.health({ timeout: this.#config.health.timeoutMs, maxRetries: 0, signal: t.signal }),
+            )
           } catch {
             // recorded by the tracker (connection errors, timeouts, 5xx)
           } finally {

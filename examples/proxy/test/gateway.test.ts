@@ -45,6 +45,18 @@ describe('classifyUpstreamError', () => {
       'seed',
       'worker_unreachable',
     ],
+    [
+      'a D the health tracker knows is down',
+      new WorkerBindingsError('ENDPOINT_UNHEALTHY', 'down'),
+      'fast',
+      'worker_unreachable',
+    ],
+    [
+      'a P the health tracker knows is down',
+      pd('prefill', new WorkerBindingsError('ENDPOINT_UNHEALTHY', 'down')),
+      'seed',
+      'transfer_error',
+    ],
     ['429 from D', apiError(429, 'slow down'), 'fast', 'worker_error'],
     ['a stream error', new WorkerBindingsError('STREAM_ERROR', 'x'), 'fast', 'worker_error'],
   ] as const)('%s → %s', (_name, err, path, cause) => {
