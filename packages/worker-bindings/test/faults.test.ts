@@ -233,6 +233,17 @@ describe('retry helpers and options', () => {
     )
   })
 
+  it('health tracker: a watch probe that answers false (client.isHealthy()) counts as a failure', async () => {
+    const h = new EndpointHealthTracker({ failureThreshold: 1 })
+    h.recordFailure('e', new Error('down'))
+    let answers = 0
+    h.watch('e', async () => ++answers >= 3, 5) // false, false, then true
+    for (let i = 0; i < 200 && !h.isHealthy('e'); i++) await new Promise((r) => setTimeout(r, 5))
+    expect(h.isHealthy('e')).toBe(true)
+    expect(answers).toBe(3)
+    h.close()
+  })
+
   it('health tracker: threshold, recovery by probe, onChange, close', async () => {
     const changes: boolean[] = []
     const h = new EndpointHealthTracker({ failureThreshold: 2, onChange: (s) => changes.push(s.healthy) })
@@ -254,6 +265,9 @@ describe('retry helpers and options', () => {
     expect(h.isHealthy('e')).toBe(true)
     expect(changes).toEqual([false, true])
     h.close()
-    expect(() => new EndpointHealthTracker({ failureThreshold: 0 })).toThrow(RangeError)
+    expect(() => new EndpointHealthTracker({ failureThreshold: 0 })).toThrow(
+      expect.objectContaining({ code: 'INVALID_OPTION', value: 0 }),
+    )
+    expect(() => h.watch('e', async () => true, 0)).toThrow(/intervalMs must be > 0, got 0/)
   })
 })

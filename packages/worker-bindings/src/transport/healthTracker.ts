@@ -164,8 +164,15 @@ export class EndpointHealthTracker {
 
   constructor(options: EndpointHealthTrackerOptions = {}) {
     const t = options.failureThreshold ?? 3
-    if (!Number.isInteger(t) || t < 1)
-      throw new RangeError(`failureThreshold must be an integer >= 1, got ${t}`)
+    if (!Number.isInteger(t) || t < 1) {
+      throw new WorkerBindingsError(
+        'INVALID_OPTION',
+        `failureThreshold must be an integer >= 1, got ${show(t)}`,
+        {
+          value: t,
+        },
+      )
+    }
     const refuse = options.refuseWhenUnhealthy ?? true
     if (typeof refuse !== 'boolean') {
       throw new WorkerBindingsError(
@@ -318,20 +325,26 @@ export class EndpointHealthTracker {
 
   /**
    * Probes `endpoint` with `probe` every `intervalMs` while it is unhealthy (one probe at a
-   * time). A probe that resolves records a success; one that rejects records a failure. Calling
+   * time). A probe that resolves records a success, unless it resolves `false` (so
+   * `() => client.isHealthy()` works as a probe); one that rejects records a failure. Calling
    * it again for the same endpoint replaces the previous watch. The probe runs as
    * {@link EndpointHealthTracker.probe} does: its calls to `endpoint` are never refused.
    */
   watch(endpoint: string, probe: () => Promise<unknown>, intervalMs: number): void {
-    if (!(intervalMs > 0)) throw new RangeError(`intervalMs must be > 0, got ${intervalMs}`)
+    if (!(intervalMs > 0)) {
+      throw new WorkerBindingsError('INVALID_OPTION', `intervalMs must be > 0, got ${show(intervalMs)}`, {
+        value: intervalMs,
+      })
+    }
     this.unwatch(endpoint)
     const timer = setInterval(() => {
       if (this.isHealthy(endpoint) || this.#probing.has(endpoint)) return
       this.#probing.add(endpoint)
       this.probe(endpoint, probe).then(
-        () => {
+        (answer) => {
           this.#probing.delete(endpoint)
-          this.recordSuccess(endpoint)
+          if (answer === false) this.recordFailure(endpoint, new Error('health probe answered false'))
+          else this.recordSuccess(endpoint)
         },
         (err: unknown) => {
           this.#probing.delete(endpoint)
