@@ -31,6 +31,16 @@ function setup(opts: Partial<SyncSourceOptions> & { pinTtlMs?: number } = {}) {
   return { p, source, deliver }
 }
 
+/** A source with minimal options plus `extra` (for option checks). */
+const sourceWith = (extra: Partial<SyncSourceOptions>) =>
+  new SyncSource({
+    pageSize: 4,
+    beta: 0,
+    now: () => 0,
+    bandwidth: { bytesPerSecond: 1, kvBytesPerToken: 1 },
+    ...extra,
+  })
+
 describe('SyncSource', () => {
   it('reports a session within budget only once P acknowledged pinned pages', () => {
     const { p, source, deliver } = setup()
@@ -263,16 +273,7 @@ describe('SyncSource: a session that leaves this D and comes back', () => {
     offers.commitTurn('s', tokens(13))
     offers.endSession('s')
     expect(offers.commitTurn('s', tokens(9)).version).toBe(3)
-    expect(
-      () =>
-        new SyncSource({
-          pageSize: 4,
-          beta: 0,
-          now: () => 0,
-          bandwidth: { bytesPerSecond: 1, kvBytesPerToken: 1 },
-          origin: 5 as unknown as string,
-        }),
-    ).toThrow(/origin must be a string/)
+    expect(() => sourceWith({ origin: 5 as unknown as string })).toThrow(/origin must be a string/)
   })
 })
 
@@ -319,16 +320,8 @@ describe('SyncSource: backing off a full P', () => {
     source.commitTurn('small', tokens(9))
     deliver(source.plan(10).messages)
     expect(source.metrics().replies.applied).toBe(1)
-    expect(
-      () =>
-        new SyncSource({
-          pageSize: 4,
-          beta: 0,
-          now: () => 0,
-          bandwidth: { bytesPerSecond: 1, kvBytesPerToken: 1 },
-          noSpaceBackoffMs: 10,
-          maxNoSpaceBackoffMs: 5,
-        }),
-    ).toThrow(/maxNoSpaceBackoffMs \(5\) must be at least noSpaceBackoffMs \(10\)/)
+    expect(() => sourceWith({ noSpaceBackoffMs: 10, maxNoSpaceBackoffMs: 5 })).toThrow(
+      /maxNoSpaceBackoffMs \(5\) must be at least noSpaceBackoffMs \(10\)/,
+    )
   })
 })
