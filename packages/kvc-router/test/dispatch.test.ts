@@ -391,6 +391,55 @@ describe('Algorithm 3: a D (or P) that became unusable between admission tries i
     checkNoInflightLoad(s.router)
   })
 
+  it('a D that refuses the fast path as append_too_large is seeded only after the session’s own D was tried fast (Theorem 2)', () => {
+    // d0 holds the session (bound, one page); d1's index wrongly shows the whole prompt, so d1
+    // ranks first, and refuses: it does not hold it. The turn then takes the fast path on d0
+    // instead of seeding d1 through a P (found by the Theorem 2 property).
+    const s = setup({
+      nD: 2,
+      admit: (a) =>
+        a.workerId === 'd1' ? { kind: 'reject', reason: 'append_too_large' } : { kind: 'admit' },
+    })
+    s.router.cluster.residency.recordStored('d0', blocks(1))
+    s.router.cluster.residency.recordStored('d1', blocks(2))
+    s.router.cluster.store.setBinding('s', {
+      workerId: 'd0',
+      committedTokens: 16,
+      verifiedBlocks: 1,
+      updatedAt: 0,
+    })
+    const run = s.driver.runTurn({ sessionId: 's', promptTokens: 32, blocks: blocks(2) })
+    expect(s.admits.map((a) => [a.workerId, a.request.path])).toEqual([
+      ['d1', 'fast'],
+      ['d0', 'fast'],
+    ])
+    expect(run.final).toMatchObject({ type: 'done', path: 'fast', workerId: 'd0' })
+    // With d0 refusing too, d1's deferred seed-path fallback still comes.
+    const t = setup({
+      nD: 2,
+      admit: (a) =>
+        a.request.path === 'fast'
+          ? { kind: 'reject', reason: a.workerId === 'd1' ? 'append_too_large' : 'capacity' }
+          : { kind: 'admit' },
+    })
+    t.router.cluster.residency.recordStored('d0', blocks(1))
+    t.router.cluster.residency.recordStored('d1', blocks(2))
+    t.router.cluster.store.setBinding('s', {
+      workerId: 'd0',
+      committedTokens: 16,
+      verifiedBlocks: 1,
+      updatedAt: 0,
+    })
+    const run2 = t.driver.runTurn({ sessionId: 's', promptTokens: 32, blocks: blocks(2) })
+    expect(t.admits.map((a) => [a.workerId, a.request.path])).toEqual([
+      ['d1', 'fast'],
+      ['d0', 'fast'],
+      ['d1', 'seed'],
+    ])
+    expect(run2.final).toMatchObject({ type: 'done', path: 'seed', workerId: 'd1' })
+    checkNoInflightLoad(t.router)
+  })
+
   it("a pause hint in the D's own append_too_large answer does not stop the seed-path request on it; a longer pause set by another turn stops its retry", () => {
     const own = setup({
       nD: 2,

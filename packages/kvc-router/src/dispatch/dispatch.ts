@@ -74,7 +74,8 @@ export function backoffDelayMs(n: number, baseMs: number, capMs: number, random:
  *
  * Per walk over Route's ranking:
  * - **fast path** when `fast(s,d)`: admit on `d` by `fast`; admitted → `sendFast`;
- *   `append_too_large` → the seed path on `d`;
+ *   `append_too_large` → the seed path on `d`, after the later fast candidates that hold part of
+ *   the prompt (the session's own D, when `d`'s residency was wrong) were tried;
  * - **seed path**: `d`'s pending-seed budget (the SLO class's share), a P chosen by link health
  *   and load, admit on `d` by `seed`, then `seedViaP`;
  * - a **rejection** counts `rejects[s][d]`, honours the pause hint, and at `τ_reject` excludes `d`
@@ -334,11 +335,17 @@ export class TurnDispatch {
           this.#step('route', follow, undefined, `following the binding to ${follow} won by another replica`)
         }
       }
-      for (const c of candidates) {
+      // Ds that refused the fast path as `append_too_large` (the router thought they held the
+      // prompt, they do not) while a later candidate is fast and holds part of the prompt: their
+      // seed-path fallback waits until those were tried (Theorem 2; a seed re-prefills it all).
+      const deferred: { readonly c: RouteCandidate; readonly ownPause: number }[] = []
+      const walk = [...candidates.map((c) => ({ c, ownPause: undefined as number | undefined }))]
+      for (let k = 0; k < walk.length; k++) {
         if (this.#attempts >= params.maxAttempts) break
+        const { c, ownPause } = walk[k]!
         const d = c.workerId
         if (!cluster.has(d) || cluster.role(d) !== 'decode') continue
-        if (!cluster.isEligible(d)) {
+        if (!cluster.isEligible(d) && (ownPause === undefined || !cluster.isPaused(d))) {
           this.#count(cluster.isPaused(d) ? 'all_paused' : 'all_unhealthy')
           continue
         }
@@ -346,12 +353,15 @@ export class TurnDispatch {
           this.#count('all_excluded')
           continue
         }
-        const done = yield* this.#tryCandidate(c)
+        const laterFast =
+          ownPause === undefined && walk.slice(k + 1).some((x) => x.c.fast && x.c.heldTokens > 0)
+        const done = yield* this.#tryCandidate(c, ownPause, laterFast ? deferred : undefined)
         // Whatever happened on `d`, the turn no longer counts toward it (a success has already
         // given its load back; a rejection, a skip or a failure moves on).
         this.#releaseCommitment()
         if (done !== undefined) return done
         if (this.#reroute) break
+        if (k === walk.length - 1 && deferred.length > 0) walk.push(...deferred.splice(0))
       }
       const cause = this.#dominantCause()
       const now = cluster.now()
@@ -387,7 +397,16 @@ export class TurnDispatch {
     }
   }
 
-  *#tryCandidate(c: RouteCandidate): Gen<DoneAction | undefined> {
+  /**
+   * One candidate of a walk. `seedAfterOwnPause`: go straight to the seed path on `d` (a deferred
+   * `append_too_large` fallback; the pause `d` set in that answer does not stop it). `defer`: on
+   * `append_too_large`, record the fallback there instead of seeding now.
+   */
+  *#tryCandidate(
+    c: RouteCandidate,
+    seedAfterOwnPause?: number,
+    defer?: { c: RouteCandidate; ownPause: number }[],
+  ): Gen<DoneAction | undefined> {
     const { cluster, params } = this.#ctx
     const policy = this.#policy
     const d = c.workerId
@@ -401,10 +420,10 @@ export class TurnDispatch {
       }
       return yield* this.#sendFast(d, c, leaseId, 'direct')
     }
-    let seed = policy.pathMode === 'seed' || !c.fast
+    let seed = policy.pathMode === 'seed' || !c.fast || seedAfterOwnPause !== undefined
     // A pause `d` set in its own answer to this turn's fast-path request does not stop the
     // seed-path fallback on `d` (a later, longer pause set by another turn does).
-    let ownPause = Number.NEGATIVE_INFINITY
+    let ownPause = seedAfterOwnPause ?? Number.NEGATIVE_INFINITY
     if (!seed) {
       if (!(yield* this.#claimBinding(d))) return undefined
       const r = policy.usesAdmission
@@ -415,6 +434,12 @@ export class TurnDispatch {
       if (r.kind === 'rejected' && r.response.reason === 'append_too_large') {
         seed = true
         ownPause = cluster.store.pauseUntil(d)
+        if (defer !== undefined) {
+          // A later candidate holding part of the prompt may take the fast path.
+          defer.push({ c, ownPause })
+          this.#step('skip', d, undefined, 'seed-path fallback deferred: a fast candidate follows')
+          return undefined
+        }
       } else return undefined
     }
     // Seed path.
