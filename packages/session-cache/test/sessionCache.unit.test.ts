@@ -542,6 +542,11 @@ describe('releasableTokens', () => {
     // a: 16 shared + 12 own, b: 16 shared + 12 own; the tree holds 40 tokens, all session-locked.
     expect(sc.cache.evictableSize()).toBe(0)
     expect(sc.releasableTokens()).toBe(40)
+    // One session alone: its own 12 tokens; the prefix stays locked by the other.
+    expect(sc.releasableTokens({ sessionId: 'a' })).toBe(12)
+    expect(sc.releasableTokens({ sessionId: 'b' })).toBe(12)
+    expect(sc.releasableTokens({ sessionId: 'ghost' })).toBe(0)
+    expect(() => sc.releasableTokens({ sessionId: '' })).toThrow(/sessionId must be a non-empty string/)
     clock.t = 15
     expect(sc.releasableTokens({ idleMs: 10 })).toBe(12) // only a: the shared prefix is b's too
     // A request in flight on b: its lock keeps the prefix and b's tokens.
@@ -549,6 +554,9 @@ describe('releasableTokens', () => {
       sc.createRequest({ rid: 'r', sessionId: 'b', inputIds: [...shared, ...range(200, 12), 5] }),
     )
     expect(sc.releasableTokens()).toBe(12)
+    expect(sc.releasableTokens({ sessionId: 'b' })).toBe(0) // busy
+    // Alone a is the prefix's last idle holder... but b's request holds it too.
+    expect(sc.releasableTokens({ sessionId: 'a' })).toBe(12)
     const before = sc.cache.evictableSize()
     sc.evictIdleSessions({ idleMs: 0 })
     expect(sc.cache.evictableSize() - before).toBe(12)

@@ -533,27 +533,37 @@ export class SessionCache {
    * tails (they would be freed). Shared prefixes count once, and tokens another lock also protects
    * (an active request, a busy or younger session) not at all. This is what a D reports to a router
    * as reclaimable on demand: its admission releases idle sessions before it refuses a request.
-   * O(total path length of the idle sessions, in nodes).
+   * With `sessionId`, only that session counts (0 when it is busy, unknown or younger than
+   * `idleMs`): what releasing it alone would make obtainable, its share of a prefix other sessions
+   * also lock excluded — the per-session gain an admission plans releases with (it never
+   * overstates: releasing several sessions together gains at least the sum of their counts).
+   * O(total path length of the counted sessions, in nodes).
    *
-   * @throws SessionCacheError `INVALID_OPTION` (bad `idleMs`).
+   * @throws SessionCacheError `INVALID_OPTION` (bad `idleMs` or `sessionId`).
    *
    * @example
    * ```ts
    * const reclaimable = sc.pool.availableSize() + sc.cache.evictableSize() + sc.releasableTokens()
+   * const ifReleased = sc.releasableTokens({ sessionId: 'agent-7' })
    * ```
    */
-  releasableTokens(options: { readonly idleMs?: number } = {}): number {
+  releasableTokens(options: { readonly idleMs?: number; readonly sessionId?: string } = {}): number {
     if (options === null || typeof options !== 'object')
       fail('INVALID_OPTION', 'options must be an object', options)
-    const { idleMs } = options
+    const { idleMs, sessionId } = options
     if (idleMs !== undefined && (typeof idleMs !== 'number' || Number.isNaN(idleMs) || idleMs < 0)) {
       fail('INVALID_OPTION', `idleMs must be a non-negative number, got ${String(idleMs)}`, idleMs)
+    }
+    if (sessionId !== undefined && (typeof sessionId !== 'string' || sessionId.length === 0)) {
+      fail('INVALID_OPTION', `sessionId must be a non-empty string, got ${String(sessionId)}`, sessionId)
     }
     const now = idleMs === undefined ? 0 : this.#now()
     const locks = this.#lockScratch
     locks.clear()
     let tokens = 0
-    for (const s of this.#slots.values()) {
+    const one = sessionId === undefined ? undefined : this.#slots.get(sessionId)
+    if (sessionId !== undefined && one === undefined) return 0
+    for (const s of one === undefined ? this.#slots.values() : [one]) {
       if (s.activeRid !== undefined || (idleMs !== undefined && now - s.lastAccessTime < idleMs)) continue
       tokens += this.#heldBySlot(s)
       for (let n = s.lastNode; n !== undefined; n = this.cache.parentOf(n)) {

@@ -476,8 +476,14 @@ function runStep(step: SessionStep, m: SessionModelState, r: SessionRealState): 
         if (sc.cache.nodeInfo(slot.lastNode).lockRef < 1)
           fail(`I5: session ${sid} lost its lock before release`)
       }
+      // What releasing this session alone makes obtainable is exactly its own releasable count.
+      const alone = sc.releasableTokens({ sessionId: sid })
+      const obtainableBefore = sc.pool.availableSize() + sc.cache.evictableSize()
       const spyBefore = sc.pool.availableSize()
       const freed = sc.releaseSession(sid)
+      const gained = sc.pool.availableSize() + sc.cache.evictableSize() - obtainableBefore
+      if (gained !== alone)
+        fail(`releasableTokens({ sessionId: ${sid} }) said ${alone}, releasing it made ${gained} obtainable`)
       if (freed !== out.value) fail(`release ${sid} freed ${freed}, model ${out.value}`)
       if (sc.pool.availableSize() - spyBefore !== freed)
         fail(`release ${sid}: pool changed by another amount`)
