@@ -155,6 +155,7 @@ function sessions(r: RunResult) {
   }
   return [...per.values()].map((s) => ({ rate: s.fast / s.turns, worker: s.worker }))
 }
+const median = (xs: readonly number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)]!
 const mean = (xs: readonly number[]) => xs.reduce((a, b) => a + b, 0) / Math.max(1, xs.length)
 
 describe('finding 3: capacity-blind routing starves the largest sessions (seed 001 §1)', () => {
@@ -204,7 +205,7 @@ describe('finding 4: without backpressure, transfer timeouts cascade once D work
     expect(windows.size).toBeGreaterThanOrEqual(0.6 * span) // 52 of 54
     // Backpressure: the D refuses seeds it cannot hold and the router waits (378 → 4). The turns
     // then wait for memory that lazy release does not give back and fail with all_paused
-    // instead (368): backpressure moves the failure, as seed 001 §2 expected; block-level
+    // instead (356): backpressure moves the failure, as seed 001 §2 expected; block-level
     // retention with on-demand release (the kvc defaults) is what makes room (README, "Findings").
     expect(bp.counters.transferTimeouts).toBeLessThanOrEqual(0.05 * v5.counters.transferTimeouts)
     expect(bp.accounting.failedByCause.transfer_failed ?? 0).toBe(0)
@@ -212,23 +213,41 @@ describe('finding 4: without backpressure, transfer timeouts cascade once D work
 })
 
 describe('finding 5: time scale 10 vs 1 changes the KVC-vs-DP verdict (seed 001 §7)', () => {
-  it('the median latency winner flips between ts=1 and ts=10', () => {
-    // A KV-constrained cluster (30K tokens per worker): compressing the think times 10× removes
-    // the idle gaps in which the D workers drain, and that is where the verdict turns.
-    const w = generateAgenticWorkload({ seed: 1, sessions: 12 })
-    const e2eP50 = (policy: string, timeScale: number) =>
-      metrics(
-        runSimulation({
-          workload: w,
+  it('the median latency winner flips between ts=1 and ts=10 (5 workload seeds, pooled)', () => {
+    // A KV-constrained cluster (70K tokens per worker): compressing the think times 10× removes
+    // the idle gaps in which the D workers drain, and that is where the verdict turns. One
+    // workload seed is too close to call (the protocol's N ≥ 3): the turns of five are pooled.
+    const pooled = (policy: string, timeScale: number) => {
+      const e2e: number[] = []
+      const ttft: number[] = []
+      for (const seed of [1, 2, 3, 4, 5]) {
+        const r = runSimulation({
+          workload: generateAgenticWorkload({ seed, sessions: 12 }),
           topology: { kind: 'pd', prefill: 1, decode: 3 },
           policy,
           seed: 1,
           timeScale,
-          costModel: { capacityTokens: 30_000 },
-        }),
-      ).e2e.p50
-    const at1 = e2eP50('kvc', 1) - e2eP50('dp-cache-aware:defaults=rust', 1)
-    const at10 = e2eP50('kvc', 10) - e2eP50('dp-cache-aware:defaults=rust', 10)
-    expect(Math.sign(at1)).not.toBe(Math.sign(at10))
+          costModel: { capacityTokens: 70_000 },
+        })
+        for (const x of r.records) {
+          const ok = x.status === 'completed'
+          e2e.push(ok ? x.endMs - x.arrivalMs : Number.POSITIVE_INFINITY)
+          ttft.push(ok ? x.firstTokenMs - x.arrivalMs : Number.POSITIVE_INFINITY)
+        }
+      }
+      return { e2e: median(e2e), ttft: median(ttft) }
+    }
+    const ratio = (timeScale: number) => {
+      const k = pooled('kvc', timeScale)
+      const dp = pooled('dp-cache-aware:defaults=rust', timeScale)
+      return { e2e: k.e2e / dp.e2e, ttft: k.ttft / dp.ttft }
+    }
+    const at1 = ratio(1)
+    const at10 = ratio(10)
+    // KVC wins at ts=1 and loses at ts=10 (E2E p50 0.86× → 1.06× DP's).
+    expect(at1.e2e).toBeLessThan(1)
+    expect(at10.e2e).toBeGreaterThan(1)
+    // The first token suffers most: reseeds replace the fast path (TTFT p50 0.88× → 2.9×).
+    expect(at10.ttft).toBeGreaterThan(2 * at1.ttft)
   })
 })

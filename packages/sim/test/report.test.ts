@@ -1,7 +1,7 @@
 import { existsSync, mkdirSync, statSync, writeFileSync } from 'node:fs'
 import { join } from 'node:path'
 import { beforeAll, describe, expect, it } from 'vitest'
-import { type ExperimentResult, renderHtmlReport, runExperiment } from '../src/index.js'
+import { type ExperimentResult, renderComparisonTable, renderHtmlReport, runExperiment } from '../src/index.js'
 
 const CHROMIUM = '/usr/bin/chromium'
 const OUT = join(import.meta.dirname, '..', '.kvc-out', 'report-test')
@@ -21,6 +21,26 @@ beforeAll(async () => {
   html = renderHtmlReport(result)
   mkdirSync(OUT, { recursive: true })
   writeFileSync(join(OUT, 'report.html'), html)
+})
+
+describe('paired differences against a reference that failed', () => {
+  it('read "reference failed" in the table and the report, never -Infinity', () => {
+    // Where the reference failed at TTFT p90 and a policy did not, the difference is −∞.
+    const lost = Number.NEGATIVE_INFINITY
+    const r: ExperimentResult = {
+      ...result,
+      paired: result.paired.map((p) => ({
+        ...p,
+        metrics: { ...p.metrics, ttft_p90: { ...p.metrics.ttft_p90, diff: lost, lo: lost, hi: lost } },
+      })),
+    }
+    const table = renderComparisonTable(r)
+    expect(table).toContain('reference failed [−∞, −∞]')
+    expect(table).not.toMatch(/Infinity/)
+    const page = renderHtmlReport(r)
+    expect(page).toContain('reference failed<br>')
+    expect(page).not.toMatch(/Infinity/)
+  })
 })
 
 describe('HTML report', () => {

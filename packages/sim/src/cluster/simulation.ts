@@ -1091,11 +1091,14 @@ export class ClusterSimulation {
       // (`release=reaper`: the engine lets go of nothing else).
       const ttl = this.#reaper?.idleMs ?? 0
       for (const s of d.cache.listSessionStatuses()) {
+        const idle = !s.active && this.#now - s.lastAccessTime >= ttl
         sessions.set(s.sessionId, {
           sessionId: s.sessionId,
           residentTokens: s.residentTokens,
           lastAccessTime: s.lastAccessTime,
-          idle: !s.active && this.#now - s.lastAccessTime >= ttl,
+          idle,
+          // What releasing it alone frees: a prefix other sessions also lock is not its to give.
+          ...(idle ? { releasableTokens: d.cache.releasableTokens({ sessionId: s.sessionId }) } : {}),
         })
       }
     }

@@ -1,6 +1,6 @@
 import type { CiMetric, Estimate } from '../protocol/bootstrap.js'
 import type { ExperimentResult, Stratum } from '../protocol/experiment.js'
-import { barChart, esc, fmt, lineChart, stackedBarChart } from './svg.js'
+import { barChart, esc, fmt, fmtDiff, lineChart, stackedBarChart } from './svg.js'
 
 const CSS = `
 body{font:14px/1.45 system-ui,-apple-system,"Segoe UI",Roboto,sans-serif;margin:0;color:#1b1f24;background:#fafbfc}
@@ -211,8 +211,9 @@ export function renderHtmlReport(r: ExperimentResult): string {
             const f = rate
               ? (v: number) => `${Number.isFinite(v) ? (v * 100).toFixed(2) : fmt(v)} pp`
               : (v: number) => fmt(v, ' s')
+            const main = rate ? f(d.diff) : fmtDiff(d.diff, ' s')
             const better = d.pBetter >= 0.975 ? 'good' : d.pWorse >= 0.975 ? 'bad' : ''
-            return `<td class="${better}">${f(d.diff)}<br><span class="ci">[${f(d.lo)}, ${f(d.hi)}] · better in ${(d.pBetter * 100).toFixed(0)}%</span></td>`
+            return `<td class="${better}">${main}<br><span class="ci">[${f(d.lo)}, ${f(d.hi)}] · better in ${(d.pBetter * 100).toFixed(0)}%</span></td>`
           })
           .join('')}</tr>`,
     )

@@ -20,14 +20,24 @@ export function esc(s: string): string {
   return s.replace(/&/g, '&amp;').replace(/</g, '&lt;').replace(/>/g, '&gt;').replace(/"/g, '&quot;')
 }
 
-/** A number for display: 3 significant digits, `failed` for Infinity, `–` for NaN. */
+/** A number for display: 3 significant digits, `failed` for Infinity, `−∞` for its negative, `–` for NaN. */
 export function fmt(x: number, unit = ''): string {
   if (Number.isNaN(x)) return '–'
   if (x === Number.POSITIVE_INFINITY) return 'failed'
+  if (x === Number.NEGATIVE_INFINITY) return '−∞'
   if (x === 0) return `0${unit}`
   const a = Math.abs(x)
   const s = a >= 1000 ? x.toFixed(0) : a >= 100 ? x.toFixed(1) : a >= 1 ? x.toFixed(2) : x.toPrecision(3)
   return `${s}${unit}`
+}
+
+/**
+ * A paired difference (policy − reference) for display: signed, `failed` where only the policy
+ * failed at that percentile, `reference failed` where only the reference did.
+ */
+export function fmtDiff(x: number, unit = ''): string {
+  if (x === Number.NEGATIVE_INFINITY) return 'reference failed'
+  return `${x > 0 && Number.isFinite(x) ? '+' : ''}${fmt(x, unit)}`
 }
 
 interface Scale {

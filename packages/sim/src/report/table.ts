@@ -1,5 +1,5 @@
 import type { ExperimentResult } from '../protocol/experiment.js'
-import { fmt } from './svg.js'
+import { fmt, fmtDiff } from './svg.js'
 
 function pct(x: number): string {
   return Number.isFinite(x) ? `${(x * 100).toFixed(1)}%` : fmt(x)
@@ -45,7 +45,7 @@ export function renderComparisonTable(r: ExperimentResult): string {
     const d =
       typeof paired === 'string'
         ? paired
-        : `${paired.diff > 0 ? '+' : ''}${fmt(paired.diff, 's')} [${fmt(paired.lo)}, ${fmt(paired.hi)}]`
+        : `${fmtDiff(paired.diff, 's')} [${fmt(paired.lo)}, ${fmt(paired.hi)}]`
     return [
       p.policy,
       p.topology,
