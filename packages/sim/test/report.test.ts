@@ -1,7 +1,12 @@
 import { existsSync, mkdirSync, statSync, writeFileSync } from 'node:fs'
 import { join } from 'node:path'
 import { beforeAll, describe, expect, it } from 'vitest'
-import { type ExperimentResult, renderComparisonTable, renderHtmlReport, runExperiment } from '../src/index.js'
+import {
+  type ExperimentResult,
+  renderComparisonTable,
+  renderHtmlReport,
+  runExperiment,
+} from '../src/index.js'
 
 const CHROMIUM = '/usr/bin/chromium'
 const OUT = join(import.meta.dirname, '..', '.kvc-out', 'report-test')
