@@ -46,6 +46,7 @@ export {
   type SessionBinding,
   type WorkerLoad,
 } from './cluster/stateStore.js'
+export { SeedWaitQueue } from './cluster/seedWaitQueue.js'
 export {
   ClusterView,
   type CachedAdmission,

@@ -175,6 +175,59 @@ describe('Algorithm 3: paths', () => {
   })
 })
 
+describe('pending-seed slots go to the turns that waited longest', () => {
+  it('a slot that frees goes to the turn waiting for it, not to a younger turn that asks first', () => {
+    const s = setup({ nD: 1, params: { pendingSeedsPerD: 1 } })
+    s.router.cluster.store.addLoad('d0', 0, 1, 0, 0) // d0's only slot is taken
+    const old = s.router.dispatch({ sessionId: 'old', promptTokens: 20_000 })
+    let a = old.next()
+    expect(a.type).toBe('wait') // turned away by the budget: it waits in line for d0
+    expect(s.router.cluster.seedWaiters.waiting('d0')).toBe(1)
+    s.clock.advance(5_000)
+    s.router.cluster.store.addLoad('d0', 0, -1, 0, 0) // the slot frees
+    // A younger turn asks first: the slot is the waiting turn's.
+    const young = s.router.dispatch({ sessionId: 'young', promptTokens: 20_000 })
+    let b = young.next()
+    expect(b.type).toBe('wait')
+    expect(young.record.steps.some((x) => /left to 1 earlier turns waiting for d0/.test(x.detail))).toBe(true)
+    expect(s.router.cluster.seedWaiters.waiting('d0')).toBe(2)
+    // The old turn wakes up and takes it.
+    a = old.next({ type: 'waited' })
+    expect(a).toMatchObject({ type: 'admit', workerId: 'd0' })
+    expect(s.router.cluster.seedWaiters.waiting('d0')).toBe(1) // it left the line
+    a = old.next(s.driver.answer(a))
+    expect(a).toMatchObject({ type: 'seedViaP', decodeId: 'd0' })
+    // While its seed is pending the young turn still finds the budget full...
+    b = young.next({ type: 'waited' })
+    expect(b.type).toBe('wait')
+    a = old.next({ type: 'completed', outputTokens: 10 })
+    expect(a.type).toBe('done')
+    // ...and once it completes, the slot is the young turn's.
+    b = young.next({ type: 'waited' })
+    expect(b).toMatchObject({ type: 'admit', workerId: 'd0' })
+    b = young.next(s.driver.answer(b))
+    b = young.next({ type: 'completed', outputTokens: 10 })
+    expect(b.type).toBe('done')
+    checkNoInflightLoad(s.router)
+  })
+
+  it('a turn waits in line only for the D workers that turned it away in its last walk', () => {
+    const s = setup({ nD: 2, params: { pendingSeedsPerD: 1, loadFloorK: 0 } })
+    s.router.cluster.store.addLoad('d0', 0, 1, 0, 0)
+    s.router.cluster.store.addLoad('d1', 0, 1, 0, 0)
+    const t = s.router.dispatch({ sessionId: 's', promptTokens: 20_000 })
+    expect(t.next().type).toBe('wait')
+    expect([s.router.cluster.seedWaiters.waiting('d0'), s.router.cluster.seedWaiters.waiting('d1')]).toEqual([
+      1, 1,
+    ])
+    // d1 leaves the cluster: the turn no longer waits for it.
+    s.router.cluster.removeWorker('d1')
+    expect(s.router.cluster.seedWaiters.waiting('d1')).toBe(0)
+    expect(t.abort().cause).toBe('aborted')
+    expect(s.router.cluster.seedWaiters.waiting('d0')).toBe(0)
+  })
+})
+
 describe('Algorithm 3: rejections, exclusion, migration, reset-on-success', () => {
   it('a rejection moves the turn to the next D in the same walk; the session migrates', () => {
     const s = setup({ nD: 2 })

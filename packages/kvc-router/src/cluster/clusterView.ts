@@ -2,6 +2,7 @@ import type { KvEvent } from '@kvc/radix-cache'
 import type { AdmitResponse } from '../admission/contract.js'
 import { RouterError, checkLength, checkOption } from '../errors/routerError.js'
 import { type IngestStatus, ResidencyIndex, type ResidencyIndexOptions } from '../residency/residencyIndex.js'
+import { SeedWaitQueue } from './seedWaitQueue.js'
 import { type ClusterStateStore, InMemoryClusterStateStore, type WorkerLoad } from './stateStore.js'
 
 /**
@@ -199,6 +200,8 @@ export class ClusterView {
   readonly residency: ResidencyIndex
   /** The shared state. */
   readonly store: ClusterStateStore
+  /** Turns waiting for D workers' pending-seed slots, oldest first (this replica's). */
+  readonly seedWaiters = new SeedWaitQueue()
   readonly #now: () => number
   readonly #workers = new Map<string, WorkerState>()
   #decodeIds: string[] = []
@@ -289,6 +292,7 @@ export class ClusterView {
     } else this.#prefillIds = this.#prefillIds.filter((x) => x !== id)
     this.#workers.delete(id)
     this.store.dropWorker(id)
+    this.seedWaiters.dropWorker(id)
     this.#admissionCache.delete(id)
     for (const k of [...this.#links.keys()]) {
       const [p, d] = k.split('\u0000')

@@ -145,6 +145,8 @@ export class TurnDispatch {
   #committed: string | undefined
   /** The D whose pending-seed slot this turn holds (taken before its admission RPC). */
   #seedSlot: string | undefined
+  /** The D workers whose pending-seed budget turned this turn away during the current walk. */
+  #budgetWaits: string[] = []
   /** Whether the store confirms claims (several replicas). */
   readonly #claims: boolean
   /** The session's binding as this turn knows it (read at each walk, updated by granted claims). */
@@ -363,6 +365,10 @@ export class TurnDispatch {
         if (this.#reroute) break
         if (k === walk.length - 1 && deferred.length > 0) walk.push(...deferred.splice(0))
       }
+      // Wait in line for the D workers whose budget turned this turn away in this walk (and only
+      // those: a D it no longer tries stops counting it).
+      cluster.seedWaiters.wait(this.turnId, this.record.startedAt, this.#budgetWaits)
+      this.#budgetWaits = []
       const cause = this.#dominantCause()
       const now = cluster.now()
       if (this.#attempts >= params.maxAttempts || this.#walks >= params.maxWalks) {
@@ -444,9 +450,20 @@ export class TurnDispatch {
     }
     // Seed path.
     const budget = Math.max(1, Math.floor(params.pendingSeedsPerD * params.slo[this.#cls].seedShare))
-    if (cluster.store.load(d).pendingSeeds >= budget) {
+    const pending = cluster.store.load(d).pendingSeeds
+    // Free slots go to the turns that have waited longest for this D (first come, first served).
+    const older = cluster.seedWaiters.olderThan(d, this.record.startedAt)
+    if (pending + older >= budget) {
       this.#count('seed_budget')
-      this.#step('skip', d, undefined, `pending-seed budget full (${budget} for ${this.#cls})`)
+      this.#budgetWaits.push(d)
+      this.#step(
+        'skip',
+        d,
+        undefined,
+        pending >= budget
+          ? `pending-seed budget full (${budget} for ${this.#cls})`
+          : `pending-seed slots left to ${older} earlier turns waiting for ${d}`,
+      )
       return undefined
     }
     const p = policy.pickPrefill?.(this.#ctx, this.#turn, d) ?? cluster.pickPrefill(d)
@@ -791,6 +808,7 @@ export class TurnDispatch {
       p,
       `${path} on ${d}${migratedFrom === undefined ? '' : ` (migrated from ${migratedFrom})`}`,
     )
+    cluster.seedWaiters.leave(this.turnId)
     const r = this.record
     r.outcome = 'done'
     r.path = path
@@ -824,6 +842,7 @@ export class TurnDispatch {
       },
     )
     this.#step('fail', undefined, undefined, `${cause} (${code})`)
+    this.#ctx.cluster.seedWaiters.leave(this.turnId)
     const r = this.record
     r.outcome = 'fail'
     r.cause = cause
@@ -889,6 +908,7 @@ export class TurnDispatch {
   }
 
   #takeSeedSlot(d: string): void {
+    this.#ctx.cluster.seedWaiters.leave(this.turnId)
     this.#ctx.cluster.store.addLoad(d, 0, 1, 0, 0)
     this.#seedSlot = d
   }

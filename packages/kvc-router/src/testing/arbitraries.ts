@@ -93,7 +93,7 @@ export function finiteAdversary(
 
 /**
  * Checks that no in-flight load is left on any worker (call when no turn is running): every
- * turn that ended gave back what it took.
+ * turn that ended gave back what it took, and none still waits in line for a pending-seed slot.
  *
  * @example
  * ```ts
@@ -109,6 +109,10 @@ export function checkNoInflightLoad(router: Router): void {
     if (l.turns !== 0 || l.pendingSeeds !== 0 || l.prefillTokens !== 0 || l.decodeBlocks !== 0) {
       throw new Error(`worker ${id} still has load ${JSON.stringify(l)}`)
     }
+  }
+  for (const id of c.decodeIds()) {
+    const n = c.seedWaiters.waiting(id)
+    if (n !== 0) throw new Error(`${n} ended turns still wait for a pending-seed slot on ${id}`)
   }
 }
 

@@ -1,0 +1,180 @@
+import { RouterError } from '../errors/routerError.js'
+
+/** One D worker's waiting turns, ordered by (since, turnId). */
+interface Line {
+  since: number[]
+  ids: string[]
+}
+
+/** Index of the first entry of `line` not before (since, id). */
+function lowerBound(line: Line, since: number, id: string): number {
+  let lo = 0
+  let hi = line.since.length
+  while (lo < hi) {
+    const mid = (lo + hi) >>> 1
+    const s = line.since[mid]!
+    if (s < since || (s === since && line.ids[mid]! < id)) lo = mid + 1
+    else hi = mid
+  }
+  return lo
+}
+
+/** Index of the first entry of `line` whose `since` is not below `since`. */
+function firstAtOrAfter(line: Line, since: number): number {
+  let lo = 0
+  let hi = line.since.length
+  while (lo < hi) {
+    const mid = (lo + hi) >>> 1
+    if (line.since[mid]! < since) lo = mid + 1
+    else hi = mid
+  }
+  return lo
+}
+
+/**
+ * The turns waiting for D workers' pending-seed slots, oldest first: the fairness of the
+ * pending-seed budget. Without it a slot that frees goes to whichever turn asks first — under
+ * overload a fresh arrival as often as a turn that has waited 20 s — so waits have a long tail
+ * and some turns exhaust their wait budget while younger ones pass. Dispatch lets a turn take a
+ * free slot on a D only when the free slots outnumber the turns that started before it and wait
+ * for that D ({@link SeedWaitQueue.olderThan}). Turns register for the D workers whose budget
+ * turned them away in their last walk ({@link SeedWaitQueue.wait}) and leave when they take a
+ * slot or end ({@link SeedWaitQueue.leave}). Each router replica keeps its own queue (the
+ * budget itself is shared through the state store). O(log n) queries, O(n) updates per D.
+ *
+ * @example
+ * ```ts
+ * import { SeedWaitQueue } from '@kvc/kvc-router'
+ * const q = new SeedWaitQueue()
+ * q.wait('t1', 1_000, ['d0'])
+ * q.wait('t2', 2_000, ['d0', 'd1'])
+ * q.olderThan('d0', 2_000) // 1: t1 started first
+ * q.olderThan('d1', 3_000) // 1: t2
+ * q.leave('t1')
+ * q.olderThan('d0', 2_000) // 0
+ * ```
+ */
+export class SeedWaitQueue {
+  readonly #lines = new Map<string, Line>()
+  readonly #turns = new Map<string, { readonly since: number; readonly workers: readonly string[] }>()
+
+  /**
+   * Registers `turnId` (started at `since`) as waiting for a slot on each of `workerIds`,
+   * replacing its earlier registration. An empty list is the same as {@link SeedWaitQueue.leave}.
+   *
+   * @throws RouterError `INVALID_OPTION` (empty turn id, non-finite `since`, bad worker list).
+   *
+   * @example
+   * ```ts
+   * import { SeedWaitQueue } from '@kvc/kvc-router'
+   * const q = new SeedWaitQueue()
+   * q.wait('t1', 0, ['d0', 'd1'])
+   * q.waiting('d1') // 1
+   * ```
+   */
+  wait(turnId: string, since: number, workerIds: readonly string[]): void {
+    if (typeof turnId !== 'string' || turnId.length === 0)
+      throw new RouterError(
+        'INVALID_OPTION',
+        `turnId must be a non-empty string, got ${String(turnId)}`,
+        turnId,
+      )
+    if (typeof since !== 'number' || !Number.isFinite(since))
+      throw new RouterError('INVALID_OPTION', `since must be a finite number, got ${String(since)}`, since)
+    if (!Array.isArray(workerIds) || workerIds.some((w) => typeof w !== 'string' || w.length === 0))
+      throw new RouterError('INVALID_OPTION', 'workerIds must be a list of worker ids', workerIds)
+    this.leave(turnId)
+    if (workerIds.length === 0) return
+    const workers = [...new Set(workerIds)]
+    for (const w of workers) {
+      let line = this.#lines.get(w)
+      if (line === undefined) this.#lines.set(w, (line = { since: [], ids: [] }))
+      const i = lowerBound(line, since, turnId)
+      line.since.splice(i, 0, since)
+      line.ids.splice(i, 0, turnId)
+    }
+    this.#turns.set(turnId, { since, workers })
+  }
+
+  /**
+   * Removes `turnId` from every D it waits for (no-op when it waits for none).
+   *
+   * @example
+   * ```ts
+   * import { SeedWaitQueue } from '@kvc/kvc-router'
+   * const q = new SeedWaitQueue()
+   * q.wait('t1', 0, ['d0'])
+   * q.leave('t1')
+   * q.waiting('d0') // 0
+   * ```
+   */
+  leave(turnId: string): void {
+    const t = this.#turns.get(turnId)
+    if (t === undefined) return
+    this.#turns.delete(turnId)
+    for (const w of t.workers) {
+      const line = this.#lines.get(w)
+      if (line === undefined) continue
+      const i = lowerBound(line, t.since, turnId)
+      if (line.ids[i] === turnId) {
+        line.since.splice(i, 1)
+        line.ids.splice(i, 1)
+      }
+      if (line.ids.length === 0) this.#lines.delete(w)
+    }
+  }
+
+  /**
+   * How many turns that started strictly before `since` wait for a slot on `workerId`: the slots
+   * a turn started at `since` must leave to them (itself and turns started at the same time do
+   * not count).
+   *
+   * @example
+   * ```ts
+   * import { SeedWaitQueue } from '@kvc/kvc-router'
+   * const q = new SeedWaitQueue()
+   * q.wait('a', 5, ['d0'])
+   * q.olderThan('d0', 5) // 0: a started at the same time, not before
+   * q.olderThan('d0', 6) // 1
+   * ```
+   */
+  olderThan(workerId: string, since: number): number {
+    const line = this.#lines.get(workerId)
+    return line === undefined ? 0 : firstAtOrAfter(line, since)
+  }
+
+  /**
+   * Turns waiting for a slot on `workerId`.
+   *
+   * @example
+   * ```ts
+   * import { SeedWaitQueue } from '@kvc/kvc-router'
+   * new SeedWaitQueue().waiting('d0') // 0
+   * ```
+   */
+  waiting(workerId: string): number {
+    return this.#lines.get(workerId)?.ids.length ?? 0
+  }
+
+  /**
+   * Forgets a removed worker's line (its waiting turns keep waiting for their other D workers).
+   *
+   * @example
+   * ```ts
+   * import { SeedWaitQueue } from '@kvc/kvc-router'
+   * const q = new SeedWaitQueue()
+   * q.wait('t1', 0, ['d0'])
+   * q.dropWorker('d0')
+   * q.waiting('d0') // 0
+   * ```
+   */
+  dropWorker(workerId: string): void {
+    if (!this.#lines.delete(workerId)) return
+    for (const [id, t] of this.#turns) {
+      if (!t.workers.includes(workerId)) continue
+      const rest = t.workers.filter((w) => w !== workerId)
+      if (rest.length === 0) this.#turns.delete(id)
+      else this.#turns.set(id, { since: t.since, workers: rest })
+    }
+  }
+}

@@ -1,0 +1,112 @@
+import fc from 'fast-check'
+import { describe, expect, it } from 'vitest'
+import { RouterError, SeedWaitQueue } from '../src/index.js'
+
+// Model-based test: random waits (re-registrations included), leaves and worker removals run
+// against SeedWaitQueue and a naive map of turn → (start, workers); after every command every
+// worker's line length and every `olderThan` answer are compared with the model's count.
+
+const TURNS = ['a', 'b', 'c', 'd', 'e', 'f']
+const WORKERS = ['d0', 'd1', 'd2']
+const SINCES = [0, 5, 5.5, 10, 20]
+
+interface Model {
+  readonly turns: Map<string, { since: number; workers: Set<string> }>
+}
+type Real = SeedWaitQueue
+
+function check(m: Model, q: Real): void {
+  for (const w of WORKERS) {
+    let waiting = 0
+    for (const t of m.turns.values()) if (t.workers.has(w)) waiting++
+    expect(q.waiting(w)).toBe(waiting)
+    for (const since of [...SINCES, -1, 100]) {
+      let older = 0
+      for (const t of m.turns.values()) if (t.workers.has(w) && t.since < since) older++
+      expect(q.olderThan(w, since)).toBe(older)
+    }
+  }
+}
+
+class Wait implements fc.Command<Model, Real> {
+  constructor(
+    readonly turn: string,
+    readonly since: number,
+    readonly workers: readonly string[],
+  ) {}
+  check = () => true
+  run(m: Model, q: Real): void {
+    q.wait(this.turn, this.since, this.workers)
+    if (this.workers.length === 0) m.turns.delete(this.turn)
+    else m.turns.set(this.turn, { since: this.since, workers: new Set(this.workers) })
+    check(m, q)
+  }
+  toString = () => `wait(${this.turn}, ${this.since}, [${this.workers}])`
+}
+
+class Leave implements fc.Command<Model, Real> {
+  constructor(readonly turn: string) {}
+  check = () => true
+  run(m: Model, q: Real): void {
+    q.leave(this.turn)
+    m.turns.delete(this.turn)
+    check(m, q)
+  }
+  toString = () => `leave(${this.turn})`
+}
+
+class DropWorker implements fc.Command<Model, Real> {
+  constructor(readonly worker: string) {}
+  check = () => true
+  run(m: Model, q: Real): void {
+    q.dropWorker(this.worker)
+    for (const [id, t] of m.turns) {
+      t.workers.delete(this.worker)
+      if (t.workers.size === 0) m.turns.delete(id)
+    }
+    check(m, q)
+  }
+  toString = () => `dropWorker(${this.worker})`
+}
+
+const commands = fc.commands(
+  [
+    fc
+      .tuple(
+        fc.constantFrom(...TURNS),
+        fc.constantFrom(...SINCES),
+        fc.array(fc.constantFrom(...WORKERS), { maxLength: 4 }),
+      )
+      .map(([t, s, w]) => new Wait(t, s, w)),
+    fc.constantFrom(...TURNS).map((t) => new Leave(t)),
+    fc.constantFrom(...WORKERS).map((w) => new DropWorker(w)),
+  ],
+  { maxCommands: 60 },
+)
+
+describe('SeedWaitQueue agrees with the naive model', () => {
+  it('waits, re-registrations, leaves and worker removals', () => {
+    fc.assert(
+      fc.property(commands, (cmds) =>
+        fc.modelRun(() => ({ model: { turns: new Map() }, real: new SeedWaitQueue() }), cmds),
+      ),
+      { numRuns: 300 },
+    )
+  })
+
+  it('refuses bad input with a typed error and leaves its state untouched', () => {
+    const q = new SeedWaitQueue()
+    q.wait('a', 1, ['d0'])
+    for (const bad of [
+      () => q.wait('', 1, ['d0']),
+      () => q.wait('a', Number.NaN, ['d0']),
+      () => q.wait('a', 2, ['']),
+      () => q.wait('a', 2, 'd0' as unknown as string[]),
+    ]) {
+      expect(bad).toThrow(RouterError)
+    }
+    expect(() => q.wait('a', Number.POSITIVE_INFINITY, ['d1'])).toThrow(/since must be a finite number/)
+    expect(q.waiting('d0')).toBe(1)
+    expect(q.olderThan('d0', 2)).toBe(1)
+  })
+})
