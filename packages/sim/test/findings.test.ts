@@ -203,9 +203,9 @@ describe('finding 4: without backpressure, transfer timeouts cascade once D work
     const windows = new Set(timedOut.map((x) => Math.floor(x.endMs / 30_000)))
     const span = Math.floor(v5.makespanS / 30) - Math.floor(firstFullS / 30)
     expect(windows.size).toBeGreaterThanOrEqual(0.6 * span) // 52 of 54
-    // Backpressure: the D refuses seeds it cannot hold and the router waits (378 → 4). The turns
+    // Backpressure: the D refuses seeds it cannot hold and the router waits (378 → 8). The turns
     // then wait for memory that lazy release does not give back and fail with all_paused
-    // instead (356): backpressure moves the failure, as seed 001 §2 expected; block-level
+    // instead (375): backpressure moves the failure, as seed 001 §2 expected; block-level
     // retention with on-demand release (the kvc defaults) is what makes room (README, "Findings").
     expect(bp.counters.transferTimeouts).toBeLessThanOrEqual(0.05 * v5.counters.transferTimeouts)
     expect(bp.accounting.failedByCause.transfer_failed ?? 0).toBe(0)
