@@ -28,6 +28,17 @@ beforeAll(async () => {
   writeFileSync(join(OUT, 'report.html'), html)
 })
 
+describe('per-session fast-path views', () => {
+  it('leave out the policies without a fast path instead of calling all their sessions starved', () => {
+    const table = html.slice(html.indexOf('<h2>Starved sessions</h2>'), html.indexOf('<h2>Strata</h2>'))
+    expect(table).toContain('<td>kvc</td>')
+    expect(table).not.toContain('<td>round-robin</td>')
+    expect(table).not.toContain('<td>dp-cache-aware:defaults=rust</td>')
+    expect(table).toMatch(/Left out: dp-cache-aware:defaults=rust, round-robin, which have no fast path/)
+    expect(html).toContain('round-robin (no fast path)')
+  })
+})
+
 describe('paired differences against a reference that failed', () => {
   it('read "reference failed" in the table and the report, never -Infinity', () => {
     // Where the reference failed at TTFT p90 and a policy did not, the difference is −∞.

@@ -138,13 +138,23 @@ export function renderHtmlReport(r: ExperimentResult): string {
       percent: true,
     }),
   )
-  const hasSessions = r.policies.some((p) => p.sessionFastPathHistogram.some((x) => x > 0))
+  // Policies without a fast path (every turn through a P, or colocated workers) have every session
+  // at 0% by construction: they are left out of the per-session fast-path views (no bars; the
+  // legend keeps each policy's color).
+  const fastPolicies = r.policies.filter((p) => p.pathMode === 'kvc')
+  const hasSessions = fastPolicies.some((p) => p.sessionFastPathHistogram.some((x) => x > 0))
   if (hasSessions) {
     charts.push(
       barChart({
         title: 'Sessions by their fast-path rate (bimodal = some sessions starve)',
         groups: ['0–20%', '20–40%', '40–60%', '60–80%', '80–100%'],
-        series: r.policies.map((p) => ({ name: p.policy, values: p.sessionFastPathHistogram })),
+        series: r.policies.map((p) => ({
+          name: p.pathMode === 'kvc' ? p.policy : `${p.policy} (no fast path)`,
+          values:
+            p.pathMode === 'kvc'
+              ? p.sessionFastPathHistogram
+              : p.sessionFastPathHistogram.map(() => Number.NaN),
+        })),
         yLabel: 'sessions (all seeds)',
       }),
     )
@@ -227,7 +237,8 @@ export function renderHtmlReport(r: ExperimentResult): string {
 <td>${x.accounting.balanced && x.accounting.poolsBalanced ? '✔' : '✘'}</td></tr>`,
     )
     .join('\n')
-  const starvation = r.policies
+  const noFast = r.policies.filter((p) => p.pathMode !== 'kvc').map((p) => p.policy)
+  const starvation = fastPolicies
     .filter((p) => p.starvation.starved + p.starvation.lucky > 0)
     .map(
       (p) =>
@@ -278,7 +289,11 @@ ${
 ${
   starvation === ''
     ? ''
-    : `<h2>Starved sessions</h2><p class="note">Sessions served on the fast path less than 20% of the time vs at least 80%, with their mean peak prompt. Seed 001 §1 found the starved ones 2× larger: capacity-blind routing starves the largest sessions.</p>
+    : `<h2>Starved sessions</h2><p class="note">Sessions served on the fast path less than 20% of the time vs at least 80%, with their mean peak prompt. Seed 001 §1 found the starved ones 2× larger: capacity-blind routing starves the largest sessions.${
+        noFast.length === 0
+          ? ''
+          : ` Left out: ${noFast.map(esc).join(', ')}, which have no fast path (every session at 0% by construction).`
+      }</p>
 <table><tr><th>policy</th><th>starved (&lt;20%)</th><th>their mean peak prompt</th><th>well served (≥80%)</th><th>their mean peak prompt</th></tr>${starvation}</table>`
 }
 
