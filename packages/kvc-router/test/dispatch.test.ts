@@ -211,6 +211,26 @@ describe('pending-seed slots go to the turns that waited longest', () => {
     checkNoInflightLoad(s.router)
   })
 
+  it('a lower SLO class waiting for its smaller share never holds slots back from a higher one', () => {
+    // Budget 4: interactive may use 4 slots, background floor(4 × 0.5) = 2.
+    const s = setup({ nD: 1, params: { pendingSeedsPerD: 4 } })
+    s.router.cluster.store.addLoad('d0', 0, 2, 0, 0)
+    const bg = s.router.dispatch({ sessionId: 'bg', promptTokens: 20_000, sloClass: 'background' })
+    expect(bg.next().type).toBe('wait') // 2 pending: its share is full
+    s.clock.advance(1_000)
+    const batch = s.router.dispatch({ sessionId: 'b', promptTokens: 20_000, sloClass: 'batch' })
+    expect(batch.next().type).toBe('admit') // 2 pending + 0 older batch-or-higher < 3
+    s.clock.advance(1_000)
+    // An interactive turn, younger than both: the background one does not count against it.
+    const inter = s.router.dispatch({ sessionId: 'i', promptTokens: 20_000 })
+    expect(inter.next()).toMatchObject({ type: 'admit', workerId: 'd0' }) // 3 pending < 4
+    // The background turn still waits for its share; neither took it from it.
+    expect(bg.next({ type: 'waited' }).type).toBe('wait')
+    for (const t of [batch, inter, bg]) t.abort()
+    s.router.cluster.store.addLoad('d0', 0, -2, 0, 0)
+    checkNoInflightLoad(s.router)
+  })
+
   it('a turn waits in line only for the D workers that turned it away in its last walk', () => {
     const s = setup({ nD: 2, params: { pendingSeedsPerD: 1, loadFloorK: 0 } })
     s.router.cluster.store.addLoad('d0', 0, 1, 0, 0)

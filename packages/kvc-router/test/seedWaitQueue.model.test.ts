@@ -2,16 +2,18 @@ import fc from 'fast-check'
 import { describe, expect, it } from 'vitest'
 import { RouterError, SeedWaitQueue } from '../src/index.js'
 
-// Model-based test: random waits (re-registrations included), leaves and worker removals run
-// against SeedWaitQueue and a naive map of turn → (start, workers); after every command every
-// worker's line length and every `olderThan` answer are compared with the model's count.
+// Model-based test: random waits (re-registrations and tiers included), leaves and worker
+// removals run against SeedWaitQueue and a naive map of turn → (start, tier, workers); after every
+// command every worker's line length and every `olderThan` answer (each tier and none) are
+// compared with the model's count.
 
 const TURNS = ['a', 'b', 'c', 'd', 'e', 'f']
 const WORKERS = ['d0', 'd1', 'd2']
 const SINCES = [0, 5, 5.5, 10, 20]
+const TIERS = [0, 1, 2]
 
 interface Model {
-  readonly turns: Map<string, { since: number; workers: Set<string> }>
+  readonly turns: Map<string, { since: number; tier: number; workers: Set<string> }>
 }
 type Real = SeedWaitQueue
 
@@ -21,9 +23,12 @@ function check(m: Model, q: Real): void {
     for (const t of m.turns.values()) if (t.workers.has(w)) waiting++
     expect(q.waiting(w)).toBe(waiting)
     for (const since of [...SINCES, -1, 100]) {
-      let older = 0
-      for (const t of m.turns.values()) if (t.workers.has(w) && t.since < since) older++
-      expect(q.olderThan(w, since)).toBe(older)
+      for (const tier of [...TIERS, undefined]) {
+        let older = 0
+        for (const t of m.turns.values())
+          if (t.workers.has(w) && t.since < since && (tier === undefined || t.tier <= tier)) older++
+        expect(tier === undefined ? q.olderThan(w, since) : q.olderThan(w, since, tier)).toBe(older)
+      }
     }
   }
 }
@@ -33,15 +38,16 @@ class Wait implements fc.Command<Model, Real> {
     readonly turn: string,
     readonly since: number,
     readonly workers: readonly string[],
+    readonly tier: number,
   ) {}
   check = () => true
   run(m: Model, q: Real): void {
-    q.wait(this.turn, this.since, this.workers)
+    q.wait(this.turn, this.since, this.workers, this.tier)
     if (this.workers.length === 0) m.turns.delete(this.turn)
-    else m.turns.set(this.turn, { since: this.since, workers: new Set(this.workers) })
+    else m.turns.set(this.turn, { since: this.since, tier: this.tier, workers: new Set(this.workers) })
     check(m, q)
   }
-  toString = () => `wait(${this.turn}, ${this.since}, [${this.workers}])`
+  toString = () => `wait(${this.turn}, ${this.since}, [${this.workers}], ${this.tier})`
 }
 
 class Leave implements fc.Command<Model, Real> {
@@ -76,8 +82,9 @@ const commands = fc.commands(
         fc.constantFrom(...TURNS),
         fc.constantFrom(...SINCES),
         fc.array(fc.constantFrom(...WORKERS), { maxLength: 4 }),
+        fc.constantFrom(...TIERS),
       )
-      .map(([t, s, w]) => new Wait(t, s, w)),
+      .map(([t, s, w, k]) => new Wait(t, s, w, k)),
     fc.constantFrom(...TURNS).map((t) => new Leave(t)),
     fc.constantFrom(...WORKERS).map((w) => new DropWorker(w)),
   ],
@@ -102,6 +109,8 @@ describe('SeedWaitQueue agrees with the naive model', () => {
       () => q.wait('a', Number.NaN, ['d0']),
       () => q.wait('a', 2, ['']),
       () => q.wait('a', 2, 'd0' as unknown as string[]),
+      () => q.wait('a', 2, ['d0'], -1),
+      () => q.wait('a', 2, ['d0'], 1.5),
     ]) {
       expect(bad).toThrow(RouterError)
     }

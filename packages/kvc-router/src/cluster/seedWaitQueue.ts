@@ -39,8 +39,11 @@ function firstAtOrAfter(line: Line, since: number): number {
  * free slot on a D only when the free slots outnumber the turns that started before it and wait
  * for that D ({@link SeedWaitQueue.olderThan}). Turns register for the D workers whose budget
  * turned them away in their last walk ({@link SeedWaitQueue.wait}) and leave when they take a
- * slot or end ({@link SeedWaitQueue.leave}). Each router replica keeps its own queue (the
- * budget itself is shared through the state store). O(log n) queries, O(n) updates per D.
+ * slot or end ({@link SeedWaitQueue.leave}). Each waiting turn has a `tier` (Dispatch: 0 for
+ * `interactive`, 1 `batch`, 2 `background`): a turn only yields to older turns of its own tier or
+ * a more urgent one, so lower SLO classes, whose smaller budget share may keep them waiting, never
+ * hold slots back from higher ones. Each router replica keeps its own queue (the budget itself is
+ * shared through the state store). O(tiers × log n) queries, O(n) updates per D.
  *
  * @example
  * ```ts
@@ -52,17 +55,26 @@ function firstAtOrAfter(line: Line, since: number): number {
  * q.olderThan('d1', 3_000) // 1: t2
  * q.leave('t1')
  * q.olderThan('d0', 2_000) // 0
+ * q.wait('bg', 500, ['d0'], 2) // a background turn, older than everyone
+ * q.olderThan('d0', 2_000, 0) // 0: an interactive turn does not yield to it
+ * q.olderThan('d0', 2_000, 2) // 1: a background turn does
  * ```
  */
 export class SeedWaitQueue {
-  readonly #lines = new Map<string, Line>()
-  readonly #turns = new Map<string, { readonly since: number; readonly workers: readonly string[] }>()
+  /** Per D worker, one line per tier. */
+  readonly #lines = new Map<string, (Line | undefined)[]>()
+  readonly #turns = new Map<
+    string,
+    { readonly since: number; readonly tier: number; readonly workers: readonly string[] }
+  >()
 
   /**
-   * Registers `turnId` (started at `since`) as waiting for a slot on each of `workerIds`,
-   * replacing its earlier registration. An empty list is the same as {@link SeedWaitQueue.leave}.
+   * Registers `turnId` (started at `since`, of `tier`, 0 the most urgent) as waiting for a slot on
+   * each of `workerIds`, replacing its earlier registration. An empty list is the same as
+   * {@link SeedWaitQueue.leave}.
    *
-   * @throws RouterError `INVALID_OPTION` (empty turn id, non-finite `since`, bad worker list).
+   * @throws RouterError `INVALID_OPTION` (empty turn id, non-finite `since`, bad worker list, a
+   * tier that is not an integer in 0..15).
    *
    * @example
    * ```ts
@@ -72,7 +84,7 @@ export class SeedWaitQueue {
    * q.waiting('d1') // 1
    * ```
    */
-  wait(turnId: string, since: number, workerIds: readonly string[]): void {
+  wait(turnId: string, since: number, workerIds: readonly string[], tier = 0): void {
     if (typeof turnId !== 'string' || turnId.length === 0)
       throw new RouterError(
         'INVALID_OPTION',
@@ -83,17 +95,20 @@ export class SeedWaitQueue {
       throw new RouterError('INVALID_OPTION', `since must be a finite number, got ${String(since)}`, since)
     if (!Array.isArray(workerIds) || workerIds.some((w) => typeof w !== 'string' || w.length === 0))
       throw new RouterError('INVALID_OPTION', 'workerIds must be a list of worker ids', workerIds)
+    checkTier(tier)
     this.leave(turnId)
     if (workerIds.length === 0) return
     const workers = [...new Set(workerIds)]
     for (const w of workers) {
-      let line = this.#lines.get(w)
-      if (line === undefined) this.#lines.set(w, (line = { since: [], ids: [] }))
+      let tiers = this.#lines.get(w)
+      if (tiers === undefined) this.#lines.set(w, (tiers = []))
+      let line = tiers[tier]
+      if (line === undefined) tiers[tier] = line = { since: [], ids: [] }
       const i = lowerBound(line, since, turnId)
       line.since.splice(i, 0, since)
       line.ids.splice(i, 0, turnId)
     }
-    this.#turns.set(turnId, { since, workers })
+    this.#turns.set(turnId, { since, tier, workers })
   }
 
   /**
@@ -113,21 +128,23 @@ export class SeedWaitQueue {
     if (t === undefined) return
     this.#turns.delete(turnId)
     for (const w of t.workers) {
-      const line = this.#lines.get(w)
-      if (line === undefined) continue
+      const tiers = this.#lines.get(w)
+      const line = tiers?.[t.tier]
+      if (tiers === undefined || line === undefined) continue
       const i = lowerBound(line, t.since, turnId)
       if (line.ids[i] === turnId) {
         line.since.splice(i, 1)
         line.ids.splice(i, 1)
       }
-      if (line.ids.length === 0) this.#lines.delete(w)
+      if (line.ids.length === 0) tiers[t.tier] = undefined
+      if (tiers.every((x) => x === undefined)) this.#lines.delete(w)
     }
   }
 
   /**
-   * How many turns that started strictly before `since` wait for a slot on `workerId`: the slots
-   * a turn started at `since` must leave to them (itself and turns started at the same time do
-   * not count).
+   * How many turns of `tier` or a more urgent one (default: every tier) that started strictly
+   * before `since` wait for a slot on `workerId`: the slots a turn of that tier started at `since`
+   * must leave to them (itself and turns started at the same time do not count).
    *
    * @example
    * ```ts
@@ -138,9 +155,16 @@ export class SeedWaitQueue {
    * q.olderThan('d0', 6) // 1
    * ```
    */
-  olderThan(workerId: string, since: number): number {
-    const line = this.#lines.get(workerId)
-    return line === undefined ? 0 : firstAtOrAfter(line, since)
+  olderThan(workerId: string, since: number, tier = Number.POSITIVE_INFINITY): number {
+    const tiers = this.#lines.get(workerId)
+    if (tiers === undefined) return 0
+    let n = 0
+    const last = Math.min(tier, tiers.length - 1)
+    for (let k = 0; k <= last; k++) {
+      const line = tiers[k]
+      if (line !== undefined) n += firstAtOrAfter(line, since)
+    }
+    return n
   }
 
   /**
@@ -153,11 +177,13 @@ export class SeedWaitQueue {
    * ```
    */
   waiting(workerId: string): number {
-    return this.#lines.get(workerId)?.ids.length ?? 0
+    let n = 0
+    for (const line of this.#lines.get(workerId) ?? []) n += line?.ids.length ?? 0
+    return n
   }
 
   /**
-   * Forgets a removed worker's line (its waiting turns keep waiting for their other D workers).
+   * Forgets a removed worker's lines (its waiting turns keep waiting for their other D workers).
    *
    * @example
    * ```ts
@@ -174,7 +200,12 @@ export class SeedWaitQueue {
       if (!t.workers.includes(workerId)) continue
       const rest = t.workers.filter((w) => w !== workerId)
       if (rest.length === 0) this.#turns.delete(id)
-      else this.#turns.set(id, { since: t.since, workers: rest })
+      else this.#turns.set(id, { since: t.since, tier: t.tier, workers: rest })
     }
   }
+}
+
+function checkTier(tier: unknown): void {
+  if (typeof tier !== 'number' || !Number.isInteger(tier) || tier < 0 || tier > 15)
+    throw new RouterError('INVALID_OPTION', `tier must be an integer in 0..15, got ${String(tier)}`, tier)
 }

@@ -50,6 +50,9 @@ const CAUSE_PRIORITY: readonly TurnFailureCause[] = [
   'no_decode_workers',
 ]
 
+/** Seed-line tier of each SLO class: a turn yields pending-seed slots only to its tier or above. */
+const SLO_TIER: Readonly<Record<SloClass, number>> = { interactive: 0, batch: 1, background: 2 }
+
 const MAX_RECORDED_ROUTES = 4
 const MAX_RECORDED_STEPS = 256
 
@@ -367,7 +370,7 @@ export class TurnDispatch {
       }
       // Wait in line for the D workers whose budget turned this turn away in this walk (and only
       // those: a D it no longer tries stops counting it).
-      cluster.seedWaiters.wait(this.turnId, this.record.startedAt, this.#budgetWaits)
+      cluster.seedWaiters.wait(this.turnId, this.record.startedAt, this.#budgetWaits, SLO_TIER[this.#cls])
       this.#budgetWaits = []
       const cause = this.#dominantCause()
       const now = cluster.now()
@@ -451,8 +454,9 @@ export class TurnDispatch {
     // Seed path.
     const budget = Math.max(1, Math.floor(params.pendingSeedsPerD * params.slo[this.#cls].seedShare))
     const pending = cluster.store.load(d).pendingSeeds
-    // Free slots go to the turns that have waited longest for this D (first come, first served).
-    const older = cluster.seedWaiters.olderThan(d, this.record.startedAt)
+    // Free slots go to the turns that have waited longest for this D (first come, first served),
+    // among those of this turn's SLO class or a higher one (lower classes yield first).
+    const older = cluster.seedWaiters.olderThan(d, this.record.startedAt, SLO_TIER[this.#cls])
     if (pending + older >= budget) {
       this.#count('seed_budget')
       this.#budgetWaits.push(d)
