@@ -608,6 +608,7 @@ export class TurnDispatch {
     const r = out as Extract<DispatchOutcome, { type: 'claimResult' }>
     if (r.granted) return true
     this.#count('seed_budget')
+    this.#budgetWaits.push(d)
     this.#step('skip', d, undefined, `pending-seed budget full across replicas (${budget} for ${this.#cls})`)
     return false
   }
