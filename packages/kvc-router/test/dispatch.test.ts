@@ -378,6 +378,50 @@ describe('Algorithm 3: rejections, exclusion, migration, reset-on-success', () =
   })
 })
 
+describe('a seed that fails on the P side', () => {
+  it('goes to the same D again through another P, so a P failure does not move the session', () => {
+    const s = setup({
+      nP: 2,
+      nD: 2,
+      send: (a) => {
+        if (s.sends.length === 1) {
+          // The P died: the health checker marks it down, the transfer fails on the P side.
+          s.router.cluster.setHealth((a as SeedViaPAction).prefillId, false)
+          return { kind: 'fail', cause: 'transfer_error' }
+        }
+        return { kind: 'ok' }
+      },
+    })
+    const run = s.driver.runTurn({ sessionId: 's', promptTokens: 50_000 })
+    const seeds = run.actions.filter((a): a is SeedViaPAction => a.type === 'seedViaP')
+    expect(seeds.map((a) => [a.prefillId, a.decodeId])).toEqual([
+      ['p0', 'd0'],
+      ['p1', 'd0'],
+    ])
+    expect(run.final).toMatchObject({ type: 'done', path: 'seed', workerId: 'd0', prefillId: 'p1' })
+    expect(s.router.cluster.store.rejects('s', 'd0')).toBe(0) // the D is not blamed
+    checkNoInflightLoad(s.router)
+  })
+
+  it('moves on to the next D when no other P can seed this one (or the failure was a timeout)', () => {
+    for (const cause of ['transfer_error', 'transfer_timeout'] as const) {
+      const s = setup({
+        nP: cause === 'transfer_error' ? 1 : 2,
+        nD: 2,
+        send: () => (s.sends.length === 1 ? { kind: 'fail', cause } : { kind: 'ok' }),
+      })
+      const run = s.driver.runTurn({ sessionId: 's', promptTokens: 50_000 })
+      const seeds = run.actions.filter((a): a is SeedViaPAction => a.type === 'seedViaP')
+      expect(
+        seeds.map((a) => a.decodeId),
+        cause,
+      ).toEqual(['d0', 'd1'])
+      expect(run.final.type).toBe('done')
+      checkNoInflightLoad(s.router)
+    }
+  })
+})
+
 describe('Algorithm 3: a D (or P) that became unusable between admission tries is not asked again', () => {
   /** Whether `d` could be asked at the moment the driver is asked to answer an action for it. */
   const usable = (r: Router, d: string, s: string) =>

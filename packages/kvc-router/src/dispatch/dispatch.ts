@@ -150,6 +150,8 @@ export class TurnDispatch {
   #seedSlot: string | undefined
   /** The D workers whose pending-seed budget turned this turn away during the current walk. */
   #budgetWaits: string[] = []
+  /** The P of this turn's last seed when it failed on the P side (`transfer_error`). */
+  #seedFailedOnP: string | undefined
   /** Whether the store confirms claims (several replicas). */
   readonly #claims: boolean
   /** The session's binding as this turn knows it (read at each walk, updated by granted claims). */
@@ -452,6 +454,27 @@ export class TurnDispatch {
       } else return undefined
     }
     // Seed path.
+    const done = yield* this.#seedPath(c, ownPause)
+    const failedP = this.#seedFailedOnP
+    if (done !== undefined || failedP === undefined || this.#attempts >= params.maxAttempts) return done
+    // It failed on the P side (the P died or its link broke): try the same D once more through
+    // another P before moving on, so that a P's failure does not move the session off a D that
+    // is fine.
+    const other = policy.pickPrefill?.(this.#ctx, this.#turn, d) ?? cluster.pickPrefill(d)
+    if (other === undefined || other === failedP) return undefined
+    this.#step('seedViaP', d, other, `failed on the P side: trying ${d} again through another P`)
+    return yield* this.#seedPath(c, ownPause)
+  }
+
+  /**
+   * The seed path on `c`'s D: its pending-seed budget, a P, claims, admission, then `seedViaP`.
+   * `ownPause`: a pause the D set in its own answer to this turn, which does not stop it.
+   */
+  *#seedPath(c: RouteCandidate, ownPause: number): Gen<DoneAction | undefined> {
+    const { cluster, params } = this.#ctx
+    const policy = this.#policy
+    const d = c.workerId
+    this.#seedFailedOnP = undefined
     const budget = Math.max(1, Math.floor(params.pendingSeedsPerD * params.slo[this.#cls].seedShare))
     const pending = cluster.store.load(d).pendingSeeds
     // Free slots go to the turns that have waited longest for this D (first come, first served),
@@ -767,6 +790,7 @@ export class TurnDispatch {
     this.#step('seedViaP', d, p, `failed: ${out.cause}`)
     if (out.cause === 'transfer_timeout' || out.cause === 'transfer_error') {
       if (cluster.has(p) && cluster.has(d)) cluster.recordTransfer(p, d, false)
+      if (out.cause === 'transfer_error') this.#seedFailedOnP = p
       this.#count('transfer_failed')
     } else {
       this.#count('worker_failed')

@@ -225,15 +225,17 @@ export function scriptedResponse(
 
 /**
  * An upper bound on the actions of one turn (Theorem 1's "bounded number of attempts"):
- * `maxWalks × (D × (4 × admissionTries + 1) + 1)`.
+ * `maxWalks × (D × (6 × admissionTries + 4) + 1)`. Per D and walk: the fast path (a binding claim,
+ * admission tries with a wait between two), its seed-path fallback (two claims, admission tries
+ * and waits, the seed), and one more seed through another P after a P-side failure.
  *
  * @example
  * ```ts
  * import { DEFAULT_ROUTER_PARAMS } from '@kvc/kvc-router'
  * import { dispatchActionBound } from '@kvc/kvc-router/testing'
- * dispatchActionBound(DEFAULT_ROUTER_PARAMS, 4) // 13568
+ * dispatchActionBound(DEFAULT_ROUTER_PARAMS, 4) // 22784
  * ```
  */
 export function dispatchActionBound(params: RouterParams, decodeWorkers: number): number {
-  return params.maxWalks * (Math.max(1, decodeWorkers) * (4 * params.admissionTries + 1) + 1)
+  return params.maxWalks * (Math.max(1, decodeWorkers) * (6 * params.admissionTries + 4) + 1)
 }
