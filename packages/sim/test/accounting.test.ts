@@ -150,7 +150,7 @@ describe('fault injection', () => {
   it('with every fault kind at once, every turn still ends completed or failed with a cause', () => {
     const w = generateAgenticWorkload({ seed: 9, sessions: 12, maxTurnsPerSession: 15 })
     const faults = parseFaults(
-      'd-death:d0@20s+15s, link-flap:p0-d1@10s+20s, admit-timeout~0.1, router-pause@30s+2s, lost-kv-events~0.05, d-death~0.01+5s, router-pause~0.02',
+      'd-death:d0@20s+15s, link-flap:p0-d1@10s+20s, admit-timeout~0.1, router-pause@30s+2s, lost-kv-events~0.05, d-death~0.01+5s, router-pause~0.02, p-death~0.01+5s',
     )
     const r = runSimulation({
       workload: w,
@@ -189,6 +189,34 @@ describe('fault injection', () => {
     expect(d0.usage[during]).toBe(0)
   })
 
+  it('a P death fails its seeds on the P side: they go through the other P to the same D', () => {
+    // The first session's first turn seeds through p0 from t = 0 (τ_append 1,024 makes first
+    // turns seed); p0 dies 100 ms later, in the middle of that prefill.
+    const w = generateAgenticWorkload({ seed: 2, sessions: 8, maxTurnsPerSession: 4 })
+    const run = (faults: string) =>
+      runSimulation({
+        workload: w,
+        topology: { kind: 'pd', prefill: 2, decode: 2 },
+        policy: 'kvc:tauAppend=1024',
+        seed: 1,
+        faults: parseFaults(faults),
+      })
+    const calm = run('none')
+    const r = run('p-death:p0@100ms+20s')
+    expect(r.counters.workerDeaths).toBe(1)
+    expect(r.accounting.balanced).toBe(true)
+    expect(r.accounting.poolsBalanced).toBe(true)
+    const hit = r.records.filter((x) => x.lastError === 'prefill worker died')
+    expect(hit.length).toBeGreaterThan(0)
+    for (const x of hit) {
+      // Retried through p1 (p0 is down) on the D it was routed to without the fault: a P's
+      // failure does not move the session.
+      expect(x).toMatchObject({ status: 'completed', prefillId: 'p1', migrated: false })
+      expect(x.workerId).toBe(calm.records[x.id]!.workerId)
+    }
+    expect(r.accounting.failed).toBe(0)
+  })
+
   it('refuses faults that name workers the topology does not have', () => {
     expect(() =>
       runSimulation({
@@ -199,6 +227,24 @@ describe('fault injection', () => {
         faults: parseFaults('d-death:d7@1s'),
       }),
     ).toThrow(/no such D worker/)
+    expect(() =>
+      runSimulation({
+        workload: small(),
+        topology: { kind: 'pd', prefill: 1, decode: 2 },
+        policy: 'kvc',
+        seed: 1,
+        faults: parseFaults('p-death:d0@1s'),
+      }),
+    ).toThrow(/no such P worker/)
+    expect(() =>
+      runSimulation({
+        workload: small(),
+        topology: { kind: 'dp', workers: 2 },
+        policy: 'dp-cache-aware',
+        seed: 1,
+        faults: parseFaults('p-death~0.1'),
+      }),
+    ).toThrow(/p-death needs P workers/)
   })
 })
 

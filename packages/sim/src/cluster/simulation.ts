@@ -303,6 +303,7 @@ export class ClusterSimulation {
   readonly #records: (TurnRecord | undefined)[]
   readonly #byId = new Map<string, SimWorker>()
   readonly #decodeWorkers: SimWorker[] = []
+  readonly #prefillWorkers: SimWorker[] = []
   readonly #links = new Map<string, Link>()
   readonly #transfers = new Map<number, Transfer>()
   readonly #faults: readonly FaultSpec[]
@@ -432,6 +433,7 @@ export class ClusterSimulation {
       this.#workers.push(w)
       this.#byId.set(id, w)
       if (role !== 'prefill') this.#decodeWorkers.push(w)
+      else this.#prefillWorkers.push(w)
       this.router.cluster.addWorker({
         id,
         role: role === 'prefill' ? 'prefill' : 'decode',
@@ -466,7 +468,23 @@ export class ClusterSimulation {
             f.target,
           )
         }
+      } else if (f.kind === 'p-death') {
+        const w = this.#byId.get(f.target)
+        if (w === undefined || w.role !== 'prefill') {
+          throw new SimError(
+            SimErrorCode.InvalidFault,
+            `fault target ${f.target}: no such P worker in ${formatTopology(topo)} (workers: ${[...this.#byId.keys()].join(', ')})`,
+            f.target,
+          )
+        }
       }
+    }
+    if (topo.kind === 'dp' && this.#faults.some((f) => f.kind === 'p-death')) {
+      throw new SimError(
+        SimErrorCode.InvalidFault,
+        `p-death needs P workers; ${formatTopology(topo)} has none (colocated workers die with d-death)`,
+        'p-death',
+      )
     }
 
     const release = this.spec.release
@@ -1736,20 +1754,23 @@ export class ClusterSimulation {
   }
 
   #probabilisticArrivalFaults(): void {
-    const pd = this.#probability('d-death')
-    if (pd > 0 && this.#faultRng.next() < pd) {
-      const alive = this.#decodeWorkers.filter((w) => w.alive)
-      if (alive.length > 0) {
-        const w = alive[this.#faultRng.int(alive.length)]!
-        this.#kill(w)
-        const idx = this.#windows.length
-        this.#windows.push({
-          kind: 'd-death',
-          target: w.id,
-          fromMs: this.#now,
-          toMs: this.#now + this.#durationOf('d-death'),
-        })
-        this.#q.push(this.#now + this.#durationOf('d-death'), EV_FAULT, -1 - idx, 1)
+    for (const kind of ['d-death', 'p-death'] as const) {
+      const p = this.#probability(kind)
+      if (p > 0 && this.#faultRng.next() < p) {
+        const pool = kind === 'd-death' ? this.#decodeWorkers : this.#prefillWorkers
+        const alive = pool.filter((w) => w.alive)
+        if (alive.length > 0) {
+          const w = alive[this.#faultRng.int(alive.length)]!
+          this.#kill(w)
+          const idx = this.#windows.length
+          this.#windows.push({
+            kind,
+            target: w.id,
+            fromMs: this.#now,
+            toMs: this.#now + this.#durationOf(kind),
+          })
+          this.#q.push(this.#now + this.#durationOf(kind), EV_FAULT, -1 - idx, 1)
+        }
       }
     }
     const pp = this.#probability('router-pause')
@@ -1772,16 +1793,18 @@ export class ClusterSimulation {
     }
     const f = this.#faults[index]!
     const from = f.atS! * 1000
-    const forMs =
-      (f.forS ?? (f.kind === 'd-death' ? Number.POSITIVE_INFINITY : defaultFaultDuration(f.kind))) * 1000
+    const death = f.kind === 'd-death' || f.kind === 'p-death'
+    const forMs = (f.forS ?? (death ? Number.POSITIVE_INFINITY : defaultFaultDuration(f.kind))) * 1000
     switch (f.kind) {
-      case 'd-death': {
+      case 'd-death':
+      case 'p-death': {
         if (phase === 0) {
-          const target = f.target ?? this.#decodeWorkers[this.#faultRng.int(this.#decodeWorkers.length)]!.id
+          const pool = f.kind === 'd-death' ? this.#decodeWorkers : this.#prefillWorkers
+          const target = f.target ?? pool[this.#faultRng.int(pool.length)]!.id
           const w = this.#byId.get(target)!
           if (w.alive) this.#kill(w)
           if (Number.isFinite(forMs)) {
-            this.#windows.push({ kind: 'd-death', target, fromMs: from, toMs: from + forMs })
+            this.#windows.push({ kind: f.kind, target, fromMs: from, toMs: from + forMs })
             this.#q.push(from + forMs, EV_FAULT, -this.#windows.length, 1)
           }
         }
@@ -1823,9 +1846,12 @@ export class ClusterSimulation {
     w.life++
     this.router.cluster.setHealth(w.id, false)
     if (w.role !== 'prefill') this.router.cluster.residency.clearWorker(w.id)
+    // A P's death fails its seeds on the P side, which the router counts against the P→D link
+    // (as a proxy reports a seed's P-side failure), not against the D; a D's is the D's failure.
+    const cause = w.role === 'prefill' ? 'transfer_error' : 'worker_error'
     for (const t of [...w.holders]) {
       const turn = this.#turns[t.id]!
-      if (!turn.ended && turn.stage !== 'idle') this.#failPhysical(turn, 'worker_error', 'worker died')
+      if (!turn.ended && turn.stage !== 'idle') this.#failPhysical(turn, cause, `${w.role} worker died`)
     }
     w.holders.clear()
     w.queue = []

@@ -7,6 +7,7 @@ import { SimError, SimErrorCode } from '../errors/simError.js'
  * | kind | by time (`@t+d`) | by probability (`~p`) |
  * |---|---|---|
  * | `d-death` | the D (or colocated worker) `target` dies at `t` and restarts empty after `d` (never, without `+d`) | at each turn arrival, with probability `p`, a random D dies for `d` (default 30 s) |
+ * | `p-death` | the P `target` dies at `t` (the seeds it is prefilling or transferring fail) and restarts empty after `d` (never, without `+d`) | at each turn arrival, with probability `p`, a random P dies for `d` (default 30 s) |
  * | `link-flap` | the link `target` (`p0-d2`) is down from `t` for `d` (default 5 s) | each KV transfer meets a flap with probability `p` (the link goes down for `d`, default 5 s) |
  * | `admit-timeout` | every admission RPC sent in `[t, t+d)` times out | each admission RPC times out with probability `p` |
  * | `router-pause` | the router stops deciding from `t` for `d` (a GC pause; default 0.5 s) | at each turn arrival, with probability `p`, the router pauses for `d` (default 0.2 s) |
@@ -15,11 +16,12 @@ import { SimError, SimErrorCode } from '../errors/simError.js'
  * @example
  * ```ts
  * import { FAULT_KINDS } from '@kvc/sim'
- * FAULT_KINDS.length // 5
+ * FAULT_KINDS.length // 6
  * ```
  */
 export const FAULT_KINDS = [
   'd-death',
+  'p-death',
   'link-flap',
   'admit-timeout',
   'router-pause',
@@ -58,6 +60,7 @@ export interface FaultSpec {
 
 const DEFAULT_FOR_S: Record<FaultKind, number> = {
   'd-death': 30,
+  'p-death': 30,
   'link-flap': 5,
   'admit-timeout': 10,
   'router-pause': 0.5,
