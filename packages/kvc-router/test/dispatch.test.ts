@@ -158,6 +158,8 @@ describe('Algorithm 3: paths', () => {
     s.clock.advance(31_000)
     expect(s.router.cluster.linkHealthy('p0', 'd0')).toBe(true)
     expect(s.router.cluster.pickPrefill('d0')).toBe('p0')
+    expect(s.router.cluster.pickPrefill('d0', 'p0')).toBe('p1') // excluded: the next best
+    expect(s.router.cluster.pickPrefill('d0', 'p9')).toBe('p0') // an unknown id excludes nothing
   })
 
   it('respects the pending-seed budget per D, with a smaller share for lower SLO classes', () => {
@@ -383,14 +385,9 @@ describe('a seed that fails on the P side', () => {
     const s = setup({
       nP: 2,
       nD: 2,
-      send: (a) => {
-        if (s.sends.length === 1) {
-          // The P died: the health checker marks it down, the transfer fails on the P side.
-          s.router.cluster.setHealth((a as SeedViaPAction).prefillId, false)
-          return { kind: 'fail', cause: 'transfer_error' }
-        }
-        return { kind: 'ok' }
-      },
+      // The transfer fails on the P side; nothing has marked p0 down yet (one failure is below
+      // the link's threshold): the retry still avoids it.
+      send: () => (s.sends.length === 1 ? { kind: 'fail', cause: 'transfer_error' } : { kind: 'ok' }),
     })
     const run = s.driver.runTurn({ sessionId: 's', promptTokens: 50_000 })
     const seeds = run.actions.filter((a): a is SeedViaPAction => a.type === 'seedViaP')

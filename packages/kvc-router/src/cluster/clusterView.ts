@@ -688,7 +688,8 @@ export class ClusterView {
   /**
    * Seed-path P selection (Algorithm 3): the least loaded (in-flight turns, then prefill tokens,
    * then registration order) among healthy, undrained, unpaused P workers whose link to `d` is
-   * healthy. `undefined` if there is none.
+   * healthy, other than `exclude` (Dispatch passes the P a seed just failed on). `undefined` if
+   * there is none.
    *
    * @example
    * ```ts
@@ -699,14 +700,15 @@ export class ClusterView {
    * view.addWorker({ id: 'd0', role: 'decode', capacityTokens: 10 })
    * view.store.addLoad('p0', 3, 0, 0, 0)
    * view.pickPrefill('d0') // 'p1'
+   * view.pickPrefill('d0', 'p1') // 'p0'
    * ```
    */
-  pickPrefill(d: string): string | undefined {
+  pickPrefill(d: string, exclude?: string): string | undefined {
     let best: string | undefined
     let bestTurns = 0
     let bestTokens = 0
     for (const p of this.#prefillIds) {
-      if (!this.isEligible(p) || !this.linkHealthy(p, d)) continue
+      if (p === exclude || !this.isEligible(p) || !this.linkHealthy(p, d)) continue
       const l = this.store.load(p)
       if (
         best === undefined ||

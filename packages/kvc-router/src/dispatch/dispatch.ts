@@ -152,6 +152,8 @@ export class TurnDispatch {
   #budgetWaits: string[] = []
   /** The P of this turn's last seed when it failed on the P side (`transfer_error`). */
   #seedFailedOnP: string | undefined
+  /** A P the seed path must not pick (the one that just failed, during the retry through another). */
+  #avoidP: string | undefined
   /** Whether the store confirms claims (several replicas). */
   readonly #claims: boolean
   /** The session's binding as this turn knows it (read at each walk, updated by granted claims). */
@@ -460,10 +462,24 @@ export class TurnDispatch {
     // It failed on the P side (the P died or its link broke): try the same D once more through
     // another P before moving on, so that a P's failure does not move the session off a D that
     // is fine.
-    const other = policy.pickPrefill?.(this.#ctx, this.#turn, d) ?? cluster.pickPrefill(d)
-    if (other === undefined || other === failedP) return undefined
+    this.#avoidP = failedP
+    const other = this.#pickPrefill(d)
+    if (other === undefined) {
+      this.#avoidP = undefined
+      return undefined
+    }
     this.#step('seedViaP', d, other, `failed on the P side: trying ${d} again through another P`)
-    return yield* this.#seedPath(c, ownPause)
+    const again = yield* this.#seedPath(c, ownPause)
+    this.#avoidP = undefined
+    return again
+  }
+
+  /** The seed path's P for `d`: the policy's choice, else the cluster's; never `#avoidP`. */
+  #pickPrefill(d: string): string | undefined {
+    const avoid = this.#avoidP
+    const p = this.#policy.pickPrefill?.(this.#ctx, this.#turn, d)
+    if (p !== undefined && p !== avoid) return p
+    return this.#ctx.cluster.pickPrefill(d, avoid)
   }
 
   /**
@@ -493,7 +509,7 @@ export class TurnDispatch {
       )
       return undefined
     }
-    const p = policy.pickPrefill?.(this.#ctx, this.#turn, d) ?? cluster.pickPrefill(d)
+    const p = this.#pickPrefill(d)
     if (p === undefined) {
       this.#count('no_prefill')
       this.#step('skip', d, undefined, 'no healthy P with a healthy link')
@@ -538,7 +554,7 @@ export class TurnDispatch {
   #recheckPrefill(p: string, d: string): string | undefined {
     const why = this.#prefillObstacle(p, d)
     if (why === undefined) return p
-    const again = this.#policy.pickPrefill?.(this.#ctx, this.#turn, d) ?? this.#ctx.cluster.pickPrefill(d)
+    const again = this.#pickPrefill(d)
     if (again === undefined || this.#prefillObstacle(again, d) !== undefined) {
       this.#count('no_prefill')
       this.#step('skip', d, p, `P ${p} ${why} since it was picked, and no other P can seed ${d}`)
