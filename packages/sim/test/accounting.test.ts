@@ -218,33 +218,16 @@ describe('fault injection', () => {
   })
 
   it('refuses faults that name workers the topology does not have', () => {
-    expect(() =>
-      runSimulation({
-        workload: small(),
-        topology: { kind: 'pd', prefill: 1, decode: 2 },
-        policy: 'kvc',
-        seed: 1,
-        faults: parseFaults('d-death:d7@1s'),
-      }),
-    ).toThrow(/no such D worker/)
-    expect(() =>
-      runSimulation({
-        workload: small(),
-        topology: { kind: 'pd', prefill: 1, decode: 2 },
-        policy: 'kvc',
-        seed: 1,
-        faults: parseFaults('p-death:d0@1s'),
-      }),
-    ).toThrow(/no such P worker/)
-    expect(() =>
-      runSimulation({
-        workload: small(),
-        topology: { kind: 'dp', workers: 2 },
-        policy: 'dp-cache-aware',
-        seed: 1,
-        faults: parseFaults('p-death~0.1'),
-      }),
-    ).toThrow(/p-death needs P workers/)
+    const pd = { kind: 'pd', prefill: 1, decode: 2 } as const
+    for (const [topology, policy, faults, error] of [
+      [pd, 'kvc', 'd-death:d7@1s', /no such D worker/],
+      [pd, 'kvc', 'p-death:d0@1s', /no such P worker/],
+      [{ kind: 'dp', workers: 2 } as const, 'dp-cache-aware', 'p-death~0.1', /p-death needs P workers/],
+    ] as const) {
+      expect(() =>
+        runSimulation({ workload: small(), topology, policy, seed: 1, faults: parseFaults(faults) }),
+      ).toThrow(error)
+    }
   })
 })
 
