@@ -509,19 +509,22 @@ describe('Algorithm 3: a D (or P) that became unusable between admission tries i
     // d0 holds the session (bound, one page); d1's index wrongly shows the whole prompt, so d1
     // ranks first, and refuses: it does not hold it. The turn then takes the fast path on d0
     // instead of seeding d1 through a P (found by the Theorem 2 property).
-    const s = setup({
-      nD: 2,
-      admit: (a) =>
-        a.workerId === 'd1' ? { kind: 'reject', reason: 'append_too_large' } : { kind: 'admit' },
-    })
-    s.router.cluster.residency.recordStored('d0', blocks(1))
-    s.router.cluster.residency.recordStored('d1', blocks(2))
-    s.router.cluster.store.setBinding('s', {
-      workerId: 'd0',
-      committedTokens: 16,
-      verifiedBlocks: 1,
-      updatedAt: 0,
-    })
+    // Session s is bound to d0, which holds its first block; d1 holds both blocks (wrongly).
+    const bound = (admit: (a: AdmitAction) => AdmitAnswer) => {
+      const x = setup({ nD: 2, admit })
+      x.router.cluster.residency.recordStored('d0', blocks(1))
+      x.router.cluster.residency.recordStored('d1', blocks(2))
+      x.router.cluster.store.setBinding('s', {
+        workerId: 'd0',
+        committedTokens: 16,
+        verifiedBlocks: 1,
+        updatedAt: 0,
+      })
+      return x
+    }
+    const s = bound((a) =>
+      a.workerId === 'd1' ? { kind: 'reject', reason: 'append_too_large' } : { kind: 'admit' },
+    )
     const run = s.driver.runTurn({ sessionId: 's', promptTokens: 32, blocks: blocks(2) })
     expect(s.admits.map((a) => [a.workerId, a.request.path])).toEqual([
       ['d1', 'fast'],
@@ -529,21 +532,11 @@ describe('Algorithm 3: a D (or P) that became unusable between admission tries i
     ])
     expect(run.final).toMatchObject({ type: 'done', path: 'fast', workerId: 'd0' })
     // With d0 refusing too, d1's deferred seed-path fallback still comes.
-    const t = setup({
-      nD: 2,
-      admit: (a) =>
-        a.request.path === 'fast'
-          ? { kind: 'reject', reason: a.workerId === 'd1' ? 'append_too_large' : 'capacity' }
-          : { kind: 'admit' },
-    })
-    t.router.cluster.residency.recordStored('d0', blocks(1))
-    t.router.cluster.residency.recordStored('d1', blocks(2))
-    t.router.cluster.store.setBinding('s', {
-      workerId: 'd0',
-      committedTokens: 16,
-      verifiedBlocks: 1,
-      updatedAt: 0,
-    })
+    const t = bound((a) =>
+      a.request.path === 'fast'
+        ? { kind: 'reject', reason: a.workerId === 'd1' ? 'append_too_large' : 'capacity' }
+        : { kind: 'admit' },
+    )
     const run2 = t.driver.runTurn({ sessionId: 's', promptTokens: 32, blocks: blocks(2) })
     expect(t.admits.map((a) => [a.workerId, a.request.path])).toEqual([
       ['d1', 'fast'],
