@@ -244,6 +244,33 @@ describe('Theorem 1 (no starvation)', () => {
     )
   })
 
+  it('a seed retried through another P after a P-side failure does not ask a D its own pause covered only once (found by the property above)', () => {
+    // d2 answers the fast path append_too_large with a 12 ms pause: the seed-path request that
+    // follows may still go to d2; it fails on the P side, and the retry through another P must
+    // respect the pause like any other request.
+    playTheorem1(
+      {
+        nP: 2,
+        nD: 4,
+        seed: 0,
+        turns: [
+          { session: 1, growth: 1, output: 0, sloClass: 'interactive' },
+          { session: 1, growth: 1, output: 0, sloClass: 'interactive' },
+          { session: 0, growth: 1, output: 0, sloClass: 'interactive' },
+        ],
+        badAdmits: [[], [], [{ kind: 'reject', reason: 'append_too_large', pauseMs: 12 }], []],
+        badSends: [
+          { kind: 'ok', outputTokens: 0 },
+          { kind: 'ok', outputTokens: 0 },
+          { kind: 'fail', cause: 'transfer_error' },
+        ],
+        health: [],
+        events: [],
+      },
+      {},
+    )
+  })
+
   it('when every healthy D eventually admits and the wait budget covers the adversary, every turn completes', () => {
     // The adversary above costs at most ~24 bad answers of <= 2.5 s each plus link cooldowns:
     // a 10-minute budget covers it, so no turn may fail.

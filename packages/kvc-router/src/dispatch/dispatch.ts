@@ -469,7 +469,8 @@ export class TurnDispatch {
       return undefined
     }
     this.#step('seedViaP', d, other, `failed on the P side: trying ${d} again through another P`)
-    const again = yield* this.#seedPath(c, ownPause)
+    // A pause `d` set in its own answer to this turn covered the first seed-path request only.
+    const again = yield* this.#seedPath(c, Number.NEGATIVE_INFINITY)
     this.#avoidP = undefined
     return again
   }
