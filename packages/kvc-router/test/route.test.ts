@@ -18,17 +18,20 @@ function router(nD: number, extra: Partial<RouterOptions> = {}, capacity = 1_000
   })
 }
 const order = (d: RouteDecision) => d.candidates.map((c) => c.workerId)
+/** Binds `session` to `d`, which holds `committed` tokens of it, `verified` blocks confirmed. */
+const bind = (r: Router, session: string, d: string, committed: number, verified: number) =>
+  r.cluster.store.setBinding(session, {
+    workerId: d,
+    committedTokens: committed,
+    verifiedBlocks: verified,
+    updatedAt: 0,
+  })
 const blocks = (n: number, from = 1) => Array.from({ length: n }, (_, i) => BigInt(from + i))
 
 describe('Algorithm 1: each key of the lexicographic ranking', () => {
   it('key 1 (fast) beats capOk and score: the bound D holding the prefix wins despite less overlap elsewhere', () => {
     const r = router(2)
-    r.cluster.store.setBinding('s', {
-      workerId: 'd0',
-      committedTokens: 160,
-      verifiedBlocks: 10,
-      updatedAt: 0,
-    })
+    bind(r, 's', 'd0', 160, 10)
     r.cluster.residency.recordStored('d0', blocks(10))
     r.cluster.residency.recordStored('d1', blocks(10)) // d1 holds the same prefix...
     r.cluster.residency.recordStored('d1', blocks(10, 11)) // ...and more
@@ -50,12 +53,7 @@ describe('Algorithm 1: each key of the lexicographic ranking', () => {
 
   it("idle sessions' releasable tokens count for a fast-path turn on the session's own D, not for placement", () => {
     const r = router(2, {}, 100_000)
-    r.cluster.store.setBinding('s', {
-      workerId: 'd0',
-      committedTokens: 4_000,
-      verifiedBlocks: 250,
-      updatedAt: 0,
-    })
+    bind(r, 's', 'd0', 4_000, 250)
     r.cluster.residency.recordStored('d0', blocks(250))
     // Both Ds full, but of idle sessions' KV that their admission would release on demand.
     for (const d of ['d0', 'd1']) {
@@ -77,12 +75,7 @@ describe('Algorithm 1: each key of the lexicographic ranking', () => {
 
   it('the binding is trusted only while the index still shows its verified blocks', () => {
     const r = router(1)
-    r.cluster.store.setBinding('s', {
-      workerId: 'd0',
-      committedTokens: 5_000,
-      verifiedBlocks: 4,
-      updatedAt: 0,
-    })
+    bind(r, 's', 'd0', 5_000, 4)
     r.cluster.residency.recordStored('d0', blocks(4))
     const ok = r.route({ sessionId: 's', promptTokens: 6_000, blocks: blocks(6) }).candidates[0]!
     expect(ok).toMatchObject({ prefixResident: true, heldTokens: 5_000, appendTokens: 1_000, fast: true })
@@ -94,12 +87,7 @@ describe('Algorithm 1: each key of the lexicographic ranking', () => {
 
   it('refillLostTail: only the bound D, only while lost tail + append fits τ_append, and it can be turned off', () => {
     const r = router(2)
-    r.cluster.store.setBinding('s', {
-      workerId: 'd0',
-      committedTokens: 8_000,
-      verifiedBlocks: 500,
-      updatedAt: 0,
-    })
+    bind(r, 's', 'd0', 8_000, 500)
     r.cluster.residency.recordStored('d0', blocks(200)) // 3,200 of the 8,000 committed tokens left on d0
     r.cluster.residency.recordStored('d1', blocks(200))
     const small = r.route({ sessionId: 's', promptTokens: 9_000, blocks: blocks(562) })
@@ -114,12 +102,7 @@ describe('Algorithm 1: each key of the lexicographic ranking', () => {
       fast: false,
     })
     const strict = router(1, { params: { pageSize: 16, refillLostTail: false } })
-    strict.cluster.store.setBinding('s', {
-      workerId: 'd0',
-      committedTokens: 8_000,
-      verifiedBlocks: 500,
-      updatedAt: 0,
-    })
+    bind(strict, 's', 'd0', 8_000, 500)
     strict.cluster.residency.recordStored('d0', blocks(200))
     expect(
       strict.route({ sessionId: 's', promptTokens: 9_000, blocks: blocks(562) }).candidates[0],
@@ -176,12 +159,7 @@ describe('Algorithm 1: each key of the lexicographic ranking', () => {
       ['d0', 0, 50],
       ['d1', 0, 0],
     ])
-    r.cluster.store.setBinding('bound', {
-      workerId: 'd1',
-      committedTokens: 0,
-      verifiedBlocks: 0,
-      updatedAt: 0,
-    })
+    bind(r, 'bound', 'd1', 0, 0)
     const bound = r.route({ sessionId: 'bound', promptTokens: 20_000, blocks: blocks(60) })
     expect(bound.candidates.every((c) => c.bonus === 0)).toBe(true)
     expect(order(bound)[0]).toBe('d0')
