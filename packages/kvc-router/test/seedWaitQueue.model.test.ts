@@ -115,6 +115,8 @@ describe('SeedWaitQueue agrees with the naive model', () => {
       expect(bad).toThrow(RouterError)
     }
     expect(() => q.wait('a', Number.POSITIVE_INFINITY, ['d1'])).toThrow(/since must be a finite number/)
+    expect(() => q.olderThan('d0', Number.NaN)).toThrow(/since must be a number/)
+    expect(() => q.olderThan('d0', 2, 1.5)).toThrow(/tier must be an integer/)
     expect(q.waiting('d0')).toBe(1)
     expect(q.olderThan('d0', 2)).toBe(1)
   })

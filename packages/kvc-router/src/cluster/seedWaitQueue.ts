@@ -146,6 +146,9 @@ export class SeedWaitQueue {
    * before `since` wait for a slot on `workerId`: the slots a turn of that tier started at `since`
    * must leave to them (itself and turns started at the same time do not count).
    *
+   * @throws RouterError `INVALID_OPTION` (`since` not a number, a tier that is not an integer in
+   * 0..15).
+   *
    * @example
    * ```ts
    * import { SeedWaitQueue } from '@kvc/kvc-router'
@@ -156,6 +159,9 @@ export class SeedWaitQueue {
    * ```
    */
   olderThan(workerId: string, since: number, tier = Number.POSITIVE_INFINITY): number {
+    if (typeof since !== 'number' || Number.isNaN(since))
+      throw new RouterError('INVALID_OPTION', `since must be a number, got ${String(since)}`, since)
+    if (tier !== Number.POSITIVE_INFINITY) checkTier(tier)
     const tiers = this.#lines.get(workerId)
     if (tiers === undefined) return 0
     let n = 0
