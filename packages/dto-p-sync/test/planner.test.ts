@@ -151,6 +151,36 @@ describe('planSync', () => {
     )
   })
 
+  it('without holdings views plans exactly what the page-by-page walk plans (its fast path)', () => {
+    // A view that holds nothing forces the walk; no view at all takes the closed-form costs.
+    const none = { has: () => false }
+    fc.assert(
+      fc.property(
+        fc.array(fc.tuple(fc.integer({ min: 0, max: 300 }), fc.integer({ min: 0, max: 80 })), {
+          minLength: 1,
+          maxLength: 6,
+        }),
+        fc.integer({ min: 0, max: 60_000 }),
+        fc.boolean(),
+        fc.integer({ min: 1, max: 8 }),
+        fc.option(fc.integer({ min: 0, max: 600 }), { nil: undefined }),
+        (sizes, bps, eager, maxBlocks, maxHeld) => {
+          const sessions = sizes.map(([n, confirmed], i) =>
+            session(`s${i}`, n, { confirmedPages: confirmed, hints: { idleMs: i * 7 } }),
+          )
+          const base = input(sessions, {
+            bandwidth: { bytesPerSecond: bps + 1, kvBytesPerToken: KVB },
+            eager,
+            maxBlocksPerTransfer: maxBlocks,
+            ...(maxHeld === undefined ? {} : { maxHeldTokens: maxHeld }),
+          })
+          expect(planSync(base)).toEqual(planSync({ ...base, inFlight: none }))
+        },
+      ),
+      { numRuns: 300 },
+    )
+  })
+
   it('skips a session that does not fit for ones that do, then spends the rest on its progress', () => {
     const big = session('big', 400, { hints: { reseedLikelihood: 1 } })
     const small = session('small', 41)

@@ -203,6 +203,36 @@ describe('SyncSource', () => {
     expect(source.status('s').confirmedPages).toBe(2)
   })
 
+  it('dedups against its view of P: past a trusted prefix every page carries KV; with a broken view, held pages go hash-only', () => {
+    const chain = new OfferBuilder({ pageSize: 4, blockHasher: hasher }).commitTurn('x', tokens(41)).blocks
+    const stored = (source: SyncSource, id: number, i: number) =>
+      source.observePrefillEvent({
+        type: 'BlockStored',
+        eventId: id,
+        blockHashes: [chain[i]!.hash],
+        parentBlockHash: i === 0 ? null : chain[i - 1]!.hash,
+        tokenIds: [...chain[i]!.tokens],
+        blockSize: 4,
+        extraKey: null,
+      })
+    // Trusted and consistent: P's two pages are confirmed, the plan starts after them, all KV.
+    const a = setup({ trustPrefillEvents: true, pinTtlMs: 0 }).source
+    stored(a, 0, 0)
+    stored(a, 1, 1)
+    a.commitTurn('s', tokens(41))
+    const planned = a.plan(100).messages.flatMap((m) => m.blocks)
+    expect(planned.length).toBe(7) // pages 2..8: within β = 8 of the 41 tokens
+    expect(planned.every((b) => b.withKv)).toBe(true)
+    // A gap breaks the view: nothing is confirmed from it, but what it shows still dedups.
+    const b = setup({ trustPrefillEvents: true, pinTtlMs: 0 }).source
+    stored(b, 0, 0)
+    stored(b, 2, 1) // event 1 was lost
+    expect(b.prefillViewConsistent).toBe(false)
+    b.commitTurn('s', tokens(41))
+    const sent = b.plan(100).messages.flatMap((m) => m.blocks)
+    expect(sent.map((x) => x.withKv)).toEqual([false, false, true, true, true, true, true, true, true])
+  })
+
   it('uses hints and D pressure for priority, and D availability for what it can send', () => {
     const lost = new Set<bigint>()
     const { source } = setup({ decodeHolds: { has: (h) => !lost.has(h) } })

@@ -209,8 +209,12 @@ interface Work {
   readonly needPages: number
   /** First page from `c` on that can be neither skipped nor sent. */
   readonly availLimit: number
-  /** Action of page `c + i` (up to and including the first unavailable page). */
-  readonly acts: number[]
+  /**
+   * Action of page `c + i` (up to and including the first unavailable page); `null` when no
+   * holdings view was given, so that every page goes with its KV (the pages planned are then
+   * exactly `[c, frontier)`, since each round plans forward from the frontier).
+   */
+  readonly acts: number[] | null
   frontier: number
   plannedBytes: number
   neededBytes: number | null
@@ -303,14 +307,18 @@ export function planUnchecked(
     ? Math.max(0, Math.floor((bps * horizon) / 1000) - backlog)
     : Infinity
 
+  // Without a holdings view every page goes with its KV: no page-by-page walk (a session far
+  // behind would cost a walk over its whole tail every round).
+  const allKv = prefillHolds === undefined && inFlight === undefined && available === undefined
+
   const works: Work[] = input.sessions.map((s) => {
     const n = s.blocks.length
     const c = Math.min(s.confirmedPages, n)
     const over = s.committedTokens - beta
     const needPages = over <= 0 ? 0 : Math.ceil(over / ps)
-    const acts: number[] = []
+    const acts: number[] | null = allKv ? null : []
     let availLimit = n
-    for (let k = c; k < n; k++) {
+    for (let k = c; acts !== null && k < n; k++) {
       const h = s.blocks[k]!.hash
       let a: Act
       if (inFlight?.has(h)) a = Act.InFlight
@@ -365,10 +373,15 @@ export function planUnchecked(
   let remaining = budget
 
   function costTo(w: Work, to: number): number {
+    if (w.acts === null) {
+      const pages = Math.max(0, to - w.frontier)
+      return Math.ceil(pages / maxBlocks) * MESSAGE_HEADER_BYTES + pages * kvBlock
+    }
+    const acts = w.acts
     let bytes = 0
     let run = 0
     for (let k = w.frontier; k < to; k++) {
-      const a = w.acts[k - w.c]!
+      const a = acts[k - w.c]!
       if (a === Act.InFlight) {
         run = 0
         continue
@@ -406,9 +419,10 @@ export function planUnchecked(
       curBytes = 0
       curKv = 0
     }
+    const acts = w.acts
     let k = w.frontier
     for (; k < to; k++) {
-      const a = w.acts[k - w.c]!
+      const a = acts === null ? Act.Kv : acts[k - w.c]!
       if (a === Act.InFlight) {
         flush()
         continue
@@ -425,7 +439,7 @@ export function planUnchecked(
       curBytes += add
       if (withKv) curKv++
       remaining -= add
-      w.acts[k - w.c] = Act.Planned
+      if (acts !== null) acts[k - w.c] = Act.Planned
     }
     flush()
     w.frontier = k
@@ -455,8 +469,8 @@ export function planUnchecked(
   const overBudget: string[] = []
   let plannedBytes = 0
   for (const w of works) {
-    let p = w.c
-    while (p < w.n) {
+    let p = w.acts === null ? w.frontier : w.c
+    while (w.acts !== null && p < w.n) {
       const a = w.acts[p - w.c]
       if (a !== Act.Planned && a !== Act.InFlight) break
       p++

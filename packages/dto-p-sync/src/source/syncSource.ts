@@ -516,7 +516,14 @@ export class SyncSource {
         hints,
       })
     }
-    const inFlight: HoldingsView = { has: (h) => this.#inFlightHashes.has(h) }
+    // Nothing in flight (the usual case when replies come back within a round): no lookups.
+    const inFlight: HoldingsView | undefined =
+      this.#inFlightHashes.size === 0 ? undefined : { has: (h) => this.#inFlightHashes.has(h) }
+    // A trusted, consistent view already counts P's held pages in each session's confirmed prefix,
+    // and P's radix tree holds a chain's pages as a prefix (chained hashes: a page implies its
+    // parent), so no page past that prefix is held: asking the view again for each one would only
+    // cost a lookup per page per round.
+    const prefillHolds = this.#trustEvents && this.#view.consistent ? undefined : this.#view
     // Backing off after P said it has no space: plan (for the report) but spend nothing.
     const paused = now < this.#pausedUntil
     if (paused) this.#m.pausedRounds++
@@ -527,8 +534,8 @@ export class SyncSource {
       bandwidth: this.bandwidth,
       horizonMs: paused ? 0 : horizonMs,
       backlogBytes,
-      prefillHolds: this.#view,
-      inFlight,
+      ...(prefillHolds === undefined ? {} : { prefillHolds }),
+      ...(inFlight === undefined ? {} : { inFlight }),
       ...(this.#decodeHolds === undefined ? {} : { available: this.#decodeHolds }),
       ...(this.#weights === undefined ? {} : { weights: this.#weights }),
       maxBlocksPerTransfer: this.#maxBlocks,
