@@ -298,6 +298,8 @@ export class Gateway {
   #router: Router | undefined
   #store: ReplicatedStateStore | undefined
   #closing = false
+  /** Turns waiting out a backoff, by turn id: calling one ends its wait now. */
+  readonly #wakers = new Map<string, () => void>()
   readonly #running = new Set<AbortController>()
   /** Turns being run (their promises), waited for before the shared store is closed. */
   readonly #turns = new Set<Promise<unknown>>()
@@ -417,6 +419,9 @@ export class Gateway {
         })
       }
     }
+    // A seed that ends hands its pending-seed slot to the turn first in line for that D: end
+    // that turn's wait now rather than let the slot idle until its backoff runs out.
+    router.cluster.seedWaiters.onSlotFreed((turnId) => this.#wakers.get(turnId)?.())
     this.#router = router
     await this.workers.start(router)
   }
@@ -513,7 +518,16 @@ export class Gateway {
           const ms = a.untilMs - this.#now()
           this.metrics.waits.inc({ reason: a.reason })
           const t0 = this.#now()
-          await sleep(ms, ctl.signal)
+          const wake = new AbortController()
+          const end = (): void => wake.abort()
+          ctl.signal.addEventListener('abort', end, { once: true })
+          this.#wakers.set(a.turnId, end)
+          try {
+            await sleep(ms, wake.signal)
+          } finally {
+            this.#wakers.delete(a.turnId)
+            ctl.signal.removeEventListener('abort', end)
+          }
           this.metrics.waitSeconds.inc(Math.max(0, this.#now() - t0) / 1000)
           outcome = { type: 'waited' }
         } else if (a.type !== 'sendFast' && a.type !== 'seedViaP') {

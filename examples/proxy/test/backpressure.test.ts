@@ -1,5 +1,9 @@
+import { handleCounts, leakedSince } from '@kvc/worker-bindings/testing'
 import { describe, expect, it } from 'vitest'
-import { Conversation, startProxy, useProxy } from './helpers.js'
+import { resolveConfig } from '../src/config.js'
+import type { DecisionLine } from '../src/decisionLog.js'
+import { createProxy } from '../src/server.js'
+import { Conversation, startCluster, startProxy, testProxyConfig, useProxy } from './helpers.js'
 
 describe('a full D worker', () => {
   // One small D (2,048 tokens) for 16 concurrent sessions of ~450-token prompts: it cannot take
@@ -66,5 +70,44 @@ describe('a full D worker', () => {
       env.cluster.decode[0]!.setDraining(false)
       await short.proxy.close()
     }
+  })
+})
+
+describe('pending-seed slots', () => {
+  it('a seed that ends wakes the turn first in line for its slot instead of leaving it to its backoff', async () => {
+    const baseline = handleCounts()
+    const cluster = await startCluster({ prefill: 1, decode: 1, scale: 0.02 })
+    const decisions: DecisionLine[] = []
+    // One seed at a time on d0, and every backoff ≈ 5 s (jitter pinned near its top): a turn
+    // turned away by the budget would wait 5 s unless the ending seed wakes it.
+    const proxy = await createProxy(
+      resolveConfig({
+        ...testProxyConfig(cluster),
+        router: { pendingSeedsPerD: 1, backoffBaseMs: 5_000, backoffCapMs: 5_000, admissionTimeoutMs: 500 },
+      }),
+      { random: () => 0.999, onDecision: (l) => decisions.push(l) },
+    )
+    try {
+      const t0 = performance.now()
+      const results = await Promise.all(
+        ['a', 'b', 'c'].map((id) =>
+          new Conversation(`slot-${id}`, `Agent ${id}: ${'read the repository layout. '.repeat(2_000)}`).turn(
+            proxy.url,
+            'start',
+          ),
+        ),
+      )
+      const elapsed = performance.now() - t0
+      expect(results.map((r) => r.status)).toEqual([200, 200, 200])
+      // Turns waited in line for d0’s slot (first turns over τ_append seed through p0)...
+      const waited = decisions.filter((d) => (d.steps as { kind: string }[]).some((x) => x.kind === 'wait'))
+      expect(waited.length).toBeGreaterThanOrEqual(1)
+      // ...and were woken when the seed before them ended, well before their 5 s backoff.
+      expect(elapsed).toBeLessThan(4_000)
+    } finally {
+      await proxy.close()
+      await cluster.close()
+    }
+    expect(await leakedSince(baseline)).toEqual({})
   })
 })

@@ -180,6 +180,8 @@ describe('Algorithm 3: paths', () => {
 describe('pending-seed slots go to the turns that waited longest', () => {
   it('a slot that frees goes to the turn waiting for it, not to a younger turn that asks first', () => {
     const s = setup({ nD: 1, params: { pendingSeedsPerD: 1 } })
+    const woken: string[] = []
+    s.router.cluster.seedWaiters.onSlotFreed((turnId, d) => woken.push(`${turnId}@${d}`))
     s.router.cluster.store.addLoad('d0', 0, 1, 0, 0) // d0's only slot is taken
     const old = s.router.dispatch({ sessionId: 'old', promptTokens: 20_000 })
     let a = old.next()
@@ -202,9 +204,11 @@ describe('pending-seed slots go to the turns that waited longest', () => {
     // While its seed is pending the young turn still finds the budget full...
     b = young.next({ type: 'waited' })
     expect(b.type).toBe('wait')
+    expect(woken).toEqual([]) // a slot freed by hand (addLoad above) is nobody's news
     a = old.next({ type: 'completed', outputTokens: 10 })
     expect(a.type).toBe('done')
-    // ...and once it completes, the slot is the young turn's.
+    // ...and once it completes, the host is told to wake the young turn, whose slot it is.
+    expect(woken).toEqual([`${young.turnId}@d0`])
     b = young.next({ type: 'waited' })
     expect(b).toMatchObject({ type: 'admit', workerId: 'd0' })
     b = young.next(s.driver.answer(b))

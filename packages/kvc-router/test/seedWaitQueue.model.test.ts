@@ -30,6 +30,19 @@ function check(m: Model, q: Real): void {
         expect(tier === undefined ? q.olderThan(w, since) : q.olderThan(w, since, tier)).toBe(older)
       }
     }
+    // First in line: the most urgent tier, then the oldest, then the smallest id.
+    let first: [string, { since: number; tier: number }] | undefined
+    for (const [id, t] of m.turns) {
+      if (!t.workers.has(w)) continue
+      if (
+        first === undefined ||
+        t.tier < first[1].tier ||
+        (t.tier === first[1].tier &&
+          (t.since < first[1].since || (t.since === first[1].since && id < first[0])))
+      )
+        first = [id, t]
+    }
+    expect(q.first(w)).toBe(first?.[0])
   }
 }
 
@@ -99,6 +112,25 @@ describe('SeedWaitQueue agrees with the naive model', () => {
       ),
       { numRuns: 300 },
     )
+  })
+
+  it('slotFreed tells its listener the turn first in line, and nothing when none waits', () => {
+    const q = new SeedWaitQueue()
+    const calls: string[] = []
+    q.slotFreed('d0') // no listener: nothing happens
+    q.onSlotFreed((turnId, workerId) => calls.push(`${turnId}@${workerId}`))
+    q.slotFreed('d0')
+    expect(calls).toEqual([])
+    q.wait('late', 9, ['d0', 'd1'], 0)
+    q.wait('early-bg', 1, ['d0'], 2)
+    q.wait('early', 3, ['d1'], 0)
+    q.slotFreed('d0')
+    q.slotFreed('d1')
+    expect(calls).toEqual(['late@d0', 'early@d1']) // tier first, then age
+    q.onSlotFreed(undefined)
+    q.slotFreed('d0')
+    expect(calls.length).toBe(2)
+    expect(() => q.onSlotFreed('x' as unknown as () => void)).toThrow(RouterError)
   })
 
   it('refuses bad input with a typed error and leaves its state untouched', () => {

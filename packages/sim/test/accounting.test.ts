@@ -4,6 +4,7 @@ import {
   formatFaults,
   generateAgenticWorkload,
   parseFaults,
+  parseMooncakeTrace,
   parsePolicySpec,
   runSimulation,
   SimError,
@@ -345,5 +346,36 @@ describe('lazy session release (release=reaper) and the v5 fallback switches', (
         seed: 1,
       }),
     ).toThrow(/release=reaper needs the kvc fast path/)
+  })
+})
+
+describe('pending-seed slots (kvc-router SeedWaitQueue)', () => {
+  it('a seed that ends wakes the turn first in line for its slot, which walks at once', () => {
+    // Four 20K-token requests at t = 0 on 1P1D, one seed at a time on the D, and backoffs of up to
+    // 5 s: three turns wait in line; each ending seed wakes the next one instead of leaving the
+    // slot idle until its backoff runs out.
+    const lines = [0, 1, 2, 3].map((i) =>
+      JSON.stringify({
+        timestamp: 0,
+        input_length: 20_000,
+        output_length: 20,
+        hash_ids: Array.from({ length: 40 }, (_, k) => 1_000 * (i + 1) + k),
+      }),
+    )
+    const r = runSimulation({
+      workload: parseMooncakeTrace(lines.join('\n'), 'four.jsonl'),
+      topology: { kind: 'pd', prefill: 1, decode: 1 },
+      policy: 'kvc:pendingSeedsPerD=1:backoffBaseMs=5000:backoffCapMs=5000',
+      seed: 1,
+    })
+    expect(r.accounting.completed).toBe(4)
+    expect(r.counters.seedWakes).toBe(3)
+    // Each woken turn started its seed when the one before it ended: its first token comes one
+    // seed's time after the previous turn's end, not a backoff later.
+    const done = [...r.records].sort((a, b) => a.endMs - b.endMs)
+    for (let i = 1; i < done.length; i++) {
+      const gap = done[i]!.firstTokenMs - done[i - 1]!.endMs
+      expect(gap).toBeLessThan(done[0]!.firstTokenMs + 50)
+    }
   })
 })

@@ -63,6 +63,7 @@ function firstAtOrAfter(line: Line, since: number): number {
 export class SeedWaitQueue {
   /** Per D worker, one line per tier. */
   readonly #lines = new Map<string, (Line | undefined)[]>()
+  #onSlotFreed: ((turnId: string, workerId: string) => void) | undefined = undefined
   readonly #turns = new Map<
     string,
     { readonly since: number; readonly tier: number; readonly workers: readonly string[] }
@@ -171,6 +172,67 @@ export class SeedWaitQueue {
       if (line !== undefined) n += firstAtOrAfter(line, since)
     }
     return n
+  }
+
+  /**
+   * The turn first in line for a slot on `workerId`: the oldest of the most urgent tier that waits
+   * for it (`undefined` when none waits). A host that sees a slot free on that D wakes this turn
+   * early instead of letting the slot idle until the turn's backoff ends.
+   *
+   * @example
+   * ```ts
+   * import { SeedWaitQueue } from '@kvc/kvc-router'
+   * const q = new SeedWaitQueue()
+   * q.wait('old-batch', 1, ['d0'], 1)
+   * q.wait('new-interactive', 5, ['d0'], 0)
+   * q.first('d0') // 'new-interactive': a more urgent tier goes first
+   * q.first('d1') // undefined
+   * ```
+   */
+  first(workerId: string): string | undefined {
+    for (const line of this.#lines.get(workerId) ?? []) if (line !== undefined) return line.ids[0]
+    return undefined
+  }
+
+  /**
+   * Sets (or with `undefined` clears) the function told which turn to wake when a seed on a D
+   * ends and gives its pending-seed slot back ({@link SeedWaitQueue.slotFreed}): the host (proxy,
+   * simulator) cuts that turn's backoff short, so the slot does not idle until the turn polls
+   * again. It runs inside the ending turn's step: schedule the woken turn, never step it from
+   * the listener itself.
+   * @throws RouterError `INVALID_OPTION` (not a function or `undefined`).
+   * @example
+   * ```ts
+   * import { SeedWaitQueue } from '@kvc/kvc-router'
+   * const q = new SeedWaitQueue()
+   * const woken: string[] = []
+   * q.onSlotFreed((turnId) => woken.push(turnId))
+   * q.wait('t1', 0, ['d0'])
+   * q.slotFreed('d0') // woken: ['t1']
+   * ```
+   */
+  onSlotFreed(listener: ((turnId: string, workerId: string) => void) | undefined): void {
+    if (listener !== undefined && typeof listener !== 'function')
+      throw new RouterError('INVALID_OPTION', 'onSlotFreed takes a function or undefined', listener)
+    this.#onSlotFreed = listener
+  }
+
+  /**
+   * A seed on `workerId` ended (completed or failed) and gave its slot back: tells the
+   * {@link SeedWaitQueue.onSlotFreed} listener to wake the turn first in line for that D, if any.
+   * Dispatch calls it; a turn that released a slot without seeding (a refused admission, a lost
+   * claim) does not, since the slot was not free to the line before either.
+   * @example
+   * ```ts
+   * import { SeedWaitQueue } from '@kvc/kvc-router'
+   * new SeedWaitQueue().slotFreed('d0') // nobody waits: no call
+   * ```
+   */
+  slotFreed(workerId: string): void {
+    const listener = this.#onSlotFreed
+    if (listener === undefined) return
+    const first = this.first(workerId)
+    if (first !== undefined) listener(first, workerId)
   }
 
   /**

@@ -799,6 +799,8 @@ export class TurnDispatch {
     this.#undoInflight()
     this.#releaseCommitment()
     this.#releaseSeedSlot()
+    // The seed ended: its slot is free to the turn first in line for `d` (the host may wake it).
+    if (cluster.has(d)) cluster.seedWaiters.slotFreed(d)
     if (out.type === 'completed') {
       if (cluster.has(p) && cluster.has(d)) cluster.recordTransfer(p, d, true)
       return this.#succeed(d, p, 'seed', out, migratedFrom)

@@ -141,6 +141,8 @@ export interface RunCounters {
   readonly sessionsReaped: number
   /** Sessions released by the D workers' admission to make room (Algorithm 2). */
   readonly admissionReleases: number
+  /** Waiting turns woken early because a seed ended and its pending-seed slot was theirs. */
+  readonly seedWakes: number
   /** D→P sync (`sync=on`): bytes sent and tokens P ingested. */
   readonly syncBytes: number
   readonly syncIngestedTokens: number
@@ -222,6 +224,8 @@ interface Turn {
   transferred: number
   lastError: string | undefined
   migratedFrom: string | undefined
+  /** Waiting out a backoff: a pending-seed slot it is first in line for wakes it early. */
+  waiting: boolean
 }
 
 interface Link {
@@ -337,6 +341,7 @@ export class ClusterSimulation {
   #admissionTimeouts = 0
   #transfersStarted = 0
   #transferTimeouts = 0
+  #seedWakes = 0
   #transferErrors = 0
   #kvEvents = 0
   #kvEventsLost = 0
@@ -426,6 +431,7 @@ export class ClusterSimulation {
       policy: this.policy,
       residency: { hasher: simBlockHasher, pageSize: this.pageSize },
     })
+    this.router.cluster.seedWaiters.onSlotFreed((turnId) => this.#wakeSeedWaiter(turnId))
 
     const add = (id: string, role: SimWorker['role'], retention: Retention) => {
       const idx = this.#workers.length
@@ -552,6 +558,7 @@ export class ClusterSimulation {
       transferred: 0,
       lastError: undefined,
       migratedFrom: undefined,
+      waiting: false,
     }))
     this.#records = new Array(this.#turns.length)
   }
@@ -828,6 +835,7 @@ export class ClusterSimulation {
         memoryWaitFailures: this.#memFailures,
         sessionsReaped: this.#reaped,
         admissionReleases: this.#admitReleases,
+        seedWakes: this.#seedWakes,
         syncBytes: syncStats?.bytesSent ?? 0,
         syncIngestedTokens: syncStats?.ingestedTokens ?? 0,
       },
@@ -887,6 +895,7 @@ export class ClusterSimulation {
       this.#schedule(turn, this.#routerPausedUntil, outcome)
       return
     }
+    turn.waiting = false
     let action: DispatchAction
     try {
       action = turn.dispatch!.next(outcome)
@@ -897,6 +906,18 @@ export class ClusterSimulation {
       return
     }
     this.#handle(turn, action)
+  }
+
+  /**
+   * A seed ended and its pending-seed slot is `turnId`'s (first in line for that D): if the turn
+   * is waiting out a backoff, it walks now instead of leaving the slot idle until it polls again.
+   */
+  #wakeSeedWaiter(turnId: string): void {
+    const t = this.#turns[Number(turnId.slice(1))]
+    if (t === undefined || t.ended || !t.waiting) return
+    t.waiting = false
+    this.#seedWakes++
+    this.#schedule(t, this.#now, { type: 'waited' })
   }
 
   #schedule(turn: Turn, at: number, outcome: DispatchOutcome | undefined): void {
@@ -949,6 +970,7 @@ export class ClusterSimulation {
         return
       }
       case 'wait':
+        turn.waiting = true
         this.#schedule(turn, a.untilMs, { type: 'waited' })
         return
       case 'done': {
