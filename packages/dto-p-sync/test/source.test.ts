@@ -41,6 +41,21 @@ const sourceWith = (extra: Partial<SyncSourceOptions>) =>
     ...extra,
   })
 
+/** The 10-page chain of a 41-token history (page size 4). */
+const CHAIN_41 = new OfferBuilder({ pageSize: 4, blockHasher: hasher }).commitTurn('x', tokens(41)).blocks
+
+/** P's event that it stored page `i` of {@link CHAIN_41}, with event id `id`. */
+const storePage = (source: SyncSource, id: number, i: number) =>
+  source.observePrefillEvent({
+    type: 'BlockStored',
+    eventId: id,
+    blockHashes: [CHAIN_41[i]!.hash],
+    parentBlockHash: i === 0 ? null : CHAIN_41[i - 1]!.hash,
+    tokenIds: [...CHAIN_41[i]!.tokens],
+    blockSize: 4,
+    extraKey: null,
+  })
+
 describe('SyncSource', () => {
   it('reports a session within budget only once P acknowledged pinned pages', () => {
     const { p, source, deliver } = setup()
@@ -178,55 +193,33 @@ describe('SyncSource', () => {
 
   it('stops trusting P events after a gap until a snapshot resyncs it', () => {
     const { source } = setup({ trustPrefillEvents: true, pinTtlMs: 0 })
-    const chain = new OfferBuilder({ pageSize: 4, blockHasher: hasher }).commitTurn('x', tokens(41)).blocks
     source.commitTurn('s', tokens(41))
-    const stored = (id: number, i: number) =>
-      source.observePrefillEvent({
-        type: 'BlockStored',
-        eventId: id,
-        blockHashes: [chain[i]!.hash],
-        parentBlockHash: i === 0 ? null : chain[i - 1]!.hash,
-        tokenIds: [...chain[i]!.tokens],
-        blockSize: 4,
-        extraKey: null,
-      })
-    stored(0, 0)
-    expect(stored(0, 0)).toBe(false) // repeated id
-    stored(2, 1) // id 1 was lost
+    storePage(source, 0, 0)
+    expect(storePage(source, 0, 0)).toBe(false) // repeated id
+    storePage(source, 2, 1) // id 1 was lost
     expect(source.prefillViewConsistent).toBe(false)
     expect(source.status('s').confirmedPages).toBe(0)
     source.applyPrefillSnapshot({
       eventId: 2,
-      blocks: chain.slice(0, 2).map((b) => ({ hash: b.hash, parentHash: b.parentHash })),
+      blocks: CHAIN_41.slice(0, 2).map((b) => ({ hash: b.hash, parentHash: b.parentHash })),
     })
     expect(source.prefillViewConsistent).toBe(true)
     expect(source.status('s').confirmedPages).toBe(2)
   })
 
   it('dedups against its view of P: past a trusted prefix every page carries KV; with a broken view, held pages go hash-only', () => {
-    const chain = new OfferBuilder({ pageSize: 4, blockHasher: hasher }).commitTurn('x', tokens(41)).blocks
-    const stored = (source: SyncSource, id: number, i: number) =>
-      source.observePrefillEvent({
-        type: 'BlockStored',
-        eventId: id,
-        blockHashes: [chain[i]!.hash],
-        parentBlockHash: i === 0 ? null : chain[i - 1]!.hash,
-        tokenIds: [...chain[i]!.tokens],
-        blockSize: 4,
-        extraKey: null,
-      })
     // Trusted and consistent: P's two pages are confirmed, the plan starts after them, all KV.
     const a = setup({ trustPrefillEvents: true, pinTtlMs: 0 }).source
-    stored(a, 0, 0)
-    stored(a, 1, 1)
+    storePage(a, 0, 0)
+    storePage(a, 1, 1)
     a.commitTurn('s', tokens(41))
     const planned = a.plan(100).messages.flatMap((m) => m.blocks)
     expect(planned.length).toBe(7) // pages 2..8: within β = 8 of the 41 tokens
     expect(planned.every((b) => b.withKv)).toBe(true)
     // A gap breaks the view: nothing is confirmed from it, but what it shows still dedups.
     const b = setup({ trustPrefillEvents: true, pinTtlMs: 0 }).source
-    stored(b, 0, 0)
-    stored(b, 2, 1) // event 1 was lost
+    storePage(b, 0, 0)
+    storePage(b, 2, 1) // event 1 was lost
     expect(b.prefillViewConsistent).toBe(false)
     b.commitTurn('s', tokens(41))
     const sent = b.plan(100).messages.flatMap((m) => m.blocks)
