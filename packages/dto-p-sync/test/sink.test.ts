@@ -58,8 +58,14 @@ describe('SyncSink ingest', () => {
             const prot = p.cache.protectedSize()
             const pins = p.sink.pinCount()
             const again = p.sink.ingest(msg)!
-            if (first.status === 'unknown-parent' || first.status === 'stale') {
-              expect(again.status).toBe(first.status)
+            if (
+              first.status === 'unknown-parent' ||
+              first.status === 'stale' ||
+              first.status === 'no-space'
+            ) {
+              // Refused, so not remembered: the redelivery is judged afresh and, nothing having
+              // changed, gets the same answer (a full P may have room by the next delivery).
+              expect(again).toEqual(first)
             } else {
               expect(again).toEqual({ ...first, status: 'duplicate' })
             }
@@ -71,7 +77,24 @@ describe('SyncSink ingest', () => {
           }
         },
       ),
-      { numRuns: 150 },
+      // A run that fills P (the last delivery gets no-space), kept as a regression case.
+      {
+        numRuns: 150,
+        examples: [
+          [
+            [
+              [27, 0, false],
+              [39, 0, false],
+              [31, 0, false],
+              [39, 0, false],
+              [40, 0, false],
+              [38, 0, false],
+              [25, 0, false],
+              [22, 0, false],
+            ],
+          ],
+        ],
+      },
     )
   })
 
