@@ -10,6 +10,7 @@
 import type { KvEvent, PagedAllocator, RadixCache } from '@kvc/radix-cache'
 import {
   InMemoryNetwork,
+  OfferBuilder,
   type SyncReply,
   SyncSink,
   SyncSource,
@@ -93,6 +94,8 @@ export class SyncFabric {
   readonly #net: InMemoryNetwork
   readonly #sinks = new Map<string, SyncSink>()
   readonly #sources = new Map<string, { p: string; source: SyncSource; wiring: SyncWiring }[]>()
+  /** Per D, one offer builder for all its sources: a commit is hashed once, not once per P. */
+  readonly #offers = new Map<string, OfferBuilder>()
   readonly #byP = new Map<string, SyncSource[]>()
   #rounds = 0
   #overBudget = 0
@@ -140,6 +143,7 @@ export class SyncFabric {
         this.#byP.get(p.id)!.push(source)
       }
       this.#sources.set(d, list)
+      this.#offers.set(d, new OfferBuilder({ pageSize: o.pageSize, blockHasher: simBlockHasher }))
     }
   }
 
@@ -151,11 +155,15 @@ export class SyncFabric {
 
   /** D `d` committed a turn of `sessionId`: its history is now `history` (prompt + output). */
   commit(d: string, sessionId: string, history: Uint32Array): void {
-    for (const { source } of this.#sources.get(d) ?? []) source.commitTurn(sessionId, history)
+    const offers = this.#offers.get(d)
+    if (offers === undefined) return
+    const offer = offers.commitTurn(sessionId, history)
+    for (const { source } of this.#sources.get(d) ?? []) source.addOffer(offer)
   }
 
   /** Forget a session on D `d` (it migrated away or its D died). */
   endSession(d: string, sessionId: string): void {
+    this.#offers.get(d)?.endSession(sessionId)
     for (const { source } of this.#sources.get(d) ?? []) source.endSession(sessionId)
   }
 
