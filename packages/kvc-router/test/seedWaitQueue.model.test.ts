@@ -118,7 +118,7 @@ describe('SeedWaitQueue agrees with the naive model', () => {
     const q = new SeedWaitQueue()
     const calls: string[] = []
     q.slotFreed('d0') // no listener: nothing happens
-    q.onSlotFreed((turnId, workerId) => calls.push(`${turnId}@${workerId}`))
+    const off = q.onSlotFreed((turnId, workerId) => calls.push(`${turnId}@${workerId}`))
     q.slotFreed('d0')
     expect(calls).toEqual([])
     q.wait('late', 9, ['d0', 'd1'], 0)
@@ -127,7 +127,7 @@ describe('SeedWaitQueue agrees with the naive model', () => {
     q.slotFreed('d0')
     q.slotFreed('d1')
     expect(calls).toEqual(['late@d0', 'early@d1']) // tier first, then age
-    q.onSlotFreed(undefined)
+    off()
     q.slotFreed('d0')
     expect(calls.length).toBe(2)
     expect(() => q.onSlotFreed('x' as unknown as () => void)).toThrow(RouterError)

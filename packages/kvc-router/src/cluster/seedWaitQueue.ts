@@ -63,7 +63,7 @@ function firstAtOrAfter(line: Line, since: number): number {
 export class SeedWaitQueue {
   /** Per D worker, one line per tier. */
   readonly #lines = new Map<string, (Line | undefined)[]>()
-  #onSlotFreed: ((turnId: string, workerId: string) => void) | undefined = undefined
+  readonly #slotListeners = new Set<(turnId: string, workerId: string) => void>()
   readonly #turns = new Map<
     string,
     { readonly since: number; readonly tier: number; readonly workers: readonly string[] }
@@ -195,31 +195,35 @@ export class SeedWaitQueue {
   }
 
   /**
-   * Sets (or with `undefined` clears) the function told which turn to wake when a seed on a D
-   * ends and gives its pending-seed slot back ({@link SeedWaitQueue.slotFreed}): the host (proxy,
-   * simulator) cuts that turn's backoff short, so the slot does not idle until the turn polls
-   * again. It runs inside the ending turn's step: schedule the woken turn, never step it from
-   * the listener itself.
-   * @throws RouterError `INVALID_OPTION` (not a function or `undefined`).
+   * Registers a function told which turn to wake when a seed on a D ends and gives its
+   * pending-seed slot back ({@link SeedWaitQueue.slotFreed}): the host (proxy, simulator) cuts
+   * that turn's backoff short, so the slot does not idle until the turn polls again. It runs
+   * inside the ending turn's step: schedule the woken turn, never step it from the listener
+   * itself. Returns a function that removes the listener.
+   * @throws RouterError `INVALID_OPTION` (not a function).
    * @example
    * ```ts
    * import { SeedWaitQueue } from '@kvc/kvc-router'
    * const q = new SeedWaitQueue()
    * const woken: string[] = []
-   * q.onSlotFreed((turnId) => woken.push(turnId))
+   * const off = q.onSlotFreed((turnId) => woken.push(turnId))
    * q.wait('t1', 0, ['d0'])
    * q.slotFreed('d0') // woken: ['t1']
+   * off()
    * ```
    */
-  onSlotFreed(listener: ((turnId: string, workerId: string) => void) | undefined): void {
-    if (listener !== undefined && typeof listener !== 'function')
-      throw new RouterError('INVALID_OPTION', 'onSlotFreed takes a function or undefined', listener)
-    this.#onSlotFreed = listener
+  onSlotFreed(listener: (turnId: string, workerId: string) => void): () => void {
+    if (typeof listener !== 'function')
+      throw new RouterError('INVALID_OPTION', 'onSlotFreed takes a function', listener)
+    this.#slotListeners.add(listener)
+    return () => {
+      this.#slotListeners.delete(listener)
+    }
   }
 
   /**
    * A seed on `workerId` ended (completed or failed) and gave its slot back: tells the
-   * {@link SeedWaitQueue.onSlotFreed} listener to wake the turn first in line for that D, if any.
+   * {@link SeedWaitQueue.onSlotFreed} listeners to wake the turn first in line for that D, if any.
    * Dispatch calls it; a turn that released a slot without seeding (a refused admission, a lost
    * claim) does not, since the slot was not free to the line before either.
    * @example
@@ -229,10 +233,10 @@ export class SeedWaitQueue {
    * ```
    */
   slotFreed(workerId: string): void {
-    const listener = this.#onSlotFreed
-    if (listener === undefined) return
+    if (this.#slotListeners.size === 0) return
     const first = this.first(workerId)
-    if (first !== undefined) listener(first, workerId)
+    if (first === undefined) return
+    for (const listener of this.#slotListeners) listener(first, workerId)
   }
 
   /**
