@@ -277,7 +277,7 @@ describe('D→P sync (experimental, sync=on)', () => {
 })
 
 describe('lazy session release (release=reaper) and the v5 fallback switches', () => {
-  it('parses release, idleTtlS, reaperIntervalS and seedAdmission, and refuses bad values', () => {
+  it('parses release, idleTtlS, reaperIntervalS, seedAdmission and seedSlot, and refuses bad values', () => {
     expect(parsePolicySpec('kvc:granularity=session:release=reaper').release).toEqual({
       mode: 'reaper',
       idleTtlS: DEFAULT_REAPER.idleTtlS,
@@ -292,16 +292,20 @@ describe('lazy session release (release=reaper) and the v5 fallback switches', (
     expect(parsePolicySpec('kvc:release=pressure').release).toBeUndefined()
     expect(parsePolicySpec('kvc:seedAdmission=off').seedAdmission).toBe(false)
     expect(parsePolicySpec('kvc').seedAdmission).toBeUndefined()
+    expect(parsePolicySpec('kvc:seedSlot=off').seedSlot).toBe(false)
+    expect(parsePolicySpec('kvc:seedSlot=on').seedSlot).toBeUndefined()
     expect(() => parsePolicySpec('kvc:release=never')).toThrow(/release must be pressure or reaper/)
     expect(() => parsePolicySpec('kvc:release=reaper:idleTtlS=-1')).toThrow(/idleTtlS must be/)
     expect(() => parsePolicySpec('kvc:release=reaper:reaperIntervalS=0')).toThrow(/reaperIntervalS must be/)
     expect(() => parsePolicySpec('kvc:idleTtlS=10')).toThrow(/need release=reaper/)
     expect(() => parsePolicySpec('kvc:seedAdmission=maybe')).toThrow(/seedAdmission must be on or off/)
+    expect(() => parsePolicySpec('kvc:seedSlot=2')).toThrow(/seedSlot must be on or off/)
   })
   for (const policy of [
     'kvc:granularity=session:release=reaper:idleTtlS=5',
     'kvc:release=reaper:idleTtlS=5',
     'kvc-capacity-blind:granularity=session:release=reaper:idleTtlS=5:backpressure=off:seedAdmission=off:pendingSeedsPerD=1000',
+    'kvc-capacity-blind:granularity=session:release=reaper:idleTtlS=5:seedSlot=off:backpressure=off:seedAdmission=off:pendingSeedsPerD=1000',
   ]) {
     it(`${policy}: every turn ends, pools balance, the reaper releases idle sessions`, () => {
       const w = small()
@@ -346,6 +350,14 @@ describe('lazy session release (release=reaper) and the v5 fallback switches', (
         seed: 1,
       }),
     ).toThrow(/release=reaper needs the kvc fast path/)
+    expect(() =>
+      runSimulation({
+        workload: small(),
+        topology: { kind: 'pd', prefill: 1, decode: 2 },
+        policy: 'round-robin:seedSlot=off',
+        seed: 1,
+      }),
+    ).toThrow(/seedSlot=off needs the kvc fast path/)
   })
 })
 

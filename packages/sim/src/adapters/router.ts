@@ -93,6 +93,7 @@ export type PolicyName = (typeof POLICY_NAMES)[number]
  * | `admission` | `on` (default), `off` | `off`: Dispatch sends without asking the D (no capacity check, no pause hints) |
  * | `backpressure` | `on` (default), `off` | `off`: the D's admission answers never carry a pause hint |
  * | `seedAdmission` | `on` (default), `off` | `off`: the D admits every seed-path request unchecked (no capacity check, no lease, no release, no pause hint): only the fast path is admitted, as in the seeds' v5, whose fallback went through the P/D router straight to a transfer |
+ * | `seedSlot` | `on` (default), `off` | `off`: a seed-path transfer lands on the D as a plain request, outside the session's slot (only fast-path turns open or extend the slot), and the D's fast-path admission counts only the session's slot as held, so a session with no slot there needs room for its whole prompt: the seeds' v5, whose fallback went through the P/D router as a plain request (`_invoke_router`, seed 001 §3) and whose `admit_direct_append` checked the slot's lengths (seed 000 §3.6) |
  * | `release` | `pressure` (default), `reaper` | how a D's engine gets idle sessions' KV back: `pressure` releases idle sessions (least recently used first) when a prefill or a transfer is short of memory; `reaper` only releases sessions idle for `idleTtlS`, on a periodic sweep every `reaperIntervalS` (the seeds' v5, seed 001 §2). Admission's own releases (Algorithm 2) apply in both |
  * | `idleTtlS`, `reaperIntervalS` | 120, 5 | the reaper's idle TTL and sweep period, simulated seconds (`release=reaper`) |
  * | `sync` | `off` (default), `on` | D→P incremental sync (`@kvc/dto-p-sync`) from every D to every P |
@@ -119,6 +120,12 @@ export interface PolicySpec {
    * fallback path); absent or `true`: Algorithm 2 on both paths.
    */
   readonly seedAdmission?: boolean
+  /**
+   * `seedSlot=off`: seeds land outside the session's slot and fast-path admission counts only the
+   * slot as held (v5's two paths); absent or `true`: a seed opens or extends the slot, and
+   * admission also counts the prompt's prefix in the D's tree.
+   */
+  readonly seedSlot?: boolean
   /**
    * How the D workers' engines get idle sessions' KV back (`release=...`; absent: `pressure`).
    * See {@link SessionRelease}.
@@ -219,6 +226,7 @@ export function parsePolicySpec(spec: string): PolicySpec {
   let admission = true
   let backpressure = true
   let seedAdmission = true
+  let seedSlot = true
   let sync = false
   let syncBeta = 1024
   let syncShare = 0.1
@@ -289,13 +297,19 @@ export function parsePolicySpec(spec: string): PolicySpec {
       if (key === 'syncBeta') syncBeta = value as number
       else if (key === 'syncShare') syncShare = value as number
       else syncPinS = value as number
-    } else if (key === 'admission' || key === 'backpressure' || key === 'seedAdmission') {
+    } else if (
+      key === 'admission' ||
+      key === 'backpressure' ||
+      key === 'seedAdmission' ||
+      key === 'seedSlot'
+    ) {
       if (typeof value !== 'boolean') {
         throw new SimError(SimErrorCode.InvalidOption, `policy ${spec}: ${key} must be on or off`, value)
       }
       if (key === 'admission') admission = value
       else if (key === 'backpressure') backpressure = value
-      else seedAdmission = value
+      else if (key === 'seedAdmission') seedAdmission = value
+      else seedSlot = value
     } else if (ROUTER_PARAM_KEYS.has(key)) {
       routerParams[key] = value
     } else if (SGLANG_KEYS.has(key) && (name === 'sglang-cache-aware' || name === 'dp-cache-aware')) {
@@ -310,7 +324,7 @@ export function parsePolicySpec(spec: string): PolicySpec {
     } else {
       throw new SimError(
         SimErrorCode.InvalidOption,
-        `policy ${spec}: unknown option ${JSON.stringify(key)} (router parameters: ${[...ROUTER_PARAM_KEYS].join(', ')}; simulator: granularity, admission, backpressure, seedAdmission, release, idleTtlS, reaperIntervalS, sync, syncBeta, syncShare, syncPinS; SGLang cache-aware baselines: ${[...SGLANG_KEYS].join(', ')})`,
+        `policy ${spec}: unknown option ${JSON.stringify(key)} (router parameters: ${[...ROUTER_PARAM_KEYS].join(', ')}; simulator: granularity, admission, backpressure, seedAdmission, seedSlot, release, idleTtlS, reaperIntervalS, sync, syncBeta, syncShare, syncPinS; SGLang cache-aware baselines: ${[...SGLANG_KEYS].join(', ')})`,
         key,
       )
     }
@@ -336,6 +350,7 @@ export function parsePolicySpec(spec: string): PolicySpec {
     admission,
     backpressure,
     ...(seedAdmission ? {} : { seedAdmission: false }),
+    ...(seedSlot ? {} : { seedSlot: false }),
     ...(release === 'reaper'
       ? {
           release: {

@@ -493,6 +493,13 @@ export class ClusterSimulation {
       )
     }
 
+    if (this.spec.seedSlot === false && this.policy.pathMode !== 'kvc') {
+      throw new SimError(
+        SimErrorCode.InvalidOption,
+        `policy ${this.spec.label}: seedSlot=off needs the kvc fast path (D workers that keep sessions)`,
+        this.spec.label,
+      )
+    }
     const release = this.spec.release
     if (release?.mode === 'reaper') {
       if (this.policy.pathMode !== 'kvc') {
@@ -1078,7 +1085,11 @@ export class ClusterSimulation {
     let matched: number | undefined
     const c = d.cache
     if (c !== undefined && turn.prompt !== undefined && !(turn.spec.session >= 0 && c.hasSession(turn.key))) {
-      matched = c.cache.matchPrefix(turn.prompt, { readOnly: true }).length
+      // `seedSlot=off` (v5): the fast path's admission counts only the session's slot as held.
+      matched =
+        this.spec.seedSlot === false && a.request.path === 'fast'
+          ? 0
+          : c.cache.matchPrefix(turn.prompt, { readOnly: true }).length
     }
     let decision = admit(
       this.#admitState(d, this.#now),
@@ -1528,7 +1539,9 @@ export class ClusterSimulation {
       turn.slots2 = d.pool.alloc(need)
       t.tokens = prompt.length
     } else {
-      const opened = this.#openRequest(d, turn, d.retention === 'sessions' && turn.spec.session >= 0, out)
+      // `seedSlot=off` (v5): the seed lands as a plain request, outside the session's slot.
+      const intoSlot = this.spec.seedSlot !== false && d.retention === 'sessions' && turn.spec.session >= 0
+      const opened = this.#openRequest(d, turn, intoSlot, out)
       if (opened === undefined) return false
       d.reservedOutputs += out
       turn.req2 = opened.req
