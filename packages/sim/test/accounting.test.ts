@@ -11,6 +11,9 @@ import {
 } from '../src/index.js'
 
 const small = () => generateAgenticWorkload({ seed: 5, sessions: 10, maxTurnsPerSession: 12 })
+/** `policy` on the small workload, 1P2D. */
+const runSmall = (policy: string) =>
+  runSimulation({ workload: small(), topology: { kind: 'pd', prefill: 1, decode: 2 }, policy, seed: 1 })
 
 describe('every turn is accounted for', () => {
   for (const policy of ['kvc', 'round-robin', 'sglang-cache-aware:defaults=rust']) {
@@ -265,14 +268,7 @@ describe('D→P sync (experimental, sync=on)', () => {
     expect(on.accounting.failed).toBe(0)
   })
   it('is refused for policies without the kvc fast path', () => {
-    expect(() =>
-      runSimulation({
-        workload: small(),
-        topology: { kind: 'pd', prefill: 1, decode: 2 },
-        policy: 'round-robin:sync=on',
-        seed: 1,
-      }),
-    ).toThrow(/sync=on needs the kvc fast path/)
+    expect(() => runSmall('round-robin:sync=on')).toThrow(/sync=on needs the kvc fast path/)
   })
 })
 
@@ -342,22 +338,8 @@ describe('lazy session release (release=reaper) and the v5 fallback switches', (
     expect(lazy.counters.admissionReleases).toBe(0)
   })
   it('is refused for policies without the kvc fast path', () => {
-    expect(() =>
-      runSimulation({
-        workload: small(),
-        topology: { kind: 'pd', prefill: 1, decode: 2 },
-        policy: 'round-robin:release=reaper',
-        seed: 1,
-      }),
-    ).toThrow(/release=reaper needs the kvc fast path/)
-    expect(() =>
-      runSimulation({
-        workload: small(),
-        topology: { kind: 'pd', prefill: 1, decode: 2 },
-        policy: 'round-robin:seedSlot=off',
-        seed: 1,
-      }),
-    ).toThrow(/seedSlot=off needs the kvc fast path/)
+    expect(() => runSmall('round-robin:release=reaper')).toThrow(/release=reaper needs the kvc fast path/)
+    expect(() => runSmall('round-robin:seedSlot=off')).toThrow(/seedSlot=off needs the kvc fast path/)
   })
 })
 
