@@ -290,6 +290,48 @@ describe('SyncSource: a session that leaves this D and comes back', () => {
     p.check()
   })
 
+  it('sources of one P can share their view of it: each event is applied once, and what one learns P lacks, all forget', () => {
+    const view = new KvEventIndex()
+    const make = (origin: string) =>
+      new SyncSource({
+        origin,
+        pageSize: 4,
+        beta: 8,
+        now: () => 0,
+        blockHasher: hasher,
+        bandwidth: { bytesPerSecond: 1e6, kvBytesPerToken: 100 },
+        prefillView: view,
+      })
+    const a = make('d0')
+    const b = make('d1')
+    a.commitTurn('s', tokens(41))
+    b.commitTurn('s', tokens(41))
+    expect(storePage(a, 0, 0)).toBe(true)
+    expect(storePage(b, 0, 0)).toBe(false) // the same event, already in the shared view
+    storePage(a, 1, 1)
+    expect([a.status('s').confirmedPages, b.status('s').confirmedPages]).toEqual([2, 2])
+    // P answers one source that it lacks page 1: both stop counting it.
+    const msg = a.plan(100).messages[0]!
+    a.handleReply({
+      sessionId: 's',
+      version: msg.version,
+      seq: msg.seq,
+      status: 'missing-kv',
+      heldPages: 1,
+      throughHash: CHAIN_41[0]!.hash,
+      pinnedUntil: null,
+      missingHash: CHAIN_41[1]!.hash,
+      ingestedBlocks: 0,
+      skippedBlocks: 0,
+      error: null,
+    })
+    expect(view.has(CHAIN_41[1]!.hash)).toBe(false)
+    expect(b.status('s').confirmedPages).toBe(1)
+    expect(() => sourceWith({ prefillView: {} as KvEventIndex })).toThrow(
+      /prefillView must be a KvEventIndex/,
+    )
+  })
+
   it('an OfferBuilder goes on from the version a session ended with', () => {
     const offers = new OfferBuilder({ pageSize: 4, blockHasher: hasher })
     offers.commitTurn('s', tokens(9))

@@ -95,6 +95,13 @@ export interface SyncSourceOptions {
    * own working set), or a P smaller than the synced sessions keeps evicting what it ingests.
    */
   readonly maxHeldTokens?: number
+  /**
+   * This source's view of P, built from P's KV events (default: its own). Give every source that
+   * syncs to the same P one shared {@link KvEventIndex}: each P event is then applied once, not
+   * once per D (the index ignores an event id it has seen, so feeding the event to every source
+   * stays harmless), and a hash one source learns P lacks is dropped for all of them.
+   */
+  readonly prefillView?: KvEventIndex
 }
 
 /**
@@ -234,7 +241,7 @@ export class SyncSource {
   readonly #eager: boolean
   readonly #weights: PriorityWeights | undefined
   readonly #decodeHolds: HoldingsView | undefined
-  readonly #view = new KvEventIndex()
+  readonly #view: KvEventIndex
   readonly #sessions = new Map<string, SourceSession>()
   /** Next message numbers of ended sessions, so that a session coming back keeps counting up. */
   readonly #retiredSeq = new Map<string, number>()
@@ -290,6 +297,9 @@ export class SyncSource {
       pageSize: this.pageSize,
       blockHasher: options.blockHasher ?? sglangBlockHasher(),
     })
+    const view = options.prefillView ?? new KvEventIndex()
+    if (!(view instanceof KvEventIndex)) throw invalidOption('prefillView must be a KvEventIndex', view)
+    this.#view = view
     const trust = options.trustPrefillEvents ?? true
     if (typeof trust !== 'boolean') throw invalidOption('trustPrefillEvents must be a boolean', trust)
     this.#trustEvents = trust

@@ -10,6 +10,7 @@
 import type { KvEvent, PagedAllocator, RadixCache } from '@kvc/radix-cache'
 import {
   InMemoryNetwork,
+  KvEventIndex,
   OfferBuilder,
   type SyncReply,
   SyncSink,
@@ -96,7 +97,8 @@ export class SyncFabric {
   readonly #sources = new Map<string, { p: string; source: SyncSource; wiring: SyncWiring }[]>()
   /** Per D, one offer builder for all its sources: a commit is hashed once, not once per P. */
   readonly #offers = new Map<string, OfferBuilder>()
-  readonly #byP = new Map<string, SyncSource[]>()
+  /** Per P, one view of its KV events shared by every D's source for it: each event applied once. */
+  readonly #views = new Map<string, KvEventIndex>()
   #rounds = 0
   #overBudget = 0
 
@@ -115,7 +117,7 @@ export class SyncFabric {
           maxPinnedTokens: Math.floor(p.pool.size * (o.maxPinnedShare ?? 0.5)),
         }),
       )
-      this.#byP.set(p.id, [])
+      this.#views.set(p.id, new KvEventIndex())
     }
     for (const d of o.decodeIds) {
       const list: { p: string; source: SyncSource; wiring: SyncWiring }[] = []
@@ -128,6 +130,7 @@ export class SyncFabric {
           now,
           blockHasher: simBlockHasher,
           bandwidth: { bytesPerSecond: o.bytesPerSecondPerLink, kvBytesPerToken: o.kvBytesPerToken },
+          prefillView: this.#views.get(p.id)!,
         })
         const wiring = wireSync({
           source,
@@ -140,7 +143,6 @@ export class SyncFabric {
           backward: this.#net.link<SyncReply>({ bytesPerSecond: o.bytesPerSecondPerLink, latencyMs: 0.02 }),
         })
         list.push({ p: p.id, source, wiring })
-        this.#byP.get(p.id)!.push(source)
       }
       this.#sources.set(d, list)
       this.#offers.set(d, new OfferBuilder({ pageSize: o.pageSize, blockHasher: simBlockHasher }))
@@ -150,7 +152,7 @@ export class SyncFabric {
   /** A KV event of P `p`'s radix cache (the sink and every source's view of P follow it). */
   observePrefill(p: string, e: KvEvent): void {
     this.#sinks.get(p)?.observe(e)
-    for (const s of this.#byP.get(p) ?? []) s.observePrefillEvent(e)
+    this.#views.get(p)?.apply(e)
   }
 
   /** D `d` committed a turn of `sessionId`: its history is now `history` (prompt + output). */
