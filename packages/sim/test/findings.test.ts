@@ -116,13 +116,17 @@ describe('finding 2: overlap-pinning on a shared boilerplate prefix leaves D wor
  * 200K — with a 1,024-token shared prefix so that sessions spread over the D workers (with the
  * 6,000-token default, capacity-blind routing pins every session to one D: finding 2).
  */
-const v5Workload = () =>
-  generateAgenticWorkload({
+const v5Workload = (peakInputMin = 15_000, peakInputMax = 30_000) =>
+  generateAgenticWorkload({ seed: 1, sessions: 40, sharedPrefixTokens: 1024, peakInputMin, peakInputMax })
+/** `policy` on the v5 test cluster: 2P5D, 100K tokens per worker, time scale 10. */
+const v5Cluster = (policy: string, workload = v5Workload()): RunResult =>
+  runSimulation({
+    workload,
+    topology: { kind: 'pd', prefill: 2, decode: 5 },
+    policy,
     seed: 1,
-    sessions: 40,
-    sharedPrefixTokens: 1024,
-    peakInputMin: 15_000,
-    peakInputMax: 30_000,
+    timeScale: 10,
+    costModel: { capacityTokens: 100_000 },
   })
 const V5_D = 'granularity=session:release=reaper'
 const V5_FALLBACK = 'backpressure=off:seedAdmission=off:pendingSeedsPerD=1000'
@@ -130,14 +134,7 @@ const v5Runs = new Map<string, RunResult>()
 const v5Run = (policy: string): RunResult => {
   let r = v5Runs.get(policy)
   if (r === undefined) {
-    r = runSimulation({
-      workload: v5Workload(),
-      topology: { kind: 'pd', prefill: 2, decode: 5 },
-      policy,
-      seed: 1,
-      timeScale: 10,
-      costModel: { capacityTokens: 100_000 },
-    })
+    r = v5Cluster(policy)
     v5Runs.set(policy, r)
   }
   return r
@@ -182,22 +179,8 @@ describe('finding 3: capacity-blind routing starves the largest sessions (seed 0
     // Peaks of 7.5–45K tokens (the seeds' starved and served sessions averaged 62K and 31K, so
     // their sizes spread at least 2×). v5's fallback went through the P/D router as a plain
     // request and its admission counted the session's slot only: seedSlot=off.
-    const w = generateAgenticWorkload({
-      seed: 1,
-      sessions: 40,
-      sharedPrefixTokens: 1024,
-      peakInputMin: 7_500,
-      peakInputMax: 45_000,
-    })
-    const run = (policy: string) =>
-      runSimulation({
-        workload: w,
-        topology: { kind: 'pd', prefill: 2, decode: 5 },
-        policy,
-        seed: 1,
-        timeScale: 10,
-        costModel: { capacityTokens: 100_000 },
-      })
+    const w = v5Workload(7_500, 45_000)
+    const run = (policy: string) => v5Cluster(policy, w)
     const sizeRatio = (r: RunResult) => {
       const per = sessions(r)
       const low = per.filter((s) => s.rate < 0.5)

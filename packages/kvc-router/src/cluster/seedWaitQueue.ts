@@ -199,7 +199,8 @@ export class SeedWaitQueue {
    * pending-seed slot back ({@link SeedWaitQueue.slotFreed}): the host (proxy, simulator) cuts
    * that turn's backoff short, so the slot does not idle until the turn polls again. It runs
    * inside the ending turn's step: schedule the woken turn, never step it from the listener
-   * itself. Returns a function that removes the listener.
+   * itself, and do not throw (an error surfaces in the ending turn's step). Returns a function that
+   * removes the listener.
    * @throws RouterError `INVALID_OPTION` (not a function).
    * @example
    * ```ts
