@@ -2,7 +2,7 @@
  * Checks the generated API site (`docs/api`, written by `pnpm run docs`) for dead links: every
  * relative `href`/`src` must name a file of the site and, with a `#fragment`, an element id in it;
  * every same-page `#fragment` must exist; and no external link may be a file name that Markdown
- * turned into a web address (`ALGORITHMS.md` became `http://ALGORITHMS.md`).
+ * turned into a web address (a bare `NOTES.md` in a comment becomes `http://NOTES.md`).
  *
  * Run after typedoc: `tsx docs/scripts/checkApiLinks.ts [site folder]`. Exits 1 and lists every
  * dead link when there is one.
