@@ -32,7 +32,10 @@ function htmlFiles(dir: string, out: string[] = []): string[] {
 }
 
 function decode(s: string): string {
-  return s.replace(/&amp;/g, '&').replace(/&quot;/g, '"').replace(/&#39;/g, "'")
+  return s
+    .replace(/&amp;/g, '&')
+    .replace(/&quot;/g, '"')
+    .replace(/&#39;/g, "'")
 }
 
 /** The dead links of the site in `siteDir` (an empty list when there are none). */

@@ -71,8 +71,14 @@ const FORBIDDEN: readonly [RegExp, string][] = [
   [/\bseed 00\d/i, 'a seed document of the research prototype'],
   [/\bseeds\/\w/, 'the seed documents folder'],
   [/\b(ALGORITHMS|SIMULATION|SOURCES|ARCHITECTURE|STYLE)\.md\b/, 'a design document outside the repository'],
-  [/\bpeers\/|shared\/design|sglang\.md\b|routers-and-prefix-caches\.md|serving-facts-2026\.md/, 'a peer study outside the repository'],
-  [/\bthe seeds['’]/i, 'the seed documents (say "the research prototype", and cite docs/design/prototype.md)'],
+  [
+    /\bpeers\/|shared\/design|sglang\.md\b|routers-and-prefix-caches\.md|serving-facts-2026\.md/,
+    'a peer study outside the repository',
+  ],
+  [
+    /\bthe seeds['’]/i,
+    'the seed documents (say "the research prototype", and cite docs/design/prototype.md)',
+  ],
 ]
 
 describe('the docs are self-contained', () => {
@@ -91,7 +97,8 @@ describe('the docs are self-contained', () => {
       const lines = read(f).split('\n')
       lines.forEach((line, i) => {
         if (PENDING.some((p) => p.file === f && line.includes(p.text))) return
-        for (const [re, what] of FORBIDDEN) if (re.test(line)) found.push(`${f}:${i + 1}: ${what}: ${line.trim()}`)
+        for (const [re, what] of FORBIDDEN)
+          if (re.test(line)) found.push(`${f}:${i + 1}: ${what}: ${line.trim()}`)
         // Data may come from ../shared/traces in tests and benches; public APIs and guides must not
         // point there.
         if (/\.\.\/shared\//.test(line) && (/\/src\//.test(f) || f.startsWith('docs/guides/')))
@@ -102,7 +109,8 @@ describe('the docs are self-contained', () => {
   })
 
   it('every pending citation still exists (remove an entry once it is applied)', () => {
-    for (const p of PENDING) expect(existsSync(join(repo, p.file)) && read(p.file).includes(p.text), p.file).toBe(true)
+    for (const p of PENDING)
+      expect(existsSync(join(repo, p.file)) && read(p.file).includes(p.text), p.file).toBe(true)
   })
 })
 
