@@ -24,7 +24,7 @@ describe('findDeadLinks (the check pnpm run docs runs on the generated site)', (
       '<a href="documents/Design.html#no-such-anchor">bad anchor</a>',
       '<a href="documents/Missing.html">missing page</a>',
       '<a href="#nowhere">missing same-page anchor</a>',
-      '<a href="http://ALGORITHMS.md">linkified file name</a>',
+      '<a href="http://NOTES.md">linkified file name</a>',
       '<img src="assets/logo.svg">',
     ].join('\n'),
   )
@@ -35,7 +35,7 @@ describe('findDeadLinks (the check pnpm run docs runs on the generated site)', (
       'documents/Design.html#no-such-anchor',
       'documents/Missing.html',
       '#nowhere',
-      'http://ALGORITHMS.md',
+      'http://NOTES.md',
       'assets/logo.svg',
     ])
     expect(dead.every((d) => d.page === 'index.html')).toBe(true)
