@@ -44,8 +44,8 @@ function scannedFiles(): string[] {
 const read = (f: string) => readFileSync(join(repo, f), 'utf8')
 
 /**
- * Citations still to replace in files other helpers are moving right now; each entry names the
- * replacement. Remove the list once they are applied: the test fails on an entry that no longer
+ * Citations still to replace in files that are being moved on other branches; each entry names
+ * its replacement. Remove the list once they are applied: the test fails on an entry that no longer
  * matches, and on any citation outside it.
  */
 const PENDING: readonly { file: string; text: string; replacement: string }[] = [
@@ -57,7 +57,7 @@ const PENDING: readonly { file: string; text: string; replacement: string }[] = 
   {
     file: 'packages/sim/src/cluster/simulation.ts',
     text: `as the seeds' v5 did from its`,
-    replacement: `as the research prototype's v5 did from its (docs/design/prototype.md#version-history)`,
+    replacement: `as the research prototype's v5 (docs/design/prototype.md#version-history) did from its`,
   },
   {
     file: 'packages/sim/src/cluster/topology.ts',
