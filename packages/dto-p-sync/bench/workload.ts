@@ -4,7 +4,8 @@
  *
  * Model (one D worker, one P worker, virtual time):
  * - sessions share a system prompt; every turn appends tokens, decodes an output and commits;
- *   inter-turn gaps follow the seeds' SWE-bench quantiles (p10/p50/p90/p99 = 1.6/2.5/7.8/25.1 s);
+ *   inter-turn gaps follow the research prototype's SWE-bench quantiles (p10/p50/p90/p99 =
+ *   1.6/2.5/7.8/25.1 s; docs/design/prototype.md#time-scale);
  * - D holds committed KV in a real RadixCache of bounded capacity (page eviction, LRU) and
  *   evicts down to a target fraction every `evictPeriodMs` (idle sessions shed pages);
  * - a turn takes the fast path when D still holds its whole committed prefix, else it reseeds:

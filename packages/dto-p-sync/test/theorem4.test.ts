@@ -2,7 +2,7 @@ import fc from 'fast-check'
 import { describe, expect, it } from 'vitest'
 import { syncCommands, syncHarnessOptions, syncScenarioSetup } from '../src/testing/index.js'
 
-// Theorem 4 (ALGORITHMS.md §4): for any interleaving of D commits, transfers, losses, duplicates
+// Theorem 4 (docs/design/algorithms.md#theorem-4-staleness-budget): for any interleaving of D commits, transfers, losses, duplicates
 // and reorderings, a synced session's reseed on P re-prefills at most β + append tokens whenever
 // the sync reported it within budget. Every step also checks P's radix invariants and the KV pool
 // accounting; every run ends with a drain that must leave no slot leaked and nothing locked.

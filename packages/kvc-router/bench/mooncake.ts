@@ -7,7 +7,9 @@ import { BlockKeys, ResidencyIndex } from '../src/index.js'
 
 // Shared by the residency benchmarks: the Mooncake FAST'25 conversation trace (12,031 requests;
 // each hash_id is a prefix hash of one 512-token block), event streams for 64 workers built from
-// it, and the naive per-worker Set<bigint> implementation they are compared against.
+// it, and the naive per-worker Set<bigint> implementation they are compared against. The trace is
+// read from ../shared/traces beside the repository; its origin, licence and how to fetch it:
+// docs/design/traces.md#mooncake-fast25-traces.
 const root = resolve(dirname(fileURLToPath(import.meta.url)), '../../..')
 export const tracePath = resolve(root, '../shared/traces/conversation_trace.jsonl')
 export const WORKERS = 64
@@ -146,7 +148,7 @@ export function traceOrSkip(what: string): Trace | undefined {
   const t = loadTrace()
   if (t === undefined)
     console.warn(
-      `[kvc-router bench] SKIPPED ${what}: ${tracePath} not found (see ../shared/traces/SOURCES.md)`,
+      `[kvc-router bench] SKIPPED ${what}: ${tracePath} not found (how to fetch it: docs/design/traces.md)`,
     )
   return t
 }

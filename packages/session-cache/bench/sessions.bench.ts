@@ -9,7 +9,7 @@ import {
 // A multi-session agentic workload under memory pressure (16 conversations x 12 turns, shared 1K
 // boilerplate, first prompts 2-6K, appends 0.2-1.2K, outputs 100-500 tokens; page 16, prefill
 // chunk 1024), run turn by turn as a serving engine drives it. Three engines on the same turns:
-//   block   - SessionCache, granularity 'block' (this package's design, seed 000)
+//   block   - SessionCache, granularity 'block' (this package's design, docs/design/algorithms.md)
 //   session - SessionCache, granularity 'session' (the legacy streaming-session behaviour)
 //   bare    - the bare radix cache with SGLang's request flow, no sessions (BareRadixEngine)
 // Quality (deterministic) is printed once: tokens freed per eviction (mean, max) and tokens

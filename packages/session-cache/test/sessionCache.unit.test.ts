@@ -22,7 +22,8 @@ function expectCode(fn: () => unknown, code: Code): SessionCacheError {
   throw new Error(`expected ${code}`)
 }
 
-describe('seed 000 §5.1', () => {
+// The block-level design's test plan: docs/design/prototype.md#test-plan.
+describe('the block-level test plan', () => {
   it('release_session_no_direct_free: block release only decrements the lock', () => {
     const { sc, pool } = makeCache()
     sc.openSession('s')
@@ -168,7 +169,7 @@ describe('lock moves: increment the new node first, then decrement the old one',
   })
 })
 
-describe('I2 (seed 000 §5.2): tokensUnder(slot.lastNode) never decreases across turns', () => {
+describe('I2 (docs/design/algorithms.md#invariants-i1-to-i5): tokensUnder(slot.lastNode) never decreases across turns', () => {
   it('holds for random turn sizes and chunkings', () => {
     fc.assert(
       fc.property(

@@ -8,9 +8,9 @@ import {
   transferSeconds,
 } from '../src/index.js'
 
-describe('cost model (calibrated to the seeds)', () => {
+describe('cost model (calibrated to the research prototype: docs/design/cost-model.md)', () => {
   const cm = DEFAULT_COST_MODEL
-  it('a 5K append takes about 0.2 s and a 50K cold prefill about 3 s (seed 000 §2)', () => {
+  it('a 5K append takes about 0.2 s and a 50K cold prefill about 3 s (docs/design/prototype.md#session-level-eviction)', () => {
     expect(prefillSeconds(cm, 5_000, 0)).toBeCloseTo(0.2, 2)
     expect(prefillSeconds(cm, 50_000, 0)).toBeCloseTo(3.0, 1)
   })

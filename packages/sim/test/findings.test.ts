@@ -2,16 +2,18 @@ import { describe, expect, it } from 'vitest'
 import { computeRunMetrics, generateAgenticWorkload, type RunResult, runSimulation } from '../src/index.js'
 
 /**
- * The five findings of SIMULATION.md, reproduced qualitatively with the seeds' parameters
- * (Qwen3-30B-A3B cost model, SWE-bench-like agentic sessions, the router's defaults).
+ * The five findings of docs/design/simulation.md#findings-to-reproduce, reproduced qualitatively
+ * with the research prototype's parameters (Qwen3-30B-A3B cost model, SWE-bench-like agentic
+ * sessions, the router's defaults). The prototype's numbers: docs/design/prototype.md.
  */
 const metrics = (r: RunResult) => computeRunMetrics(r, 98_304)
 
-describe('finding 1: session-level eviction frees tens of thousands of tokens per eviction, block-level about a page (seed 000 §2)', () => {
+describe('finding 1: session-level eviction frees tens of thousands of tokens per eviction, block-level about a page (docs/design/prototype.md#session-level-eviction)', () => {
   it('tokens per eviction fall ≥ 10× with block-level retention; both keep the fast path', () => {
     const w = generateAgenticWorkload({ seed: 1, sessions: 16 })
     // Pre-refactor: session slots own their tails (SGLang's leaf eviction for the tree part).
-    // Block level as seed 000 designs it: sessions live in the tree, shed page by page.
+    // Block level as docs/design/algorithms.md#block-level-retention specifies it: sessions live in
+    // the tree, shed page by page.
     const run = (policy: string, evictGranularity: 'leaf' | 'page') =>
       metrics(
         runSimulation({
@@ -30,7 +32,7 @@ describe('finding 1: session-level eviction frees tens of thousands of tokens pe
     expect(session.decodeTokensPerEviction).toBeGreaterThan(10_000)
     expect(session.decodeTokensPerEviction).toBeGreaterThanOrEqual(10 * block.decodeTokensPerEviction)
     // The router sees where a legacy session lives (it learns it from the session's successful
-    // turns, as v5 did), so both granularities serve almost every turn on the fast path (the seeds
+    // turns, as v5 did), so both granularities serve almost every turn on the fast path (the prototype
     // measured 91.6% with session-level retention).
     expect(session.fastPathRate).toBeGreaterThan(0.9)
     expect(block.fastPathRate).toBeGreaterThan(0.9)
@@ -73,9 +75,10 @@ describe('finding 1: session-level eviction frees tens of thousands of tokens pe
   })
 })
 
-describe('finding 2: overlap-pinning on a shared boilerplate prefix leaves D workers without sessions (seed 003 §1)', () => {
+describe('finding 2: overlap-pinning on a shared boilerplate prefix leaves D workers without sessions (docs/design/prototype.md#load-floor-bonus)', () => {
   it('plain overlap without the load-floor bonus pins every session to one D; the defaults spread them', () => {
-    // A short shared boilerplate (64 pages), as in seed 003, and no capacity pressure.
+    // A short shared boilerplate (64 pages), as in the prototype's E3 workload, and no capacity
+    // pressure.
     const w = generateAgenticWorkload({
       seed: 1,
       sessions: 18,
@@ -107,12 +110,13 @@ describe('finding 2: overlap-pinning on a shared boilerplate prefix leaves D wor
 })
 
 /**
- * Findings 3 and 4 under the research prototype's v5 conditions (seed 001 §1–§3, seed 000 §2):
+ * Findings 3 and 4 under the research prototype's v5 conditions
+ * (docs/design/simulation.md#v5-conditions):
  * legacy session-level retention on the D workers, released lazily (a reaper releases sessions
  * idle for 120 s, nothing is released to make room), the fast path admitted by the D but the
  * fallback seeded through a P unchecked (no admission, no pause hint, no pending-seed budget),
  * Mooncake's 32 s transfer timeout, time scale 10. The workload is the built-in one at half size —
- * sessions peaking at 15–30K tokens on 100K-token D workers, the ratio of the seeds' 30–60K on
+ * sessions peaking at 15–30K tokens on 100K-token D workers, the ratio of the prototype's 30–60K on
  * 200K — with a 1,024-token shared prefix so that sessions spread over the D workers (with the
  * 6,000-token default, capacity-blind routing pins every session to one D: finding 2).
  */
@@ -156,7 +160,7 @@ function sessions(r: RunResult) {
 const median = (xs: readonly number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)]!
 const mean = (xs: readonly number[]) => xs.reduce((a, b) => a + b, 0) / Math.max(1, xs.length)
 
-describe('finding 3: capacity-blind routing starves the largest sessions (seed 001 §1)', () => {
+describe('finding 3: capacity-blind routing starves the largest sessions (docs/design/prototype.md#capacity-blind-routing)', () => {
   it('under v5 conditions the sessions pinned to the D workers it overloads starve, and capacity-aware Route serves every session', () => {
     const blind = sessions(v5Run(`kvc-capacity-blind:${V5_D}:${V5_FALLBACK}`))
     // The same cluster, the same D conditions and fallback: only Route changes (capOk key,
@@ -176,7 +180,7 @@ describe('finding 3: capacity-blind routing starves the largest sessions (seed 0
     expect(aware.accounting.failed).toBeLessThan(0.01 * aware.accounting.turns)
   })
   it("with v5's two paths (seedSlot=off) the starved sessions are the largest, and their turns complete on the fallback", () => {
-    // Peaks of 7.5–45K tokens (the seeds' starved and served sessions averaged 62K and 31K, so
+    // Peaks of 7.5–45K tokens (the prototype's starved and served sessions averaged 62K and 31K, so
     // their sizes spread at least 2×). v5's fallback went through the P/D router as a plain
     // request and its admission counted the session's slot only: seedSlot=off.
     const w = v5Workload(7_500, 45_000)
@@ -199,18 +203,18 @@ describe('finding 3: capacity-blind routing starves the largest sessions (seed 0
     expect(t.low).toBeGreaterThanOrEqual(8) // 14 of 40 sessions below 50% fast path...
     expect(t.ratio).toBeGreaterThan(1.3) // ...and 1.53× larger than the rest
     expect(t.ratio).toBeGreaterThan(sizeRatio(slotSeeds).ratio + 0.2) // 1.18× when seeds fill the slot
-    // Their fallbacks complete, as the seeds' did (≈ 3.5 s there): a seed lands as a plain request
+    // Their fallbacks complete, as the prototype's did (≈ 3.5 s there): a seed lands as a plain request
     // the D can make room for, where one that fills the slot waits for a full D until it times out.
     expect(fallbackMs(twoPaths)).toBeLessThan(15_000) // 10.5 s
     expect(fallbackMs(slotSeeds)).toBeGreaterThan(2 * fallbackMs(twoPaths)) // 46 s
     expect(twoPaths.accounting.failed).toBeLessThan(0.05 * twoPaths.accounting.turns) // 3%
   })
   it.todo(
-    'bimodal per-session fast-path rates, a group near 0 made of the largest sessions (seed 001: 15–18 of 52 sessions below 20%, 2× larger) — not reproduced: every session serves its first turns fast while its D has room, so the starved group lands at 20–40% (with seedSlot=off) or 20–80%, not near 0; what kept the seeds\' starved sessions off the fast path from their first turns is not in the seeds (see the README, "Findings")',
+    'bimodal per-session fast-path rates, a group near 0 made of the largest sessions (the prototype: 15–18 of 52 sessions below 20%, 2× larger) — not reproduced: every session serves its first turns fast while its D has room, so the starved group lands at 20–40% (with seedSlot=off) or 20–80%, not near 0; what kept the prototype\'s starved sessions off the fast path from their first turns is not in its notes (see the README, "Findings")',
   )
 })
 
-describe('finding 4: without backpressure, transfer timeouts cascade once D workers fill (seed 001 §2–3)', () => {
+describe('finding 4: without backpressure, transfer timeouts cascade once D workers fill (docs/design/prototype.md#idle-only-lru)', () => {
   it('under v5 conditions timeouts start when the D workers fill and keep coming; admission with pause hints and the pending-seed budget removes them', () => {
     const v5 = v5Run(`kvc-capacity-blind:${V5_D}:${V5_FALLBACK}`)
     // The same routing and D conditions with the SDK's admission on both paths, pause hints and
@@ -233,14 +237,15 @@ describe('finding 4: without backpressure, transfer timeouts cascade once D work
     expect(windows.size).toBeGreaterThanOrEqual(0.6 * span) // 52 of 54
     // Backpressure: the D refuses seeds it cannot hold and the router waits (378 → 8). The turns
     // then wait for memory that lazy release does not give back and fail with all_paused
-    // instead (375): backpressure moves the failure, as seed 001 §2 expected; block-level
-    // retention with on-demand release (the kvc defaults) is what makes room (README, "Findings").
+    // instead (375): backpressure moves the failure, as the prototype expected
+    // (docs/design/prototype.md#idle-only-lru); block-level retention with on-demand release (the kvc
+    // defaults) is what makes room (README, "Findings").
     expect(bp.counters.transferTimeouts).toBeLessThanOrEqual(0.05 * v5.counters.transferTimeouts)
     expect(bp.accounting.failedByCause.transfer_failed ?? 0).toBe(0)
   })
 })
 
-describe('finding 5: time scale 10 vs 1 changes the KVC-vs-DP verdict (seed 001 §7)', () => {
+describe('finding 5: time scale 10 vs 1 changes the KVC-vs-DP verdict (docs/design/prototype.md#time-scale)', () => {
   it('the median latency winner flips between ts=1 and ts=10 (5 workload seeds, pooled)', () => {
     // A KV-constrained cluster (70K tokens per worker): compressing the think times 10× removes
     // the idle gaps in which the D workers drain, and that is where the verdict turns. One

@@ -5,7 +5,10 @@ import { fileURLToPath } from 'node:url'
 /** The repository root (tests run from anywhere). */
 export const REPO_ROOT = resolve(dirname(fileURLToPath(import.meta.url)), '..', '..', '..')
 
-/** `../shared/traces` relative to the repository root. */
+/**
+ * `../shared/traces` relative to the repository root: the traces' origin, licences and how to fetch
+ * them are in docs/design/traces.md.
+ */
 export const TRACES = join(REPO_ROOT, '..', 'shared', 'traces')
 
 /** A trace path, or undefined (with a visible message) when the shared traces are absent. */

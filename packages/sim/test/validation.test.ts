@@ -3,7 +3,7 @@ import { computeTraceStats, loadMooncakeTrace, runSimulation } from '../src/inde
 import { tracePath } from './helpers.js'
 
 /**
- * Validation against independent numbers (SOURCES.md): one worker with unlimited capacity must
+ * Validation against independent numbers (docs/design/traces.md#mooncake-statistics): one worker with unlimited capacity must
  * reuse exactly the blocks that repeat an earlier block — 36.64% (conversation) and 63.96%
  * (synthetic) of blocks, 37.36% and 65.12% of tokens. Each hash id is one full page, so the
  * block-level ratio does not depend on the tokens per page: 16-token pages keep the run small.
@@ -18,7 +18,7 @@ describe('validation: unlimited single-worker prefix hit ratio equals the ideal 
     const path = tracePath(name)
     it.skipIf(path === undefined)(`${name}: ${(blocks * 100).toFixed(2)}% of blocks`, () => {
       const w = loadMooncakeTrace(path!, { pageTokens: 16 })
-      // Computed from the trace alone (no cache): the SOURCES.md numbers.
+      // Computed from the trace alone (no cache): the numbers of docs/design/traces.md.
       const ideal = computeTraceStats(w, 16)
       expect(ideal.idealHitRatioPages).toBeCloseTo(blocks, 4)
       expect(ideal.idealHitRatioTokens).toBeCloseTo(tokens, 4)

@@ -13,14 +13,14 @@ import {
 } from '../src/index.js'
 import { tracePath } from './helpers.js'
 
-describe('built-in agentic workload (calibrated to the seeds’ SWE-bench trace)', () => {
+describe('built-in agentic workload (calibrated to the research prototype’s SWE-bench trace)', () => {
   const w = generateAgenticWorkload({ seed: 1 })
   it('has 52 sessions and about 4,449 requests', () => {
     expect(w.sessions).toBe(52)
     expect(w.turns.length).toBeGreaterThan(4_449 * 0.85)
     expect(w.turns.length).toBeLessThan(4_449 * 1.15)
   })
-  it('draws think times with the seeds’ p10/p50/p90/p99 = 1.6/2.5/7.8/25.1 s', () => {
+  it('draws think times with the prototype’s p10/p50/p90/p99 = 1.6/2.5/7.8/25.1 s', () => {
     const s = computeTraceStats(w)
     const gaps = w.turns
       .filter((t) => t.turnIndex > 0)
@@ -173,7 +173,7 @@ describe('LMCache loader', () => {
     const w = loadLmcacheTrace(dir!)
     expect(w.sessions).toBe(20)
     expect(w.turns.length).toBe(402)
-    // SOURCES.md: 93.6% char-level ideal prefix reuse; the piece tokenizer lands close.
+    // docs/design/traces.md#lmcache-agent-traces: 93.6% char-level ideal prefix reuse; the piece tokenizer lands close.
     expect(computeTraceStats(w).idealHitRatioTokens).toBeGreaterThan(0.85)
   })
 })

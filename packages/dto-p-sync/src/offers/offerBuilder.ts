@@ -78,7 +78,7 @@ interface Chain {
  * D side: turns each committed turn of a session into an {@link Offer} of its newly committed
  * full pages, hashed with the radix cache's block hasher so that D and P agree on block ids.
  *
- * Rules (ALGORITHMS.md §4):
+ * Rules (`docs/design/algorithms.md#d-to-p-sync`):
  * - only **full pages** of tokens whose KV exists are offered: with `newestSampled` (default),
  *   the last token of the history is left out, its KV is not materialised yet;
  * - the history normally grows turn after turn; when it does not extend the previous one (the

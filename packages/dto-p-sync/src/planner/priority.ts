@@ -1,8 +1,8 @@
 import { checkFraction, checkNonNegative, checkPositive } from '../protocol/validate.js'
 
 /**
- * What makes a session urgent to sync (ALGORITHMS.md §4: "sessions on pressured D workers, idle
- * sessions, large histories"). All optional; absent hints count as 0.
+ * What makes a session urgent to sync (`docs/design/algorithms.md#d-to-p-sync`: sessions on
+ * pressured D workers, idle sessions, long histories). All optional; absent hints count as 0.
  *
  * @example
  * ```ts
@@ -20,7 +20,7 @@ export interface PriorityHints {
 }
 
 /**
- * Weights and scales of {@link priorityScore}. The defaults are a **choice** (the seeds give no
+ * Weights and scales of {@link priorityScore}. The defaults are a **choice** (the design gives no
  * numbers): reseed likelihood counts double, the other three once.
  *
  * @example

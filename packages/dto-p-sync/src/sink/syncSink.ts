@@ -62,8 +62,8 @@ export interface SyncSinkOptions {
   readonly now: () => number
   /**
    * Pin ingested paths against eviction for this long (ms). Default 0: synced pages are
-   * immediately evictable like any cached page (ALGORITHMS.md §4), and D can only count on them
-   * through P's KV events.
+   * immediately evictable like any cached page (`docs/design/algorithms.md#d-to-p-sync`), and D can
+   * only count on them through P's KV events.
    */
   readonly pinTtlMs?: number
   /** Upper bound on tokens held by pins (default: no bound). Beyond it, paths are not pinned. */

@@ -44,10 +44,10 @@ export function checkSyncInvariants(p: {
 }
 
 /**
- * Theorem 4 (ALGORITHMS.md §4) on the current state: for every session the source reports within
- * budget, a reseed on P of the session's history followed by `append` re-prefills at most
- * `β + append.length` tokens (P's cache is asked read-only). Returns how many sessions were checked
- * and how many were within budget; throws an `Error` on a violation.
+ * Theorem 4 (`docs/design/algorithms.md#theorem-4-staleness-budget`) on the current state: for every
+ * session the source reports within budget, a reseed on P of the session's history followed by
+ * `append` re-prefills at most `β + append.length` tokens (P's cache is asked read-only). Returns how
+ * many sessions were checked and how many were within budget; throws an `Error` on a violation.
  *
  * @example
  * ```ts

@@ -71,7 +71,7 @@ export interface AdmitWorkerState {
 }
 
 /**
- * Parameters of the backpressure pause hint (seed 001 §3).
+ * Parameters of the backpressure pause hint (`docs/design/algorithms.md#backpressure-pause-hint`).
  *
  * @example
  * ```ts
@@ -96,7 +96,7 @@ export interface PauseHintParams {
 }
 
 /**
- * The seed's pause-hint constants.
+ * The research prototype's pause-hint constants (`docs/design/prototype.md#backpressure-pause-hint`).
  *
  * @example
  * ```ts
@@ -115,7 +115,8 @@ export const DEFAULT_PAUSE_HINT: PauseHintParams = Object.freeze({
 })
 
 /**
- * The backpressure pause hint of ALGORITHMS.md §3.2 (seed 001 §3), first rule that applies:
+ * The backpressure pause hint (`docs/design/algorithms.md#backpressure-pause-hint`), first rule that
+ * applies:
  * 1. retracted queue > 0 → 1,500 ms;
  * 2. `tokenUsageAfter ≥ 0.90` → `clamp(5 ms × overshoot, 200, 2000)`, overshoot in basis points
  *    above 0.90 (rounded to a whole basis point);

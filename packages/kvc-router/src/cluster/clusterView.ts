@@ -92,8 +92,8 @@ export interface WorkerInfo {
 }
 
 /**
- * Health of the transfers from one P to one D (seed 001 §5: one P carried 99% of the transfer
- * errors towards a hot D).
+ * Health of the transfers from one P to one D (in the research prototype one P carried 99% of the
+ * transfer errors towards a hot D: `docs/design/prototype.md#p-choice-blind-to-link-health`).
  *
  * @example
  * ```ts

@@ -11,7 +11,8 @@ function newNode(edge: number[], parent: Node | undefined): Node {
 }
 
 /**
- * The approximate prefix tree of SGLang's `cache_aware` router (`peers/sglang.md` §4.1), over
+ * The approximate prefix tree of SGLang's `cache_aware` router
+ * (`docs/design/peers.md#sglang-cache-aware-router`), over
  * sequences of numbers (token ids, character codes, or block-key words) instead of characters:
  * one tree shared by all workers ("tenants"), built from the router's own decisions, each node
  * remembering when each tenant last used it; a per-tenant size; and LRU eviction of a tenant's

@@ -298,7 +298,8 @@ function putFirst(c: CandidateAnalysis[], id: string | undefined, note: string):
 }
 
 /**
- * SGLang's `cache_aware` router with its exact rule and defaults (`peers/sglang.md` §4.1–4.2):
+ * SGLang's `cache_aware` router with its exact rule and defaults
+ * (`docs/design/peers.md#sglang-cache-aware-router`, `docs/design/peers.md#sglang-router-defaults`):
  * if loads are imbalanced (`max − min > balance_abs` and `max > min × balance_rel`) take the
  * shortest queue; otherwise match the request against the shared approximate tree and take the
  * matched worker when `match_rate > cache_threshold`, else the tenant with the smallest tree;
@@ -377,7 +378,8 @@ export function sglangCacheAwarePolicy(options?: SglangCacheAwareOptions): Routi
 }
 
 /**
- * The seeds' strongest baseline, "8-way DP cache-aware": SGLang's cache-aware rule over
+ * The research prototype's strongest baseline, "8-way DP cache-aware"
+ * (`docs/design/prototype.md#headline-comparison`): SGLang's cache-aware rule over
  * colocated data-parallel workers (registered as D workers), every turn sent straight to the
  * chosen worker, no P/D split and no admission.
  *
@@ -396,7 +398,7 @@ export function dataParallelCacheAwarePolicy(
 }
 
 /**
- * Options of {@link dynamoKvCostPolicy} (Dynamo's current defaults; `peers/routers-and-prefix-caches.md` §1.5).
+ * Options of {@link dynamoKvCostPolicy} (Dynamo's current defaults; `docs/design/peers.md#dynamo-kv-cost`).
  *
  * @example
  * ```ts

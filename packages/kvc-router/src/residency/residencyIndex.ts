@@ -9,7 +9,7 @@ import { HI, LO, b64, w32 } from './split64.js'
  * - `plain`: the number of leading blocks of the query the worker holds.
  * - `exclusive`: the same walk, but blocks held by at least `θ_shared` of the workers (and by at
  *   least two) are not counted: a system prompt every worker holds says nothing about where a
- *   session should go (seed 000 §3.2 S5).
+ *   session should go (`docs/design/prototype.md#s5-cold-d-workers`).
  *
  * @example
  * ```ts

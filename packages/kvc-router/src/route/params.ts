@@ -81,7 +81,7 @@ export interface RouterParams {
 }
 
 /**
- * The defaults of `../shared/design/ALGORITHMS.md` §3 (table in the README).
+ * The defaults of `docs/design/algorithms.md#router-defaults` (every parameter in the README's table).
  *
  * @example
  * ```ts

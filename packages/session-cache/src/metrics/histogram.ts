@@ -2,8 +2,9 @@ import { SessionCacheError, SessionCacheErrorCode } from '../errors/sessionCache
 
 /**
  * Default bucket upper bounds (tokens) of the tokens-freed-per-eviction histogram: one page of
- * 16 up to 256K tokens, in powers of four. The seed's numbers sit at both ends: ~24 tokens per
- * eviction block-level, ~67K per eviction session-level.
+ * 16 up to 256K tokens, in powers of four. The research prototype's numbers sit at both ends: ~24
+ * tokens per eviction block-level (expected), ~67K per eviction session-level (measured;
+ * `docs/design/prototype.md#session-level-eviction`).
  *
  * @example
  * ```ts

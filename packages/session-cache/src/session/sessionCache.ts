@@ -121,9 +121,9 @@ function defaultNow(): number {
  * serving engine (SGLang's `match_prefix`, `cache_unfinished_req`, `cache_finished_req`) plus
  * streaming sessions whose KV survives between turns.
  *
- * **Block mode** (`granularity: 'block'`, default; seed 000): every turn's committed tokens enter
- * the tree; a session is a {@link SessionSlot} — metadata plus one lock on the deepest node of
- * its committed prefix. The lock moves forward each turn (increment the new node first, then
+ * **Block mode** (`granularity: 'block'`, default; `docs/design/algorithms.md#block-level-retention`):
+ * every turn's committed tokens enter the tree; a session is a {@link SessionSlot} — metadata plus
+ * one lock on the deepest node of its committed prefix. The lock moves forward each turn (increment the new node first, then
  * decrement the old). Releasing a session only drops that lock; the tree's LRU then sheds its
  * pages block by block, and a later turn re-prefills only the pages it lost.
  *
@@ -293,8 +293,8 @@ export class SessionCache {
           allocator: pool,
           now,
           ...(options.evictionPolicy !== undefined ? { evictionPolicy: options.evictionPolicy } : {}),
-          // Block mode sheds a session's KV page by page (seed 000); the legacy mode keeps SGLang's
-          // whole-leaf eviction unless told otherwise.
+          // Block mode sheds a session's KV page by page (docs/design/prototype.md#block-level-design);
+          // the legacy mode keeps SGLang's whole-leaf eviction unless told otherwise.
           evictGranularity: options.evictGranularity ?? (granularity === 'block' ? 'page' : 'leaf'),
         })
       } catch (e) {
@@ -801,8 +801,8 @@ export class SessionCache {
    * duplicate slots for tokens the tree already held, re-match to adopt the tree's canonical
    * indices, and move the request's lock to the new node (new first, then old).
    * `cacheProtectedLen` becomes the aligned length; the partial tail page stays the request's.
-   * Block mode does this for every request, session turn or not (seed 000 §3.3); session mode
-   * skips later session turns (legacy).
+   * Block mode does this for every request, session turn or not
+   * (`docs/design/prototype.md#block-level-design`); session mode skips later session turns (legacy).
    *
    * @example
    * ```ts
@@ -852,8 +852,8 @@ export class SessionCache {
    * Finish a request: insert its committed tokens `tokenIds[0:kvCommittedLen)` (page-aligned)
    * into the tree, free its duplicate slots and its unaligned tail, and drop its lock. For a
    * session turn (block mode) the session's lock then moves to the new deepest node —
-   * increment the new node first, then decrement the old (seed 000 §6.2 risk 2) — and the slot
-   * records the committed tokens. Session mode parks a session turn's row in the slot instead
+   * increment the new node first, then decrement the old (`docs/design/prototype.md#lock-order`) —
+   * and the slot records the committed tokens. Session mode parks a session turn's row in the slot instead
    * (no insert, no free). Refused with `REQUEST_FINISHED` when called twice.
    *
    * @example

@@ -4,9 +4,9 @@ import type { HistogramSnapshot } from '../metrics/histogram.js'
 /**
  * Where a session's KV lives between turns.
  *
- * - `'block'` (default, the design of seed 000): a session is metadata plus one lock on the
- *   deepest node of its committed prefix. Every turn's committed tokens enter the radix tree;
- *   after release (or under pressure) the tree's LRU sheds them page by page.
+ * - `'block'` (default, `docs/design/algorithms.md#block-level-retention`): a session is metadata
+ *   plus one lock on the deepest node of its committed prefix. Every turn's committed tokens enter
+ *   the radix tree; after release (or under pressure) the tree's LRU sheds them page by page.
  * - `'session'`: the legacy, pre-refactor behaviour (SGLang's streaming `SessionAwareCache`).
  *   Only the first turn's prompt enters the tree; the slot owns `[cacheProtectedLen,
  *   kvAllocatedLen)` outside the tree and frees it all at once on release. Kept to compare.
@@ -90,8 +90,8 @@ export interface SessionCacheOptions {
   /**
    * Eviction granularity of the default cache: `'page'` (trim the least-recently-used leaf page
    * by page, so an eviction frees what was asked rounded up to a page; the default in block
-   * granularity, as seed 000 designs it) or `'leaf'` (SGLang's whole leaves; the default in
-   * session granularity).
+   * granularity, as `docs/design/prototype.md#block-level-design` designs it) or `'leaf'` (SGLang's
+   * whole leaves; the default in session granularity).
    */
   readonly evictGranularity?: EvictGranularity
   /** Clock in milliseconds (default `performance.now`); shared with the default cache. */
@@ -129,8 +129,8 @@ export interface OpenSessionOptions {
 
 /**
  * What a session slot keeps: metadata only in block mode (the KV is in the tree).
- * `lastNode`, `lastAccessTime` and `extra` are the fields of seed 000 §3.1; the rest is
- * bookkeeping.
+ * `lastNode`, `lastAccessTime` and `extra` are the fields of the block-level design
+ * (`docs/design/prototype.md#block-level-design`); the rest is bookkeeping.
  *
  * @example
  * ```ts
@@ -162,7 +162,8 @@ export interface SessionSlot {
 }
 
 /**
- * A session's residency as a router or an admission check reads it (seed 000 §3.6).
+ * A session's residency as a router or an admission check reads it, from the tree
+ * (`docs/design/prototype.md#block-level-design`).
  *
  * @example
  * ```ts

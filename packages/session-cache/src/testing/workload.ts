@@ -54,7 +54,8 @@ export interface WorkloadTurn {
  * A deterministic multi-session agentic workload: `sessions` conversations of `turns` turns,
  * interleaved at random (one turn in flight at a time). Every conversation opens with the same
  * boilerplate, then grows by its appends and outputs, so turn `t+1`'s prompt extends turn `t`'s
- * prompt and output — the shape of seed 000's SWE-Bench / Inferact traces.
+ * prompt and output — the shape of the research prototype's agent traces
+ * (`docs/design/prototype.md#setup`).
  *
  * @example
  * ```ts

@@ -1,7 +1,7 @@
 /**
  * ADAPTER BOUNDARY — `@kvc/dto-p-sync`.
  *
- * The optional D→P incremental sync (ALGORITHMS.md §4): every D worker runs one `SyncSource` per
+ * The optional D→P incremental sync (`docs/design/algorithms.md#d-to-p-sync`): every D worker runs one `SyncSource` per
  * P worker, every P worker one `SyncSink` that ingests into its real `RadixCache`, wired by the
  * package's `wireSync` over its in-memory transport (`InMemoryNetwork`, whose virtual clock the
  * simulator advances). The simulator only feeds it (committed turns, P's KV events) and calls

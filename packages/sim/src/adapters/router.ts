@@ -46,11 +46,11 @@ export {
  * | name | what | topology |
  * |---|---|---|
  * | `kvc` | Algorithm 1–3: lexicographic Route, D-side Admit, Dispatch with reset-on-success; fast path to the D that holds the session | `nPmD` |
- * | `dp-cache-aware` | SGLang's cache-aware rule over colocated data-parallel workers (the seeds' strongest baseline) | `N×DP` with N = P + D |
+ * | `dp-cache-aware` | SGLang's cache-aware rule over colocated data-parallel workers (the research prototype's strongest baseline) | `N×DP` with N = P + D |
  * | `sglang-cache-aware` | SGLang router's cache-aware rule in P/D mode: every turn through a P | `nPmD` |
  * | `round-robin` | round-robin over D workers, every turn through a P | `nPmD` |
  * | `random`, `power-of-two`, `sticky-session`, `dynamo-kv-cost` | further baselines (every turn through a P) | `nPmD` |
- * | `kvc-capacity-blind` | ablation, the seeds' v5 KvAwarePolicy (seed 001 §1): `kvc` with key 2 (`capOk`) removed from Route's ranking, sessions pinned to the D they first landed on, and v5's fallback (after the pinned D rejects the fast path, a reseed through a P onto that D); built on the router's own ranking, Dispatch and Admit | `nPmD` |
+ * | `kvc-capacity-blind` | ablation, the research prototype's v5 routing (`docs/design/prototype.md#capacity-blind-routing`): `kvc` with key 2 (`capOk`) removed from Route's ranking, sessions pinned to the D they first landed on, and v5's fallback (after the pinned D rejects the fast path, a reseed through a P onto that D); built on the router's own ranking, Dispatch and Admit | `nPmD` |
  *
  * @example
  * ```ts
@@ -89,12 +89,12 @@ export type PolicyName = (typeof POLICY_NAMES)[number]
  *
  * | key | values | effect |
  * |---|---|---|
- * | `granularity` | `block` (default), `session` | the D workers' session cache mode (seed 000 §2) |
+ * | `granularity` | `block` (default), `session` | the D workers' session cache mode (`docs/design/algorithms.md#session-cache`) |
  * | `admission` | `on` (default), `off` | `off`: Dispatch sends without asking the D (no capacity check, no pause hints) |
  * | `backpressure` | `on` (default), `off` | `off`: the D's admission answers never carry a pause hint |
- * | `seedAdmission` | `on` (default), `off` | `off`: the D admits every seed-path request unchecked (no capacity check, no lease, no release, no pause hint): only the fast path is admitted, as in the seeds' v5, whose fallback went through the P/D router straight to a transfer |
- * | `seedSlot` | `on` (default), `off` | `off`: a seed-path transfer lands on the D as a plain request, outside the session's slot (only fast-path turns open or extend the slot), and the D's fast-path admission counts only the session's slot as held, so a session with no slot there needs room for its whole prompt: the seeds' v5, whose fallback went through the P/D router as a plain request (`_invoke_router`, seed 001 §3) and whose `admit_direct_append` checked the slot's lengths (seed 000 §3.6) |
- * | `release` | `pressure` (default), `reaper` | how a D's engine gets idle sessions' KV back: `pressure` releases idle sessions (least recently used first) when a prefill or a transfer is short of memory; `reaper` only releases sessions idle for `idleTtlS`, on a periodic sweep every `reaperIntervalS` (the seeds' v5, seed 001 §2). Admission's own releases (Algorithm 2) apply in both |
+ * | `seedAdmission` | `on` (default), `off` | `off`: the D admits every seed-path request unchecked (no capacity check, no lease, no release, no pause hint): only the fast path is admitted, as in the prototype's v5, whose fallback went through the P/D router straight to a transfer (`docs/design/prototype.md#the-v5-paths`) |
+ * | `seedSlot` | `on` (default), `off` | `off`: a seed-path transfer lands on the D as a plain request, outside the session's slot (only fast-path turns open or extend the slot), and the D's fast-path admission counts only the session's slot as held, so a session with no slot there needs room for its whole prompt: the prototype's v5, whose fallback went through the P/D router as a plain request and whose admission checked the slot's lengths (`docs/design/prototype.md#the-v5-paths`) |
+ * | `release` | `pressure` (default), `reaper` | how a D's engine gets idle sessions' KV back: `pressure` releases idle sessions (least recently used first) when a prefill or a transfer is short of memory; `reaper` only releases sessions idle for `idleTtlS`, on a periodic sweep every `reaperIntervalS` (the prototype's v5, `docs/design/prototype.md#idle-only-lru`). Admission's own releases (Algorithm 2) apply in both |
  * | `idleTtlS`, `reaperIntervalS` | 120, 5 | the reaper's idle TTL and sweep period, simulated seconds (`release=reaper`) |
  * | `sync` | `off` (default), `on` | D→P incremental sync (`@kvc/dto-p-sync`) from every D to every P |
  * | `syncBeta`, `syncShare`, `syncPinS` | 1024, 0.1, 30 | its staleness budget β (tokens), share of each P–D link's bandwidth, and pin time of synced pages on P (s) |
@@ -143,8 +143,8 @@ export interface PolicySpec {
  * - `pressure` (the default): when a prefill or an incoming transfer is short of memory, idle
  *   sessions (no request in flight) give up their KV least recently used first, at once — the
  *   session cache's `evictIdleSessions({ needTokens })` and its `ensureFree` fallback.
- * - `reaper`: lazy release, as the research prototype's v5 did (seed 000 §2, seed 001 §2: its
- *   LRU over idle streaming sessions ran 9–43 times per D while 90–153 transfers timed out). The
+ * - `reaper`: lazy release, as the research prototype's v5 did (`docs/design/prototype.md#idle-only-lru`:
+ *   its LRU over idle streaming sessions ran 9–43 times per D while 90–153 transfers timed out). The
  *   engine never releases a session to make room; a sweep every `intervalS` releases the sessions
  *   idle for at least `idleTtlS` (`evictIdleSessions({ idleMs })`). A prefill or an incoming
  *   transfer that does not fit in free + evictable memory waits: for the sweep, for the tree to
@@ -166,10 +166,11 @@ export type SessionRelease =
   | { readonly mode: 'reaper'; readonly idleTtlS: number; readonly intervalS: number }
 
 /**
- * Defaults of `release=reaper`: a 120 s idle TTL, swept every 5 s (**choices**: the seeds give no
- * value. Two minutes is far above the seeds' think times (p99 25.1 s, seed 001 §7), so a live
- * session is practically never reaped between turns; with it, the seeds' v5 conditions on the
- * built-in workload fail about as many turns as the seeds measured: see the README, "Findings").
+ * Defaults of `release=reaper`: a 120 s idle TTL, swept every 5 s (**choices**: the research
+ * prototype gives no value. Two minutes is far above its think times (p99 25.1 s,
+ * `docs/design/prototype.md#time-scale`), so a live session is practically never reaped between
+ * turns; with it, the prototype's v5 conditions on the built-in workload fail about as many turns
+ * as the prototype measured: see the README, "Findings", and `docs/design/cost-model.md`).
  *
  * @example
  * ```ts
@@ -419,14 +420,15 @@ export function createPolicy(spec: PolicySpec): RoutingPolicy {
 }
 
 /**
- * Ablation of Algorithm 1 without its capacity key, as the seeds' v5 ran it: the router's own
+ * Ablation of Algorithm 1 without its capacity key, as the research prototype's v5 ran it: the router's own
  * `kvc` ranking is re-sorted by (prefix resident ∧ append ≤ τ_append, score, −load,
  * tie-break); a candidate is "fast" whenever its prefix is resident and the append small, full or
  * not; and a session that has a D is offered only that D while it is eligible (permanent pin).
  * A D that rejected the session's fast path since its last success is offered on the seed path
  * (v5's fallback: the turn goes through a P to the same D). Dispatch and Admit are the router's,
  * unchanged; so is its choice of P, which avoids links with recent failed transfers (the fix of
- * seed 001 §5, which v5 lacked: Dispatch re-checks the link before every seed).
+ * `docs/design/prototype.md#p-choice-blind-to-link-health`, which v5 lacked: Dispatch re-checks the
+ * link before every seed).
  */
 function capacityBlind(inner: RoutingPolicy): RoutingPolicy {
   return {

@@ -342,7 +342,8 @@ export function buildProgram(io: Io = defaultIo): Command {
  * @example
  * ```ts
  * import { runCli } from '@kvc/sim'
- * const code = await runCli(['trace', 'stats', '../shared/traces/synthetic_trace.jsonl'])
+ * // a trace fetched as docs/design/traces.md says
+ * const code = await runCli(['trace', 'stats', 'traces/synthetic_trace.jsonl'])
  * ```
  */
 export async function runCli(argv: readonly string[], io: Io = defaultIo): Promise<number> {

@@ -4,20 +4,20 @@ import { checkOption } from '../errors/simError.js'
  * The cost model: what the GPUs and links would take, in seconds. Only the GPU work is modelled;
  * every caching, routing and admission decision is made by the real packages.
  *
- * Defaults are calibrated to the seeds' measurements (Qwen3-30B-A3B, TP1, H100/H200; see the
- * README's "Cost model" section for each source):
+ * Defaults are calibrated to the research prototype's measurements (Qwen3-30B-A3B, TP1, H100/H200;
+ * `docs/design/cost-model.md` gives each value's source):
  *
  * | parameter | default | source |
  * |---|---|---|
  * | `prefillFixedS` (α) | 0.02 s | kernel launch + scheduling floor |
- * | `prefillTokensPerS` (τ) | 30,000 tokens/s | solved with γ so that a 5K-token append ≈ 0.2 s and a 50K-token cold prefill ≈ 3 s (seed 000 §2) |
- * | `prefillQuadraticS` (γ) | 1.05e-9 s/token² | idem; then a 90K cold prefill ≈ 7.3 s, matching the seeds' "50–90K reseeds take 3–7 s" |
+ * | `prefillTokensPerS` (τ) | 30,000 tokens/s | solved with γ so that a 5K-token append ≈ 0.2 s and a 50K-token cold prefill ≈ 3 s (`docs/design/prototype.md#session-level-eviction`) |
+ * | `prefillQuadraticS` (γ) | 1.05e-9 s/token² | idem; then a 90K cold prefill ≈ 7.3 s, matching the prototype's "50–90K reseeds take 3–7 s" |
  * | `decodeStepS` (δ0) | 0.012 s | one decode step of a small batch (weights read once per step) |
  * | `decodeStepPerTokenS` (δ1) | 2.93e-8 s/token | KV read per step: 98,304 B/token ÷ 3.35 TB/s HBM (H100) |
  * | `kvBytesPerToken` | 98,304 B | 48 layers × 4 KV heads × 128 dims × 2 (K,V) × 2 B (bf16) |
- * | `linkGbps` | 400 | one NDR 400 Gb/s RDMA NIC per P–D link (seed 000 hardware) |
+ * | `linkGbps` | 400 | one NDR 400 Gb/s RDMA NIC per P–D link (`docs/design/prototype.md#setup`) |
  * | `transferSetupS` | 0.005 s | per-transfer setup (handshake, descriptors) |
- * | `transferTimeoutS` | 32 s | Mooncake's KV transfer timeout, as in the seeds |
+ * | `transferTimeoutS` | 32 s | the Mooncake KV transfer timeout the prototype hit (`docs/design/prototype.md#idle-only-lru`) |
  * | `admitRpcS` ± `admitRpcJitterS` | 0.002 ± 0.001 s | one admission RPC to a D's sidecar (choice) |
  * | `capacityTokens` | 200,000 | KV slots per worker: ≈ 19.7 GB of an 80 GB H100 after 61 GB of bf16 weights |
  *

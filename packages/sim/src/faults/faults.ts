@@ -2,12 +2,12 @@ import { readFileSync } from 'node:fs'
 import { SimError, SimErrorCode } from '../errors/simError.js'
 
 /**
- * Kinds of injectable faults (SIMULATION.md "Faults"):
+ * Kinds of injectable faults (`docs/design/simulation.md#faults`):
  *
  * | kind | by time (`@t+d`) | by probability (`~p`) |
  * |---|---|---|
  * | `d-death` | the D (or colocated worker) `target` dies at `t` and restarts empty after `d` (never, without `+d`) | at each turn arrival, with probability `p`, a random D dies for `d` (default 30 s) |
- * | `p-death` | the P `target` dies at `t` (the seeds it is prefilling or transferring fail) and restarts empty after `d` (never, without `+d`) | at each turn arrival, with probability `p`, a random P dies for `d` (default 30 s) |
+ * | `p-death` | the P `target` dies at `t` (the seed-path turns it is prefilling or transferring fail) and restarts empty after `d` (never, without `+d`) | at each turn arrival, with probability `p`, a random P dies for `d` (default 30 s) |
  * | `link-flap` | the link `target` (`p0-d2`) is down from `t` for `d` (default 5 s) | each KV transfer meets a flap with probability `p` (the link goes down for `d`, default 5 s) |
  * | `admit-timeout` | every admission RPC sent in `[t, t+d)` times out | each admission RPC times out with probability `p` |
  * | `router-pause` | the router stops deciding from `t` for `d` (a GC pause; default 0.5 s) | at each turn arrival, with probability `p`, the router pauses for `d` (default 0.2 s) |

@@ -3,7 +3,7 @@ import { type LatencyStats, latencyStats } from './quantiles.js'
 import type { TurnRecord } from './types.js'
 
 /**
- * The metrics of SIMULATION.md for one run (one policy, one seed). Latencies in seconds. Failed
+ * The metrics of `docs/design/simulation.md#metrics` for one run (one policy, one seed). Latencies in seconds. Failed
  * turns are never dropped: they count in `turns`, in the error rate, and in the latency
  * statistics as described in {@link LatencyStats}.
  *

@@ -77,8 +77,8 @@ export interface UsageSeries {
 
 /**
  * Eviction counters of a worker: how many evictions and how many tokens each freed (the
- * session cache's histogram; seed 000 expects ~67K tokens per eviction at session level and
- * about a page at block level).
+ * session cache's histogram; the research prototype measured ~67K tokens per eviction at session
+ * level and expected about a page at block level: `docs/design/prototype.md#session-level-eviction`).
  *
  * @example
  * ```ts

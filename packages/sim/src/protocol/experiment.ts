@@ -36,7 +36,8 @@ import {
  * ```ts
  * import type { WorkloadSource } from '@kvc/sim'
  * const a: WorkloadSource = { kind: 'agentic' }
- * const b: WorkloadSource = { kind: 'trace', path: '../shared/traces/conversation_trace.jsonl' }
+ * // a trace fetched as docs/design/traces.md says
+ * const b: WorkloadSource = { kind: 'trace', path: 'traces/conversation_trace.jsonl' }
  * ```
  */
 export type WorkloadSource =
@@ -45,7 +46,7 @@ export type WorkloadSource =
 
 /**
  * An experiment: policies × seeds on one workload and topology, compared by the protocol of
- * SIMULATION.md.
+ * `docs/design/simulation.md#evaluation-protocol`.
  *
  * @example
  * ```ts
@@ -219,7 +220,8 @@ export interface Stratum {
 
 /**
  * Per-policy results: estimates with 95% intervals, pooled counts, the per-session fast-path
- * distribution (seed 001 §1's bimodality), and KV usage over time of the first seed.
+ * distribution (the bimodality of `docs/design/prototype.md#capacity-blind-routing`), and KV usage
+ * over time of the first seed.
  *
  * @example
  * ```ts

@@ -253,7 +253,7 @@ export function renderHtmlReport(r: ExperimentResult): string {
 <svg width="0" height="0" style="position:absolute"><defs><pattern id="hatch" width="6" height="6" patternUnits="userSpaceOnUse" patternTransform="rotate(45)"><rect width="6" height="6" fill="#fff"/><line x1="0" y1="0" x2="0" y2="6" stroke="#a40e26" stroke-width="2"/></pattern></defs></svg>
 <h1>kvc-sim: ${esc(labels.join(' vs '))}</h1>
 <p class="note">Workload <b>${esc(w.name)}</b> (${esc(w.source)}) · ${w.requests} turns${w.sessions > 0 ? ` in ${w.sessions} sessions` : ''} per trial ·
-topology <b>${esc(c.topology)}</b> · <b>time scale ${c.timeScale}</b>${c.timeScale !== 1 ? ' (think times and arrivals compressed: seed 001 §7 showed this can flip verdicts)' : ''} ·${c.maxConcurrentSessions === undefined ? '' : ` at most ${c.maxConcurrentSessions} sessions at once ·`}
+topology <b>${esc(c.topology)}</b> · <b>time scale ${c.timeScale}</b>${c.timeScale !== 1 ? ' (think times and arrivals compressed: the research prototype found this can flip verdicts)' : ''} ·${c.maxConcurrentSessions === undefined ? '' : ` at most ${c.maxConcurrentSessions} sessions at once ·`}
 seeds ${c.seeds.join(', ')} · KV capacity ${c.capacityTokens === 'unlimited' ? 'unlimited' : `${c.capacityTokens.toLocaleString('en')} tokens`} per worker · page ${c.pageSize} tokens ·
 faults: ${esc(c.faults)} · kvc-sim ${esc(r.tool.version)}</p>
 
@@ -283,13 +283,13 @@ ${
 <div class="grid-charts">${charts.map((x) => `<div class="card">${x}</div>`).join('')}</div>
 
 <h2>KV usage over time</h2>
-<p class="note">Occupied share of each worker's KV pool (cached + running) in the first trial. A D pinned at 100% while others idle is the overlap-pinning of seed 003 §1; every D full is where transfer timeouts cascade without backpressure (seed 001 §2–3).</p>
+<p class="note">Occupied share of each worker's KV pool (cached + running) in the first trial. A D pinned at 100% while others idle is the overlap pinning the research prototype saw on a shared boilerplate; every D full is where transfer timeouts cascade without backpressure, as in the prototype's v5.</p>
 <div class="grid-charts">${usageCharts.map((x) => `<div class="card">${x}</div>`).join('')}</div>
 
 ${
   starvation === ''
     ? ''
-    : `<h2>Starved sessions</h2><p class="note">Sessions served on the fast path less than 20% of the time vs at least 80%, with their mean peak prompt. Seed 001 §1 found the starved ones 2× larger: capacity-blind routing starves the largest sessions.${
+    : `<h2>Starved sessions</h2><p class="note">Sessions served on the fast path less than 20% of the time vs at least 80%, with their mean peak prompt. The research prototype found the starved ones 2× larger: capacity-blind routing starves the largest sessions.${
         noFast.length === 0
           ? ''
           : ` Left out: ${noFast.map(esc).join(', ')}, which have no fast path (every session at 0% by construction).`

@@ -3,10 +3,10 @@ import { checkOption } from '../errors/simError.js'
 import type { TurnSpec, Workload } from './types.js'
 
 /**
- * Options of the built-in agentic session generator. Every default is calibrated to the seeds'
- * SWE-bench trace (52 sessions, 4,449 requests, inter-turn gap p10/p50/p90/p99 = 1.6/2.5/7.8/25.1 s,
- * max 261 s, peak session inputs 30–60K tokens, a shared system prompt); the README's "Workloads"
- * section gives the reasoning for each.
+ * Options of the built-in agentic session generator. Every default is calibrated to the research
+ * prototype's SWE-bench trace (52 sessions, 4,449 requests, inter-turn gap p10/p50/p90/p99 =
+ * 1.6/2.5/7.8/25.1 s, max 261 s, peak session inputs 30–60K tokens, a shared system prompt;
+ * `docs/design/prototype.md#setup`); the README's "Workloads" section gives the reasoning for each.
  *
  * @example
  * ```ts
@@ -51,7 +51,8 @@ export interface AgenticWorkloadOptions {
 }
 
 /**
- * The default think-time quantiles (seconds), from the seeds' SWE-bench trace (seed 001 §7):
+ * The default think-time quantiles (seconds), from the research prototype's SWE-bench trace
+ * (`docs/design/prototype.md#time-scale`):
  * p10/p50/p90/p99 = 1.6/2.5/7.8/25.1 s and max 261 s; the 0.8 s floor is a choice.
  *
  * @example
@@ -231,7 +232,7 @@ export function generateAgenticWorkload(options: AgenticWorkloadOptions): Worklo
   }
   return {
     name: 'agentic',
-    source: 'built-in generator (calibrated to the seeds’ SWE-bench trace)',
+    source: 'built-in generator (calibrated to the research prototype’s SWE-bench trace)',
     arrivalMode: 'closed',
     sessions: o.sessions,
     sessionLabels: labels,

@@ -79,7 +79,8 @@ export function parseAzureTrace(text: string, file: string): Workload {
  * @example
  * ```ts
  * import { loadAzureTrace } from '@kvc/sim'
- * const w = loadAzureTrace('../shared/traces/AzureLLMInferenceTrace_conv.csv')
+ * // a trace fetched as docs/design/traces.md says
+ * const w = loadAzureTrace('traces/AzureLLMInferenceTrace_conv.csv')
  * w.turns.length // 19366
  * ```
  */

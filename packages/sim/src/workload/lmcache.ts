@@ -182,7 +182,8 @@ export function parseLmcacheTrace(
  * @example
  * ```ts
  * import { loadLmcacheTrace } from '@kvc/sim'
- * const w = loadLmcacheTrace('../shared/traces/lmcache-agent-trace/miniswe')
+ * // a trace fetched as docs/design/traces.md says
+ * const w = loadLmcacheTrace('traces/lmcache-agent-trace/miniswe')
  * w.sessions // 20
  * ```
  */

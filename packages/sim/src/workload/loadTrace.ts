@@ -62,7 +62,8 @@ export function detectTraceFormat(path: string): Exclude<TraceFormat, 'auto'> {
  * @example
  * ```ts
  * import { loadTrace } from '@kvc/sim'
- * const w = loadTrace('../shared/traces/synthetic_trace.jsonl') // auto: mooncake
+ * // a trace fetched as docs/design/traces.md says
+ * const w = loadTrace('traces/synthetic_trace.jsonl') // auto: mooncake
  * w.turns.length // 3993
  * ```
  */

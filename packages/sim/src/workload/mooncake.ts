@@ -161,7 +161,8 @@ export function parseMooncakeTrace(text: string, file: string, options: Mooncake
  * @example
  * ```ts
  * import { loadMooncakeTrace } from '@kvc/sim'
- * const w = loadMooncakeTrace('../shared/traces/conversation_trace.jsonl')
+ * // a trace fetched as docs/design/traces.md says
+ * const w = loadMooncakeTrace('traces/conversation_trace.jsonl')
  * w.turns.length // 12031
  * ```
  */

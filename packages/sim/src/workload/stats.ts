@@ -22,7 +22,8 @@ export interface Summary {
  * hit ratio of an unlimited cache, computed from the workload alone (no cache involved), at page
  * granularity: a page counts as a hit when the same prefix page (same tokens, same prefix) was in
  * an earlier prompt. On a Mooncake trace with 512-token pages this is exactly "blocks that repeat
- * an earlier block" of `SOURCES.md` (36.64% conversation, 63.96% synthetic).
+ * an earlier block" of `docs/design/traces.md#mooncake-statistics` (36.64% conversation, 63.96%
+ * synthetic).
  *
  * @example
  * ```ts
