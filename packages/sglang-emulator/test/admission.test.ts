@@ -93,3 +93,47 @@ describe('admission RPC against the emulator (answered by kvc-router admit over 
     }
   })
 })
+
+describe('admission state: one builder with the simulator (kvc-router admitWorkerState)', () => {
+  it('idle sessions that share a prefix are releasable for what each frees alone, not their resident tokens', async () => {
+    const emu = await createSglangEmulator({
+      role: 'decode',
+      capacityTokens: 1024,
+      pageSize: 4,
+      timing: { scale: 0 },
+    })
+    try {
+      const c = new SglangClient({ baseURL: emu.url })
+      const shared = Array.from({ length: 200 }, (_, i) => 3 + (i % 50))
+      for (const [sid, t] of [
+        ['a', 60],
+        ['b', 70],
+      ] as const) {
+        const tail = Array.from({ length: 40 }, () => t)
+        await c.generate({
+          input_ids: [...shared, ...tail],
+          session_id: sid,
+          sampling_params: { max_new_tokens: 4 },
+        })
+      }
+      const sc = emu.sessionCache
+      const resident = ['a', 'b'].map((s) => sc.getSessionStatus(s)!.residentTokens)
+      const alone = ['a', 'b'].map((s) => sc.releasableTokens({ sessionId: s }))
+      expect(alone.every((t, i) => t > 0 && t < resident[i]!)).toBe(true)
+      const res = await new AdmissionClient({ baseURL: emu.url }).admit({
+        requestId: 'c/t0/a0',
+        sessionId: 'c',
+        path: 'seed',
+        promptTokens: 100,
+        appendTokens: 100,
+      })
+      expect(res.admitted).toBe(true)
+      // What the answer reports as releasable on demand: each idle session's own tail, summed.
+      expect(res.releasableTokens).toBe(alone[0]! + alone[1]!)
+      expect(res.releasableTokens).toBeLessThanOrEqual(sc.releasableTokens())
+      expect(res.releasableTokens).toBeLessThan(resident[0]! + resident[1]!)
+    } finally {
+      await emu.close()
+    }
+  })
+})
