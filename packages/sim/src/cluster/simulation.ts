@@ -1700,7 +1700,7 @@ export class ClusterSimulation {
     for (const w of this.#dirty) {
       w.dirty = false
       if (!w.alive) continue
-      // Idle sessions' KV the D's admission may release (with the reaper, only those past its TTL).
+      // Reserved: live leases plus the outputs admitted requests will still decode.
       const reserved = (w.leases?.reservedTokens(this.#now) ?? 0) + w.reservedOutputs
       this.router.cluster.reportCapacity(w.id, decodeCapacityReport(this.#decodeState(w), reserved))
     }
