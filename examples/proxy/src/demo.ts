@@ -3,7 +3,7 @@
  * them, and a few agent sessions sent through it. Prints where every turn went, then the
  * proxy's metrics. With `--serve` it keeps running so you can `curl` it.
  */
-import { createSglangEmulator } from '@kvc/worker-bindings'
+import { createSglangEmulator } from '@kvc/sglang-emulator'
 import { resolveConfig } from './config.js'
 import { createProxy } from './server.js'
 

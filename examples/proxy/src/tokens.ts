@@ -1,5 +1,5 @@
 import { type BlockHasher, sglangBlockHasher } from '@kvc/radix-cache'
-import { fakeChatTemplate, fakeTokenize } from '@kvc/worker-bindings'
+import { fakeChatTemplate, fakeTokenize } from '@kvc/sglang-emulator'
 import type { TokenizerMode } from './config.js'
 
 /** A chat message as the proxy reads it (OpenAI shape; only `role` and text content matter here). */
@@ -13,7 +13,7 @@ export interface ChatMessageLike {
  * tokenizer):
  *
  * - `emulator`: the emulator's byte-level tokenizer over its chat template (`fakeChatTemplate` +
- *   `fakeTokenize` of `@kvc/worker-bindings`). Exact for the emulator, so the proxy's block hashes
+ *   `fakeTokenize` of `@kvc/sglang-emulator`). Exact for the emulator, so the proxy's block hashes
  *   equal the ones in the emulator's KV events and the residency index sees real overlap.
  * - `estimate`: the same template cut into 4-character pieces, each hashed to an id: about a
  *   BPE tokenizer's count, prefix-stable (a shared text prefix gives shared leading blocks), but

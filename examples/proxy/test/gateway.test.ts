@@ -1,4 +1,5 @@
-import { WorkerApiError, WorkerBindingsError, createSglangEmulator } from '@kvc/worker-bindings'
+import { createSglangEmulator } from '@kvc/sglang-emulator'
+import { WorkerApiError, WorkerBindingsError } from '@kvc/worker-bindings'
 import { describe, expect, it } from 'vitest'
 import { resolveConfig } from '../src/config.js'
 import { Gateway, type TurnTransport, classifyUpstreamError } from '../src/gateway.js'

@@ -1,5 +1,5 @@
 import { DEFAULT_PAUSE_HINT } from '@kvc/kvc-router'
-import { type SglangEmulator, type SglangEmulatorOptions, createSglangEmulator } from '@kvc/worker-bindings'
+import { type SglangEmulator, type SglangEmulatorOptions, createSglangEmulator } from '@kvc/sglang-emulator'
 import { handleCounts, leakedSince } from '@kvc/worker-bindings/testing'
 import { afterAll, beforeAll, expect } from 'vitest'
 import { type ProxyConfigInput, resolveConfig } from '../src/config.js'

@@ -2,7 +2,8 @@ import { readFileSync } from 'node:fs'
 import type { AdmitOptions, PathMode } from '@kvc/kvc-router'
 import type { WorkerConfig } from '@kvc/example-proxy'
 import { type PolicySpec, type Topology, admitOptionsFor, formatTopology } from '@kvc/sim'
-import { SglangClient, type SglangEmulator, createSglangEmulator } from '@kvc/worker-bindings'
+import { type SglangEmulator, createSglangEmulator } from '@kvc/sglang-emulator'
+import { SglangClient } from '@kvc/worker-bindings'
 
 /** The workers of one run. */
 export interface RunCluster {
@@ -41,7 +42,7 @@ export interface EmulatedTargetOptions {
 }
 
 /**
- * Fresh SGLang emulators for every run (`@kvc/worker-bindings`' `createSglangEmulator`), shaped
+ * Fresh SGLang emulators for every run (`createSglangEmulator` of `@kvc/sglang-emulator`), shaped
  * like the simulator's cluster: `nPmD` for P/D policies (D workers with the policy's session-cache
  * granularity and admission options), `(n+m)×DP` colocated workers for a colocated policy.
  */

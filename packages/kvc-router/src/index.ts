@@ -28,6 +28,22 @@ export {
   type Lease,
   type PauseHintParams,
 } from './admission/admit.js'
+export {
+  admitWorkerState,
+  decodeCapacityReport,
+  type DecodePoolView,
+  type DecodeSessionStatus,
+  type DecodeSessionsView,
+  type DecodeStateSource,
+} from './admission/decodeState.js'
+export {
+  DEFAULT_COST_MODEL,
+  decodeStepSeconds,
+  makeCostModel,
+  prefillSeconds,
+  transferSeconds,
+  type CostModel,
+} from './cost/costModel.js'
 export { BlockKeys } from './residency/blockKeys.js'
 export {
   ResidencyIndex,

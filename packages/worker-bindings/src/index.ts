@@ -144,26 +144,4 @@ export {
   type KvEventSubscriberStats,
   type ReceivedKvBatch,
 } from './kvEvents/subscriber.js'
-export {
-  createSglangEmulator,
-  type EmulatorFault,
-  type EmulatorFaults,
-  type EmulatorKvEventsOptions,
-  type EmulatorRole,
-  type EmulatorStats,
-  type SglangEmulator,
-  type SglangEmulatorOptions,
-} from './emulator/emulator.js'
-export { DEFAULT_EMULATOR_TIMING, type EmulatorTiming, type ResolvedTiming } from './emulator/timing.js'
-export {
-  BOS_TOKEN,
-  EOS_TOKEN,
-  PAD_TOKEN,
-  TOKEN_OFFSET,
-  VOCAB_SIZE,
-  fakeChatTemplate,
-  fakeDetokenize,
-  fakeNextToken,
-  fakePromptHash,
-  fakeTokenize,
-} from './emulator/fakeModel.js'
+export { BodyTooLargeError, mediaType, readBody, sendJson, sendText } from './http/serverUtils.js'

@@ -1,13 +1,7 @@
 import { type Server, createServer, request } from 'node:http'
 import { ADMIT_HTTP_PATH, type AdmitRequest } from '@kvc/kvc-router'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
-import {
-  AdmissionClient,
-  type SglangEmulator,
-  SglangClient,
-  createAdmissionHandler,
-  createSglangEmulator,
-} from '../src/index.js'
+import { createAdmissionHandler } from '../src/index.js'
 import { handleCounts, leakedSince } from '../src/testing/index.js'
 
 let baseline: Record<string, number>
@@ -25,81 +19,6 @@ const base: AdmitRequest = {
   promptTokens: 100,
   appendTokens: 100,
 }
-
-describe('admission RPC against the emulator (answered by kvc-router admit over real state)', () => {
-  let emu: SglangEmulator
-  beforeAll(async () => {
-    emu = await createSglangEmulator({
-      role: 'decode',
-      capacityTokens: 1024,
-      pageSize: 4,
-      timing: { scale: 0 },
-    })
-  })
-  afterAll(async () => {
-    await emu.close()
-  })
-
-  it('admits what fits with a lease, is idempotent by requestId, rejects what does not', async () => {
-    const a = new AdmissionClient({ baseURL: emu.url })
-    const ok = await a.admit({ ...base, expectedOutputTokens: 100 })
-    expect(ok).toMatchObject({ admitted: true, reason: 'ok', residentTokens: 0, needTokens: 200 })
-    expect(ok.leaseMs).toBeGreaterThan(0)
-    expect(emu.stats().activeLeases).toBe(1)
-    const again = await a.admit({ ...base, expectedOutputTokens: 100 })
-    expect(again.admitted).toBe(true)
-    expect(emu.stats().activeLeases).toBe(1)
-    const big = await a.admit({ ...base, requestId: 'r2', promptTokens: 5000, appendTokens: 5000 })
-    expect(big).toMatchObject({ admitted: false, reason: 'capacity' })
-    const tooLong = await a.admit({ ...base, requestId: 'r3', promptTokens: 9000, appendTokens: 9000 })
-    expect(tooLong.reason).toBe('append_too_large')
-    emu.setDraining(true)
-    expect((await a.admit({ ...base, requestId: 'r4' })).reason).toBe('draining')
-    emu.setDraining(false)
-    // The lease is consumed when the generate with rid = requestId arrives.
-    await new SglangClient({ baseURL: emu.url }).generate({
-      text: 'x'.repeat(20),
-      rid: 'r1',
-      sampling_params: { max_new_tokens: 2 },
-    })
-    expect(emu.stats().activeLeases).toBe(0)
-  })
-
-  it('resident tokens come from the real session cache', async () => {
-    const c = new SglangClient({ baseURL: emu.url })
-    await c.generate({ text: 'y'.repeat(40), session_id: 'tagged', sampling_params: { max_new_tokens: 4 } })
-    const a = new AdmissionClient({ baseURL: emu.url })
-    const res = await a.admit({
-      ...base,
-      requestId: 'r5',
-      sessionId: 'tagged',
-      promptTokens: 60,
-      appendTokens: 10,
-    })
-    expect(res.residentTokens).toBe(emu.sessionCache.getSessionStatus('tagged')?.residentTokens)
-    expect(res.residentTokens).toBeGreaterThan(0)
-    await c.closeSession('tagged')
-  })
-
-  it('the client refuses an invalid request before sending and an invalid answer after', async () => {
-    const a = new AdmissionClient({ baseURL: emu.url })
-    await expect(a.admit({ ...base, appendTokens: 200 })).rejects.toMatchObject({ code: 'INVALID_ARGUMENT' })
-    const liar = createServer((_q, r) =>
-      r.writeHead(200, { 'content-type': 'application/json' }).end('{"requestId":"r1","admitted":"yes"}'),
-    )
-    await new Promise<void>((r) => liar.listen(0, '127.0.0.1', () => r()))
-    try {
-      const bad = new AdmissionClient({
-        baseURL: `http://127.0.0.1:${(liar.address() as { port: number }).port}`,
-      })
-      await expect(bad.admit(base)).rejects.toMatchObject({ code: 'BAD_RESPONSE' })
-    } finally {
-      liar.closeAllConnections()
-      await new Promise((r) => liar.close(r))
-    }
-  })
-})
-
 describe('createAdmissionHandler (sidecar): schema validation at the boundary', () => {
   let server: Server
   let url: string

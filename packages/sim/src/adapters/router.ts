@@ -2,8 +2,9 @@
  * ADAPTER BOUNDARY — `@kvc/kvc-router`.
  *
  * Everything the simulator takes from the router package goes through this file: the Router
- * (Route / Dispatch state machine, residency index, cluster view), the D-side `admit` and its
- * lease book, and the baseline policies. The simulator never re-implements their algorithms; it
+ * (Route / Dispatch state machine, residency index, cluster view), the D-side `admit`, its lease
+ * book and the builders of a D's admission state and capacity report, the cost model, and the
+ * baseline policies. The simulator never re-implements their algorithms; it
  * only names policies and wraps two ablation switches (`admission=off`, `backpressure=off`)
  * around the router's own objects.
  */
@@ -27,17 +28,29 @@ import { SimError, SimErrorCode } from '../errors/simError.js'
 
 export {
   admit,
+  admitWorkerState,
   BlockKeys,
+  decodeCapacityReport,
   LeaseBook,
   Router,
   TurnDispatch,
   type AdmitRequest,
   type AdmitWorkerState,
   type AdmitSession,
+  type DecodeStateSource,
   type DispatchAction,
   type DispatchOutcome,
   type RouterParamsInput,
   type RoutingPolicy,
+} from '@kvc/kvc-router'
+export {
+  type CostModel,
+  DEFAULT_COST_MODEL,
+  decodeStepSeconds,
+  makeCostModel as makeRouterCostModel,
+  prefillSeconds,
+  RouterError,
+  transferSeconds,
 } from '@kvc/kvc-router'
 
 /**

@@ -1,9 +1,9 @@
 import { SyncFabric } from '../adapters/dtoPSync.js'
 import { type EvictGranularity, type EvictionPolicy, type KvEvent, PagedAllocator } from '@kvc/radix-cache'
 import {
-  type AdmitSession,
   type AdmitWorkerState,
   type BlockKeys,
+  type DecodeStateSource,
   type DispatchAction,
   type DispatchOutcome,
   LeaseBook,
@@ -13,7 +13,9 @@ import {
   type TurnDispatch,
   admit,
   admitOptionsFor,
+  admitWorkerState,
   createPolicy,
+  decodeCapacityReport,
   extendBlockKeys,
   parsePolicySpec,
 } from '../adapters/router.js'
@@ -1132,35 +1134,21 @@ export class ClusterSimulation {
   }
 
   #admitState(d: SimWorker, nowMs: number): AdmitWorkerState {
-    const cap = d.pool.size
-    const used = cap - d.pool.availableSize()
-    const sessions = new Map<string, AdmitSession>()
-    let evictable = 0
-    if (d.cache !== undefined) {
-      evictable = Math.min(used, d.cache.cache.evictableSize())
-      // Releasable sessions: idle ones (`release=pressure`), or those idle for the reaper's TTL
-      // (`release=reaper`: the engine lets go of nothing else).
-      const ttl = this.#reaper?.idleMs ?? 0
-      for (const s of d.cache.listSessionStatuses()) {
-        const idle = !s.active && this.#now - s.lastAccessTime >= ttl
-        sessions.set(s.sessionId, {
-          sessionId: s.sessionId,
-          residentTokens: s.residentTokens,
-          lastAccessTime: s.lastAccessTime,
-          idle,
-          // What releasing it alone frees: a prefix other sessions also lock is not its to give.
-          ...(idle ? { releasableTokens: d.cache.releasableTokens({ sessionId: s.sessionId }) } : {}),
-        })
-      }
-    }
+    return admitWorkerState(this.#decodeState(d), { now: nowMs, leases: d.leases?.live(nowMs) ?? [] })
+  }
+
+  /**
+   * A D's KV state and queues, for its admission state and capacity report. Releasable sessions:
+   * idle ones (`release=pressure`), or those idle for the reaper's TTL (`release=reaper`: the
+   * engine lets go of nothing else).
+   */
+  #decodeState(w: SimWorker): DecodeStateSource {
     return {
-      capacityTokens: cap,
-      usedTokens: used,
-      evictableTokens: evictable,
-      sessions,
-      leases: d.leases?.live(nowMs) ?? [],
-      transferQueueDepth: d.transferWait.length + d.transfersOnWire,
-      retractedQueueDepth: Number.isNaN(d.blockedSince) ? 0 : 1,
+      pool: w.pool,
+      sessions: w.cache,
+      idleTtlMs: this.#reaper?.idleMs,
+      transferQueueDepth: w.transferWait.length + w.transfersOnWire,
+      retractedQueueDepth: Number.isNaN(w.blockedSince) ? 0 : 1,
     }
   }
 
@@ -1712,21 +1700,9 @@ export class ClusterSimulation {
     for (const w of this.#dirty) {
       w.dirty = false
       if (!w.alive) continue
-      const free = w.pool.availableSize()
-      const evictable = w.cache === undefined ? 0 : w.cache.cache.evictableSize()
-      // Idle sessions' KV the D's admission may release (with the reaper, only those past its TTL).
-      const ttl = this.#reaper?.idleMs
-      const releasable =
-        w.cache === undefined ? 0 : w.cache.releasableTokens(ttl === undefined ? {} : { idleMs: ttl })
+      // Reserved: live leases plus the outputs admitted requests will still decode.
       const reserved = (w.leases?.reservedTokens(this.#now) ?? 0) + w.reservedOutputs
-      this.router.cluster.reportCapacity(w.id, {
-        freeTokens: free,
-        evictableTokens: evictable,
-        reservedTokens: Math.min(reserved, free + evictable),
-        releasableTokens: releasable,
-        transferQueueDepth: w.transferWait.length + w.transfersOnWire,
-        retractedQueueDepth: Number.isNaN(w.blockedSince) ? 0 : 1,
-      })
+      this.router.cluster.reportCapacity(w.id, decodeCapacityReport(this.#decodeState(w), reserved))
     }
     this.#dirty.length = 0
   }

@@ -84,9 +84,14 @@ export interface AdmissionErrorBody {
 }
 
 let validator: ValidateFunction | undefined
-function validateSchema(x: unknown): readonly ErrorObject[] | undefined {
+/** The schema validator, compiled once per process (a few hundred ms on a loaded machine). */
+function schemaValidator(): ValidateFunction {
   validator ??= new Ajv2020({ allErrors: true, strict: false }).compile(admitRequestJsonSchema)
-  return validator(x) ? undefined : (validator.errors ?? [])
+  return validator
+}
+function validateSchema(x: unknown): readonly ErrorObject[] | undefined {
+  const v = schemaValidator()
+  return v(x) ? undefined : (v.errors ?? [])
 }
 
 /**
@@ -118,6 +123,8 @@ export function createAdmissionHandler(
   const path = options.path ?? ADMIT_HTTP_PATH
   const limit = options.maxBodyBytes ?? 65_536
   const admit = options.admit
+  // Compile the schema now: the first admission RPC must not spend its (500 ms) budget on it.
+  schemaValidator()
   return async (req, res) => {
     const url = new URL(req.url ?? '/', 'http://localhost')
     if (url.pathname !== path) return false

@@ -17,7 +17,8 @@
  * | `PD_DISPATCH` | one side of a prefill/decode dual dispatch failed; `cause` is that side's error | no |
  * | `KV_EVENT_DECODE` | a KV-event message is not a valid event batch (bad frame count, bad msgpack, bad shape) | no |
  * | `REPLAY_FAILED` | a KV-event replay request timed out or returned an unusable answer | no |
- * | `CLOSED` | a call on a subscriber, publisher or emulator that was closed | no |
+ * | `BODY_TOO_LARGE` | a request body read by `readBody` (a server of yours, the admission handler) was above its limit ({@link BodyTooLargeError}) | no |
+ * | `CLOSED` | a call on a subscriber or publisher that was closed | no |
  *
  * @example
  * ```ts
@@ -40,6 +41,7 @@ export const WorkerBindingsErrorCode = {
   PdDispatch: 'PD_DISPATCH',
   KvEventDecode: 'KV_EVENT_DECODE',
   ReplayFailed: 'REPLAY_FAILED',
+  BodyTooLarge: 'BODY_TOO_LARGE',
   Closed: 'CLOSED',
 } as const
 

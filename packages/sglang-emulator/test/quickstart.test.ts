@@ -1,6 +1,6 @@
 import { expect, it } from 'vitest'
 import { main } from '../examples/quickstart.js'
-import { handleCounts, leakedSince } from '../src/testing/index.js'
+import { handleCounts, leakedSince } from '@kvc/worker-bindings/testing'
 
 it('the README quickstart runs end to end and leaves nothing open', async () => {
   const baseline = handleCounts()

@@ -12,7 +12,7 @@
  *
  * @example
  * ```ts
- * import { TOKEN_OFFSET } from '@kvc/worker-bindings'
+ * import { TOKEN_OFFSET } from '@kvc/sglang-emulator'
  * const tokenOfByte = (b: number) => b + TOKEN_OFFSET
  * ```
  */
@@ -22,7 +22,7 @@ export const TOKEN_OFFSET = 3
  *
  * @example
  * ```ts
- * import { PAD_TOKEN } from '@kvc/worker-bindings'
+ * import { PAD_TOKEN } from '@kvc/sglang-emulator'
  * const healthProbe = { input_ids: [PAD_TOKEN], sampling_params: { max_new_tokens: 1 } }
  * ```
  */
@@ -30,7 +30,7 @@ export const PAD_TOKEN = 0
 /**
  * @example
  * ```ts
- * import { BOS_TOKEN } from '@kvc/worker-bindings'
+ * import { BOS_TOKEN } from '@kvc/sglang-emulator'
  * const withBos = [BOS_TOKEN, 10, 11]
  * ```
  */
@@ -38,7 +38,7 @@ export const BOS_TOKEN = 1
 /**
  * @example
  * ```ts
- * import { EOS_TOKEN } from '@kvc/worker-bindings'
+ * import { EOS_TOKEN } from '@kvc/sglang-emulator'
  * const ended = (ids: number[]) => ids.at(-1) === EOS_TOKEN
  * ```
  */
@@ -48,7 +48,7 @@ export const EOS_TOKEN = 2
  *
  * @example
  * ```ts
- * import { VOCAB_SIZE } from '@kvc/worker-bindings'
+ * import { VOCAB_SIZE } from '@kvc/sglang-emulator'
  * VOCAB_SIZE // 259
  * ```
  */
@@ -63,7 +63,7 @@ const ALPHABET = 'abcdefghijklmnopqrstuvwxyz     '
  *
  * @example
  * ```ts
- * import { fakeTokenize } from '@kvc/worker-bindings'
+ * import { fakeTokenize } from '@kvc/sglang-emulator'
  * fakeTokenize('hi') // [107, 108]
  * ```
  */
@@ -79,7 +79,7 @@ export function fakeTokenize(text: string): number[] {
  *
  * @example
  * ```ts
- * import { fakeDetokenize, fakeTokenize } from '@kvc/worker-bindings'
+ * import { fakeDetokenize, fakeTokenize } from '@kvc/sglang-emulator'
  * fakeDetokenize(fakeTokenize('héllo')) // 'héllo'
  * ```
  */
@@ -96,7 +96,7 @@ export function fakeDetokenize(ids: readonly number[]): string {
  *
  * @example
  * ```ts
- * import { fakeChatTemplate } from '@kvc/worker-bindings'
+ * import { fakeChatTemplate } from '@kvc/sglang-emulator'
  * fakeChatTemplate([{ role: 'user', content: 'Hi' }]) // '<|user|>\nHi\n<|assistant|>\n'
  * ```
  */
@@ -135,7 +135,7 @@ function contentText(c: unknown): string {
  *
  * @example
  * ```ts
- * import { fakeNextToken, fakePromptHash } from '@kvc/worker-bindings'
+ * import { fakeNextToken, fakePromptHash } from '@kvc/sglang-emulator'
  * const h = fakePromptHash([1, 2, 3])
  * fakeNextToken(h, 0) === fakeNextToken(h, 0) // true
  * ```
@@ -154,7 +154,7 @@ export function fakeNextToken(promptHash: number, step: number): number {
  *
  * @example
  * ```ts
- * import { fakePromptHash } from '@kvc/worker-bindings'
+ * import { fakePromptHash } from '@kvc/sglang-emulator'
  * fakePromptHash([1, 2]) !== fakePromptHash([2, 1]) // true
  * ```
  */

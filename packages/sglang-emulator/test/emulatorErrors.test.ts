@@ -1,7 +1,8 @@
 import { request } from 'node:http'
+import { SglangClient } from '@kvc/worker-bindings'
+import { handleCounts, leakedSince } from '@kvc/worker-bindings/testing'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
-import { type SglangEmulator, SglangClient, createSglangEmulator } from '../src/index.js'
-import { handleCounts, leakedSince } from '../src/testing/index.js'
+import { type SglangEmulator, createSglangEmulator } from '../src/index.js'
 
 let baseline: Record<string, number>
 let emu: SglangEmulator

@@ -1,13 +1,13 @@
+import { SglangClient } from '@kvc/worker-bindings'
+import { handleCounts, leakedSince } from '@kvc/worker-bindings/testing'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import {
   DEFAULT_EMULATOR_TIMING,
-  SglangClient,
   createSglangEmulator,
   fakeChatTemplate,
   fakeDetokenize,
   fakeTokenize,
 } from '../src/index.js'
-import { handleCounts, leakedSince } from '../src/testing/index.js'
 
 let baseline: Record<string, number>
 beforeAll(() => {
@@ -68,7 +68,7 @@ describe('emulator KV pool, sessions and timing', () => {
     const emu = await createSglangEmulator({
       capacityTokens: 128,
       pageSize: 4,
-      timing: { scale: 1, decodeStepMs: 2, prefillBaseMs: 0 },
+      timing: { scale: 1, decodeStepS: 0.002, prefillFixedS: 0 },
     })
     try {
       const c = new SglangClient({ baseURL: emu.url })
@@ -96,8 +96,8 @@ describe('emulator KV pool, sessions and timing', () => {
       const n = 4000
       const out = await c.generate({ input_ids: ids(n, 5), sampling_params: { max_new_tokens: 10 } })
       const t = DEFAULT_EMULATOR_TIMING
-      const prefill = t.prefillBaseMs + n / t.prefillTokensPerMs + t.prefillQuadraticMs * n * (n / 2)
-      const decode = 9 * t.decodeStepMs
+      const prefill = (t.prefillFixedS + n / t.prefillTokensPerS + t.prefillQuadraticS * n * (n / 2)) * 1000
+      const decode = 9 * t.decodeStepS * 1000
       // Node timers may fire up to ~1 ms early: allow that per timer (one prefill, nine decode steps).
       const early = 1
       expect(out.meta_info.e2e_latency! * 1000).toBeGreaterThanOrEqual(

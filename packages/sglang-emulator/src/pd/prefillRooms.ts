@@ -7,7 +7,8 @@
  * @module
  */
 
-interface RoomResult {
+/** What a decode waiting for a room learns. @internal */
+export interface RoomResult {
   readonly ok: boolean
   readonly tokens: number
   readonly message: string | undefined

@@ -1,12 +1,7 @@
+import { SglangClient, WorkerApiError } from '@kvc/worker-bindings'
+import { handleCounts, leakedSince } from '@kvc/worker-bindings/testing'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
-import {
-  type SglangEmulator,
-  SglangClient,
-  WorkerApiError,
-  createSglangEmulator,
-  fakeTokenize,
-} from '../src/index.js'
-import { handleCounts, leakedSince } from '../src/testing/index.js'
+import { type SglangEmulator, createSglangEmulator, fakeTokenize } from '../src/index.js'
 
 const PAGE = 4
 let baseline: Record<string, number>
@@ -259,7 +254,7 @@ describe('SglangClient against the emulator', () => {
     const slow = await createSglangEmulator({
       capacityTokens: 512,
       pageSize: PAGE,
-      timing: { scale: 1, decodeStepMs: 20 },
+      timing: { scale: 1, decodeStepS: 0.02 },
     })
     try {
       const c = new SglangClient({ baseURL: slow.url })
@@ -277,7 +272,7 @@ describe('SglangClient against the emulator', () => {
     const slow = await createSglangEmulator({
       capacityTokens: 512,
       pageSize: PAGE,
-      timing: { scale: 1, decodeStepMs: 20 },
+      timing: { scale: 1, decodeStepS: 0.02 },
     })
     try {
       const c = new SglangClient({ baseURL: slow.url })

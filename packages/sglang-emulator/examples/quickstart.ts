@@ -2,7 +2,7 @@
  * The README's walkthrough as one runnable script: an emulated P/D pair plus a colocated worker,
  * every client against them, and the KV-event stream feeding a sink.
  *
- *   pnpm tsx --conditions=@kvc/source packages/worker-bindings/examples/quickstart.ts
+ *   pnpm tsx --conditions=@kvc/source packages/sglang-emulator/examples/quickstart.ts
  */
 import {
   AdmissionClient,
@@ -10,9 +10,9 @@ import {
   PdDispatcher,
   PrefillBootstrapClient,
   SglangClient,
-  createSglangEmulator,
   residencyFeeder,
-} from '../src/index.js'
+} from '@kvc/worker-bindings'
+import { createSglangEmulator } from '../src/index.js'
 
 export async function main(log: (...args: unknown[]) => void = console.log): Promise<void> {
   // 1. An SGLang-compatible worker on 127.0.0.1 (ephemeral port), 100× faster than real time.

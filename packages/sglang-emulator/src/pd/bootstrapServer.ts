@@ -4,9 +4,8 @@
  * @internal
  * @module
  */
-import { type Server, createServer } from 'node:http'
-import { BodyTooLargeError, readBody, sendJson, sendText } from '../http/serverUtils.js'
-import { readBigIntField } from '../json/json.js'
+import { type IncomingMessage, type Server, type ServerResponse, createServer } from 'node:http'
+import { BodyTooLargeError, readBigIntField, readBody, sendJson, sendText } from '@kvc/worker-bindings'
 
 /** @internal */
 export interface BootstrapServerState {
@@ -39,10 +38,7 @@ export class EmulatedBootstrapServer {
     this.#ranks.set(key, body)
   }
 
-  async #handle(
-    req: import('node:http').IncomingMessage,
-    res: import('node:http').ServerResponse,
-  ): Promise<void> {
+  async #handle(req: IncomingMessage, res: ServerResponse): Promise<void> {
     const url = new URL(req.url ?? '/', 'http://localhost')
     let text = ''
     try {
