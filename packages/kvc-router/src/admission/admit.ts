@@ -5,8 +5,8 @@ import { type AdmitRequest, type AdmitResponse, type SloClass, parseAdmitRequest
  * A session as the D worker's session cache reports it (`getSessionStatus` of
  * `@kvc/session-cache`: `residentTokens = tokensUnder(lastNode)`, `lastAccessTime`), plus
  * whether it is idle (no running request) and how many tokens releasing its lock would make
- * evictable. Defined here because `@kvc/session-cache` is not published yet; its status type maps
- * onto this one field by field.
+ * evictable. A structural type, so that the router does not depend on `@kvc/session-cache` (any
+ * engine's session table can fill it); that package's session status maps onto it field by field.
  *
  * @example
  * ```ts
