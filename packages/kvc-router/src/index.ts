@@ -42,6 +42,7 @@ export {
   type ClaimOutcome,
   type ClusterStateStore,
   type InMemoryClusterStateStoreOptions,
+  type LoadDelta,
   type StateClaim,
   type SessionBinding,
   type WorkerLoad,

@@ -698,7 +698,7 @@ export class ClusterView {
    * view.addWorker({ id: 'p0', role: 'prefill', capacityTokens: 10 })
    * view.addWorker({ id: 'p1', role: 'prefill', capacityTokens: 10 })
    * view.addWorker({ id: 'd0', role: 'decode', capacityTokens: 10 })
-   * view.store.addLoad('p0', 3, 0, 0, 0)
+   * view.store.addLoad('p0', { turns: 3 })
    * view.pickPrefill('d0') // 'p1'
    * view.pickPrefill('d0', 'p1') // 'p0'
    * ```

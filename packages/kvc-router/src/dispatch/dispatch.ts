@@ -4,7 +4,7 @@ import {
   type SloClass,
   parseAdmitResponse,
 } from '../admission/contract.js'
-import type { SessionBinding } from '../cluster/stateStore.js'
+import type { LoadDelta, SessionBinding } from '../cluster/stateStore.js'
 import { RouterError, checkLength } from '../errors/routerError.js'
 import { BlockKeys } from '../residency/blockKeys.js'
 import { turnKeys } from '../route/route.js'
@@ -52,6 +52,12 @@ const CAUSE_PRIORITY: readonly TurnFailureCause[] = [
 
 /** Seed-line tier of each SLO class: a turn yields pending-seed slots only to its tier or above. */
 const SLO_TIER: Readonly<Record<SloClass, number>> = { interactive: 0, batch: 1, background: 2 }
+
+/** The load deltas of a turn's commitment and pending-seed slot (shared: no allocation per call). */
+const ONE_TURN: LoadDelta = Object.freeze({ turns: 1 })
+const ONE_TURN_LESS: LoadDelta = Object.freeze({ turns: -1 })
+const ONE_SEED: LoadDelta = Object.freeze({ pendingSeeds: 1 })
+const ONE_SEED_LESS: LoadDelta = Object.freeze({ pendingSeeds: -1 })
 
 const MAX_RECORDED_ROUTES = 4
 const MAX_RECORDED_STEPS = 256
@@ -934,8 +940,11 @@ export class TurnDispatch {
   #addInflight(d: string, p: string | undefined, prefill: number, blocks: number): void {
     const store = this.#ctx.cluster.store
     this.#commit(d) // the D's turn (already counted since the admission request, with admission)
-    store.addLoad(d, 0, 0, p === undefined ? prefill : 0, blocks)
-    if (p !== undefined) store.addLoad(p, 1, 0, prefill, 0)
+    store.addLoad(
+      d,
+      p === undefined ? { prefillTokens: prefill, decodeBlocks: blocks } : { decodeBlocks: blocks },
+    )
+    if (p !== undefined) store.addLoad(p, { turns: 1, prefillTokens: prefill })
     this.#inflight = { d, p, prefill, blocks }
   }
 
@@ -943,7 +952,7 @@ export class TurnDispatch {
   #commit(d: string): void {
     if (this.#committed === d) return
     this.#releaseCommitment()
-    this.#ctx.cluster.store.addLoad(d, 1, 0, 0, 0)
+    this.#ctx.cluster.store.addLoad(d, ONE_TURN)
     this.#committed = d
   }
 
@@ -952,19 +961,19 @@ export class TurnDispatch {
     if (d === undefined) return
     this.#committed = undefined
     // A removed worker's load was dropped with it.
-    if (this.#ctx.cluster.has(d)) this.#ctx.cluster.store.addLoad(d, -1, 0, 0, 0)
+    if (this.#ctx.cluster.has(d)) this.#ctx.cluster.store.addLoad(d, ONE_TURN_LESS)
   }
 
   #takeSeedSlot(d: string): void {
     this.#ctx.cluster.seedWaiters.leave(this.turnId)
-    this.#ctx.cluster.store.addLoad(d, 0, 1, 0, 0)
+    this.#ctx.cluster.store.addLoad(d, ONE_SEED)
     this.#seedSlot = d
   }
 
   #releaseSeedSlot(): void {
     const d = this.#seedSlot
     if (d === undefined) return
-    if (this.#ctx.cluster.has(d)) this.#ctx.cluster.store.addLoad(d, 0, -1, 0, 0)
+    if (this.#ctx.cluster.has(d)) this.#ctx.cluster.store.addLoad(d, ONE_SEED_LESS)
     this.#seedSlot = undefined
   }
 
@@ -974,8 +983,15 @@ export class TurnDispatch {
     const { cluster } = this.#ctx
     const store = cluster.store
     // A removed worker's load was dropped with it.
-    if (cluster.has(f.d)) store.addLoad(f.d, 0, 0, f.p === undefined ? -f.prefill : 0, -f.blocks)
-    if (f.p !== undefined && cluster.has(f.p)) store.addLoad(f.p, -1, 0, -f.prefill, 0)
+    if (cluster.has(f.d)) {
+      store.addLoad(
+        f.d,
+        f.p === undefined
+          ? { prefillTokens: -f.prefill, decodeBlocks: -f.blocks }
+          : { decodeBlocks: -f.blocks },
+      )
+    }
+    if (f.p !== undefined && cluster.has(f.p)) store.addLoad(f.p, { turns: -1, prefillTokens: -f.prefill })
     this.#inflight = undefined
   }
 

@@ -111,7 +111,7 @@ export function randomPolicy(options?: BaselineOptions): RoutingPolicy {
  * import { Router, powerOfTwoPolicy } from '@kvc/kvc-router'
  * const router = new Router({ policy: powerOfTwoPolicy(), now: () => 0, random: () => 0, workers: [
  *   { id: 'd0', role: 'decode', capacityTokens: 1e6 }, { id: 'd1', role: 'decode', capacityTokens: 1e6 }] })
- * router.cluster.store.addLoad('d0', 5, 0, 0, 0)
+ * router.cluster.store.addLoad('d0', { turns: 5 })
  * router.route({ sessionId: 'a', promptTokens: 1 }).candidates[0]?.workerId // 'd1'
  * ```
  */

@@ -1,6 +1,13 @@
 import { randomBytes } from 'node:crypto'
 import { hostname } from 'node:os'
-import type { ClaimOutcome, ClusterStateStore, SessionBinding, StateClaim, WorkerLoad } from '@kvc/kvc-router'
+import type {
+  ClaimOutcome,
+  ClusterStateStore,
+  LoadDelta,
+  SessionBinding,
+  StateClaim,
+  WorkerLoad,
+} from '@kvc/kvc-router'
 import { RouterStateError, checkOption } from '../errors/routerStateError.js'
 import type {
   BackendEvents,
@@ -165,6 +172,31 @@ export function checkStoreOptions(o: ReplicatedStoreOptions): void {
   )
   checkOption(o.now === undefined || typeof o.now === 'function', 'now', o.now)
   checkOption(o.onEvent === undefined || typeof o.onEvent === 'function', 'onEvent', o.onEvent)
+}
+
+const LOAD_FIELDS = ['turns', 'pendingSeeds', 'prefillTokens', 'decodeBlocks'] as const
+
+function checkLoadDelta(workerId: unknown, delta: LoadDelta): void {
+  if (typeof workerId !== 'string' || workerId.length === 0) {
+    throw new RouterStateError(
+      'INVALID_OPTION',
+      `addLoad: workerId must be a non-empty string, got ${String(workerId)}`,
+      workerId,
+    )
+  }
+  if (typeof delta !== 'object' || delta === null) {
+    throw new RouterStateError(
+      'INVALID_OPTION',
+      `addLoad: the delta must be an object, got ${String(delta)}`,
+      delta,
+    )
+  }
+  for (const k of LOAD_FIELDS) {
+    const v = delta[k]
+    if (v !== undefined && !Number.isSafeInteger(v)) {
+      throw new RouterStateError('INVALID_OPTION', `addLoad: ${k} must be an integer, got ${String(v)}`, v)
+    }
+  }
 }
 
 function defaultReplicaId(): string {
@@ -415,23 +447,25 @@ export class ReplicatedStateStore implements ClusterStateStore {
   // ------------------------------------------------------------------ load
 
   /**
-   * Adds to this replica's own load on a worker; the sum over live replicas is what `load`
-   * answers. Published (coalesced) at the next turn of the event loop.
+   * Adds a delta to this replica's own load on a worker (absent fields 0; no counter goes below
+   * zero); the sum over live replicas is what `load` answers. Published (coalesced) at the next
+   * turn of the event loop.
+   *
+   * @throws RouterStateError `INVALID_OPTION` (a field that is not an integer; nothing changes).
    *
    * @example
    * ```ts
    * import type { ReplicatedStateStore } from '@kvc/router-state'
    * declare const store: ReplicatedStateStore
-   * store.addLoad('d0', 1, 0, 2_048, 200)
+   * store.addLoad('d0', { turns: 1, prefillTokens: 2_048, decodeBlocks: 200 })
    * ```
    */
-  addLoad(
-    workerId: string,
-    turns: number,
-    pendingSeeds: number,
-    prefillTokens: number,
-    decodeBlocks: number,
-  ): void {
+  addLoad(workerId: string, delta: LoadDelta): void {
+    checkLoadDelta(workerId, delta)
+    const turns = delta.turns ?? 0
+    const pendingSeeds = delta.pendingSeeds ?? 0
+    const prefillTokens = delta.prefillTokens ?? 0
+    const decodeBlocks = delta.decodeBlocks ?? 0
     let o = this.#own.get(workerId)
     if (o === undefined) {
       o = { turns: 0, pendingSeeds: 0, prefillTokens: 0, decodeBlocks: 0 }
@@ -636,7 +670,13 @@ export class ReplicatedStateStore implements ClusterStateStore {
    */
   dropWorker(workerId: string): void {
     const o = this.#own.get(workerId)
-    if (o !== undefined) this.addLoad(workerId, -o.turns, -o.pendingSeeds, -o.prefillTokens, -o.decodeBlocks)
+    if (o !== undefined)
+      this.addLoad(workerId, {
+        turns: -o.turns,
+        pendingSeeds: -o.pendingSeeds,
+        prefillTokens: -o.prefillTokens,
+        decodeBlocks: -o.decodeBlocks,
+      })
     this.#total.delete(workerId)
     for (const p of this.#peers.values()) p.loads.delete(workerId)
     this.#pause.delete(workerId)
