@@ -174,7 +174,7 @@ export interface ClaimOutcome {
  * writes in the background. What must not race between replicas goes through **claims**: a store
  * with `confirmsClaims: true` makes Dispatch yield a `claim` action (a {@link StateClaim}) before
  * a turn moves or creates a session's binding and after it takes a pending-seed slot; the driver
- * answers it with the store's own (asynchronous) `claim` method. {@link InMemoryClusterStateStore}
+ * answers it with the store's own `claim` method (synchronous or asynchronous). {@link InMemoryClusterStateStore}
  * is the default, for one replica, and confirms no claims unless asked to.
  *
  * Semantics each implementation must keep:
@@ -225,6 +225,15 @@ export interface ClusterStateStore {
   resetSession(sessionId: string): void
   /** Forgets everything about a worker (its load, pause, and every session's rejects / exclusions of it; bindings to it are dropped). */
   dropWorker(workerId: string): void
+  /**
+   * Decides a {@link StateClaim} by its rules and answers the `claim` action Dispatch yields for
+   * it (`turn.next(await store.claim(action.claim))`; `TurnDriver` does this by default). Dispatch
+   * yields claims only when `confirmsClaims` is true, but every store decides them, so a driver
+   * answers every action without a cast; a store for one process decides on its own maps
+   * ({@link InMemoryClusterStateStore.claim}, synchronously), a shared one on its server
+   * (asynchronously).
+   */
+  claim(claim: StateClaim): ClaimOutcome | Promise<ClaimOutcome>
 }
 
 /**

@@ -164,12 +164,11 @@ export class ScriptedDriver {
         return { type: 'waited' }
       case 'claim': {
         if (o.claim !== undefined) return o.claim(a)
-        const store = o.router.cluster.store as { claim?: (c: ClaimAction['claim']) => unknown }
-        const r = typeof store.claim === 'function' ? store.claim(a.claim) : undefined
-        if (typeof r !== 'object' || r === null || r instanceof Promise) {
+        const r = o.router.cluster.store.claim(a.claim)
+        if (r instanceof Promise) {
           throw new Error('the store does not answer claims synchronously: pass a claim callback')
         }
-        return r as ClaimOutcome
+        return r
       }
       default:
         throw new Error(`terminal action ${a.type} has no answer`)
