@@ -86,7 +86,8 @@ export {
   type CandidateAnalysis,
   type TurnAnalysis,
 } from './route/route.js'
-export { TurnDispatch, backoffDelayMs } from './dispatch/dispatch.js'
+export { TurnDispatch } from './dispatch/dispatch.js'
+export { backoffDelayMs, type BackoffJitter, type BackoffPolicy } from './backoff/backoff.js'
 export type {
   AdmitAction,
   ClaimAction,

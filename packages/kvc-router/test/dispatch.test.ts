@@ -332,8 +332,20 @@ describe('Algorithm 3: rejections, exclusion, migration, reset-on-success', () =
       [2_600, 'admission_timeouts'],
     ])
     expect(run.final.type).toBe('done')
-    expect(backoffDelayMs(10, 50, 2_000, () => 0.999)).toBeCloseTo(1_998)
-    expect(backoffDelayMs(0, 50, 2_000, () => 0)).toBe(1)
+    const full = { baseDelayMs: 50, maxDelayMs: 2_000, jitter: 'full' } as const
+    expect(backoffDelayMs(10, full, () => 0.999)).toBeCloseTo(1_998)
+    expect(backoffDelayMs(0, full, () => 0)).toBe(0)
+  })
+
+  it('waits at least 1 ms between admission tries, even when the jitter draws 0', () => {
+    const s = setup({ nD: 1, random: () => 0, admit: queue({ kind: 'timeout' }) })
+    const run = s.driver.runTurn({ sessionId: 's', promptTokens: 800 })
+    // try 0 times out at 1500 and waits 0 × 50 ms, floored to 1 ms.
+    expect(run.actions.find((a) => a.type === 'wait')).toMatchObject({
+      untilMs: 1_501,
+      reason: 'admission_retry',
+    })
+    expect(run.final.type).toBe('done')
   })
 
   it('reuses a negative admission answer younger than the staleness budget instead of a new RPC', () => {

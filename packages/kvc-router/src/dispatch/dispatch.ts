@@ -4,9 +4,11 @@ import {
   type SloClass,
   parseAdmitResponse,
 } from '../admission/contract.js'
+import { type BackoffPolicy, backoffDelayMs } from '../backoff/backoff.js'
 import type { LoadDelta, SessionBinding } from '../cluster/stateStore.js'
 import { RouterError, checkLength } from '../errors/routerError.js'
 import { BlockKeys } from '../residency/blockKeys.js'
+import type { RouterParams } from '../route/params.js'
 import { turnKeys } from '../route/route.js'
 import type {
   RouteCandidate,
@@ -62,18 +64,9 @@ const ONE_SEED_LESS: LoadDelta = Object.freeze({ pendingSeeds: -1 })
 const MAX_RECORDED_ROUTES = 4
 const MAX_RECORDED_STEPS = 256
 
-/**
- * Exponential backoff with full jitter: `random() × min(cap, base × 2^n)`, at least 1 ms.
- *
- * @example
- * ```ts
- * import { backoffDelayMs } from '@kvc/kvc-router'
- * backoffDelayMs(2, 50, 2_000, () => 0.5) // 100
- * ```
- */
-export function backoffDelayMs(n: number, baseMs: number, capMs: number, random: () => number): number {
-  const ceiling = Math.min(capMs, baseMs * 2 ** Math.min(n, 30))
-  return Math.max(1, random() * ceiling)
+/** Dispatch's backoff: full jitter over the router's `backoffBaseMs` / `backoffCapMs`. */
+function backoffPolicyOf(params: RouterParams): BackoffPolicy {
+  return { baseDelayMs: params.backoffBaseMs, maxDelayMs: params.backoffCapMs, jitter: 'full' }
 }
 
 /**
@@ -134,6 +127,8 @@ export class TurnDispatch {
   readonly #cls: SloClass
   readonly #reserve: number
   readonly #deadline: number
+  /** Waits between walks and admission tries: full jitter over the router's backoff parameters. */
+  readonly #backoff: BackoffPolicy
   readonly #gen: Gen<DoneAction | FailAction>
   #pending: DispatchAction | undefined
   #final: DoneAction | FailAction | undefined
@@ -185,6 +180,7 @@ export class TurnDispatch {
     this.#reserve = turn.expectedOutputTokens ?? ctx.params.defaultDecodeReserve
     const now = ctx.cluster.now()
     this.#deadline = now + ctx.params.slo[this.#cls].maxWaitMs
+    this.#backoff = backoffPolicyOf(ctx.params)
     this.record = {
       turnId,
       sessionId: turn.sessionId,
@@ -393,8 +389,7 @@ export class TurnDispatch {
         this.#reroute = false
         continue
       }
-      let until =
-        now + backoffDelayMs(this.#walks - 1, params.backoffBaseMs, params.backoffCapMs, this.#ctx.random)
+      let until = now + Math.max(1, backoffDelayMs(this.#walks - 1, this.#backoff, this.#ctx.random))
       // If no healthy D is usable now only because of pauses (including hints received during this
       // walk), sleep until the first pause ends (jittered) instead of waking up for nothing.
       let earliest = Number.POSITIVE_INFINITY
@@ -743,7 +738,7 @@ export class TurnDispatch {
       // A D that can no longer take the turn is left at once (the loop's check above says why).
       if (t < tries - 1 && this.#decodeObstacle(d, ownPause) === undefined) {
         const now = cluster.now()
-        const until = now + backoffDelayMs(t, params.backoffBaseMs, params.backoffCapMs, this.#ctx.random)
+        const until = now + Math.max(1, backoffDelayMs(t, this.#backoff, this.#ctx.random))
         yield* this.#wait(until, 'admission_retry')
       }
     }
