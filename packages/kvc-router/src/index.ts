@@ -61,6 +61,7 @@ export {
 } from './cluster/clusterView.js'
 export {
   DEFAULT_ROUTER_PARAMS,
+  MAX_PAGE_SIZE,
   resolveRouterParams,
   type RouterParams,
   type RouterParamsInput,

@@ -257,12 +257,17 @@ describe('options and connection errors', () => {
     ).rejects.toMatchObject({ code: 'CONNECT_FAILED' })
     await expect(connectRedisStore({ prefix: 'bad prefix!' })).rejects.toMatchObject({
       code: 'INVALID_OPTION',
+      value: 'bad prefix!',
+      message: 'prefix must match /^[A-Za-z0-9_.-]{1,64}$/, got "bad prefix!"',
     })
     await expect(
       connectNatsStore({ servers: `nats://127.0.0.1:${port}`, name: 'a.b' }),
     ).rejects.toMatchObject({
       code: 'INVALID_OPTION',
     })
+    await expect(connectNatsStore({ servers: `nats://127.0.0.1:${port}`, bindingTtlMs: -1 })).rejects.toThrow(
+      'bindingTtlMs must be a finite number > 0, got -1',
+    )
     for (const bad of [{ bindingTtlMs: -1 }, { replicaTtlMs: 500, heartbeatMs: 500 }, { replicaId: '' }]) {
       await expect(connectRedisStore({ url: `redis://127.0.0.1:${port}`, ...bad })).rejects.toThrow(
         RouterStateError,

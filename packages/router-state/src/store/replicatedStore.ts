@@ -8,7 +8,7 @@ import type {
   StateClaim,
   WorkerLoad,
 } from '@kvc/kvc-router'
-import { RouterStateError, checkOption } from '../errors/routerStateError.js'
+import { RouterStateError, checkOption, describeValue } from '../errors/routerStateError.js'
 import type {
   BackendEvents,
   BindingValue,
@@ -151,9 +151,13 @@ export const STORE_DEFAULTS = {
 
 /** @internal Refuses bad options (before any connection is opened). */
 export function checkStoreOptions(o: ReplicatedStoreOptions): void {
-  checkOption(typeof o === 'object' && o !== null, 'options', o)
+  checkOption(typeof o === 'object' && o !== null, `options must be an object, got ${describeValue(o)}`, o)
   const pos = (name: string, v: unknown) =>
-    checkOption(v === undefined || (typeof v === 'number' && Number.isFinite(v) && v > 0), name, v)
+    checkOption(
+      v === undefined || (typeof v === 'number' && Number.isFinite(v) && v > 0),
+      `${name} must be a finite number > 0, got ${describeValue(v)}`,
+      v,
+    )
   pos('bindingTtlMs', o.bindingTtlMs)
   pos('replicaTtlMs', o.replicaTtlMs)
   pos('heartbeatMs', o.heartbeatMs)
@@ -161,17 +165,25 @@ export function checkStoreOptions(o: ReplicatedStoreOptions): void {
   const hb = o.heartbeatMs ?? STORE_DEFAULTS.heartbeatMs
   checkOption(
     hb < (o.replicaTtlMs ?? STORE_DEFAULTS.replicaTtlMs),
-    'heartbeatMs (must be < replicaTtlMs)',
+    `heartbeatMs must be < replicaTtlMs (${o.replicaTtlMs ?? STORE_DEFAULTS.replicaTtlMs}), got ${hb}`,
     hb,
   )
   const id = o.replicaId
   checkOption(
     id === undefined || (typeof id === 'string' && id.length > 0 && id.length <= 200),
-    'replicaId',
+    `replicaId must be a string of 1 to 200 characters, got ${describeValue(id)}`,
     id,
   )
-  checkOption(o.now === undefined || typeof o.now === 'function', 'now', o.now)
-  checkOption(o.onEvent === undefined || typeof o.onEvent === 'function', 'onEvent', o.onEvent)
+  checkOption(
+    o.now === undefined || typeof o.now === 'function',
+    `now must be a function, got ${describeValue(o.now)}`,
+    o.now,
+  )
+  checkOption(
+    o.onEvent === undefined || typeof o.onEvent === 'function',
+    `onEvent must be a function, got ${describeValue(o.onEvent)}`,
+    o.onEvent,
+  )
 }
 
 const LOAD_FIELDS = ['turns', 'pendingSeeds', 'prefillTokens', 'decodeBlocks'] as const
