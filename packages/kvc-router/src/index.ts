@@ -106,6 +106,18 @@ export type {
   WaitReason,
 } from './dispatch/types.js'
 export { Router, type RouterOptions } from './router/router.js'
+export {
+  TurnDriver,
+  sleepUntil,
+  type AdmitOutcome,
+  type Awaitable,
+  type DriveOptions,
+  type DrivenTurn,
+  type SendOutcome,
+  type TurnEffects,
+  type TurnStop,
+  type TurnTimers,
+} from './driver/turnDriver.js'
 export { ApproxPrefixTree } from './policies/approxTree.js'
 export {
   dataParallelCacheAwarePolicy,
