@@ -151,7 +151,8 @@ export class Router {
 
   /**
    * Starts Algorithm 3 for a turn: drive the returned state machine with `next(outcome)` until it
-   * returns `done` or `fail`. Several turns may be in flight at once; they share the cluster view.
+   * returns `done` or `fail` (`TurnDriver` runs that loop over a host's effects). Several turns
+   * may be in flight at once; they share the cluster view.
    *
    * @throws RouterError on an invalid turn (nothing changes).
    *
