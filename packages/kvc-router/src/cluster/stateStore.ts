@@ -1,4 +1,4 @@
-import { RouterError } from '../errors/routerError.js'
+import { RouterError, describeValue } from '../errors/routerError.js'
 
 /**
  * Where a session's KV lives, as far as the router knows: the D worker it is bound to, how many
@@ -68,31 +68,44 @@ export interface LoadDelta {
   readonly decodeBlocks?: number
 }
 
-const LOAD_FIELDS = ['turns', 'pendingSeeds', 'prefillTokens', 'decodeBlocks'] as const
+const isDelta = (v: number | undefined): boolean => v === undefined || Number.isSafeInteger(v)
 
 /**
  * @internal Throws `INVALID_OPTION` unless `delta` is an object whose given fields are integers
- * (the store implementations call it before changing anything).
+ * (the store implementations call it before changing anything). Dispatch calls `addLoad` a few
+ * times per action: the check reads each field once, and builds a message only for a bad one.
  */
 export function checkLoadDelta(workerId: unknown, delta: LoadDelta): void {
+  if (
+    typeof workerId === 'string' &&
+    workerId.length > 0 &&
+    typeof delta === 'object' &&
+    delta !== null &&
+    isDelta(delta.turns) &&
+    isDelta(delta.pendingSeeds) &&
+    isDelta(delta.prefillTokens) &&
+    isDelta(delta.decodeBlocks)
+  ) {
+    return
+  }
   if (typeof workerId !== 'string' || workerId.length === 0) {
     throw new RouterError(
       'INVALID_OPTION',
-      `addLoad: workerId must be a non-empty string, got ${String(workerId)}`,
+      `addLoad: workerId must be a non-empty string, got ${describeValue(workerId)}`,
       workerId,
     )
   }
   if (typeof delta !== 'object' || delta === null) {
     throw new RouterError(
       'INVALID_OPTION',
-      `addLoad: the delta must be an object, got ${String(delta)}`,
+      `addLoad: the delta must be an object, got ${describeValue(delta)}`,
       delta,
     )
   }
-  for (const k of LOAD_FIELDS) {
+  for (const k of ['turns', 'pendingSeeds', 'prefillTokens', 'decodeBlocks'] as const) {
     const v = delta[k]
-    if (v !== undefined && !Number.isSafeInteger(v)) {
-      throw new RouterError('INVALID_OPTION', `addLoad: ${k} must be an integer, got ${String(v)}`, v)
+    if (!isDelta(v)) {
+      throw new RouterError('INVALID_OPTION', `addLoad: ${k} must be an integer, got ${describeValue(v)}`, v)
     }
   }
 }

@@ -370,7 +370,8 @@ export class TurnDriver {
         n++
         options.onAction?.(a)
         const r = a.type === 'wait' ? effects.wait(a, signal) : this.#perform(a, effects, signal)
-        if (isThenable(r)) {
+        // An outcome or a stop has a string `type`; only look for `then` on anything else.
+        if (typeof (r as { type?: unknown } | undefined)?.type !== 'string' && isThenable(r)) {
           // Nothing awaits it: keep its rejection, if any, from going unhandled.
           Promise.resolve(r).catch(() => {})
           throw new RouterError(

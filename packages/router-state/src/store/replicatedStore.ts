@@ -186,27 +186,44 @@ export function checkStoreOptions(o: ReplicatedStoreOptions): void {
   )
 }
 
-const LOAD_FIELDS = ['turns', 'pendingSeeds', 'prefillTokens', 'decodeBlocks'] as const
+const isDelta = (v: number | undefined): boolean => v === undefined || Number.isSafeInteger(v)
 
+/** Refuses a load delta with a field that is not an integer (reads each field once when it is fine). */
 function checkLoadDelta(workerId: unknown, delta: LoadDelta): void {
+  if (
+    typeof workerId === 'string' &&
+    workerId.length > 0 &&
+    typeof delta === 'object' &&
+    delta !== null &&
+    isDelta(delta.turns) &&
+    isDelta(delta.pendingSeeds) &&
+    isDelta(delta.prefillTokens) &&
+    isDelta(delta.decodeBlocks)
+  ) {
+    return
+  }
   if (typeof workerId !== 'string' || workerId.length === 0) {
     throw new RouterStateError(
       'INVALID_OPTION',
-      `addLoad: workerId must be a non-empty string, got ${String(workerId)}`,
+      `addLoad: workerId must be a non-empty string, got ${describeValue(workerId)}`,
       workerId,
     )
   }
   if (typeof delta !== 'object' || delta === null) {
     throw new RouterStateError(
       'INVALID_OPTION',
-      `addLoad: the delta must be an object, got ${String(delta)}`,
+      `addLoad: the delta must be an object, got ${describeValue(delta)}`,
       delta,
     )
   }
-  for (const k of LOAD_FIELDS) {
+  for (const k of ['turns', 'pendingSeeds', 'prefillTokens', 'decodeBlocks'] as const) {
     const v = delta[k]
-    if (v !== undefined && !Number.isSafeInteger(v)) {
-      throw new RouterStateError('INVALID_OPTION', `addLoad: ${k} must be an integer, got ${String(v)}`, v)
+    if (!isDelta(v)) {
+      throw new RouterStateError(
+        'INVALID_OPTION',
+        `addLoad: ${k} must be an integer, got ${describeValue(v)}`,
+        v,
+      )
     }
   }
 }
