@@ -231,6 +231,16 @@ describe('TurnDriver: one driver for every host', () => {
     expect(s.stop?.reason).toBe('internal_error')
     expect(s.stop?.error?.message).toMatch(/admit effect answered with a promise/)
     checkNoInflightLoad(router)
+    // Bad arguments are refused before anything starts.
+    const fresh = router.dispatch({ sessionId: 'y', promptTokens: 1 })
+    expect(() => driver.driveSync(fresh, { admit: () => ({ type: 'admitTimeout' }) } as never)).toThrowError(
+      /need a send function/,
+    )
+    expect(() =>
+      driver.driveSync({} as never, { admit: () => ({ type: 'admitTimeout' }) } as never),
+    ).toThrowError(RouterError)
+    expect(fresh.pending).toBeUndefined()
+    fresh.abort()
     // A finished turn cannot be driven again.
     const done = router.dispatch({ sessionId: 'x', promptTokens: 1 })
     done.abort()

@@ -299,7 +299,8 @@ export class TurnDriver {
    * through `effects`. Resolves with how it ended; a turn's failure, a stop and an effect's
    * error are results, not rejections.
    *
-   * @throws RouterError `TURN_FINISHED` (the turn had already ended).
+   * @throws RouterError `TURN_FINISHED` (the turn had already ended), `INVALID_OPTION` (not a
+   * turn, or effects without `admit`, `send` or `wait`); nothing is started.
    *
    * @example
    * ```ts
@@ -317,9 +318,10 @@ export class TurnDriver {
    */
   async drive(turn: TurnDispatch, effects: TurnEffects, options: DriveOptions = {}): Promise<DrivenTurn> {
     const signal = options.signal ?? NEVER
-    let a = this.#start(turn)
+    this.#checkArgs(turn, effects)
     let n = 0
     try {
+      let a = turn.pending ?? turn.next()
       for (;;) {
         if (terminal(a)) return { turnId: turn.turnId, final: a, stop: undefined, actions: n }
         if (signal.aborted) return this.#aborted(turn, signal, n)
@@ -342,7 +344,7 @@ export class TurnDriver {
    * hosts): the same loop, synchronously. An effect that answers with a promise ends the turn as
    * `internal_error`. Waits cannot be woken early (nothing runs while the turn waits).
    *
-   * @throws RouterError `TURN_FINISHED` (the turn had already ended).
+   * @throws RouterError `TURN_FINISHED`, `INVALID_OPTION`, as {@link TurnDriver.drive}.
    *
    * @example
    * ```ts
@@ -361,9 +363,10 @@ export class TurnDriver {
    */
   driveSync(turn: TurnDispatch, effects: TurnEffects, options: DriveOptions = {}): DrivenTurn {
     const signal = options.signal ?? NEVER
-    let a = this.#start(turn)
+    this.#checkArgs(turn, effects)
     let n = 0
     try {
+      let a = turn.pending ?? turn.next()
       for (;;) {
         if (terminal(a)) return { turnId: turn.turnId, final: a, stop: undefined, actions: n }
         if (signal.aborted) return this.#aborted(turn, signal, n)
@@ -388,11 +391,20 @@ export class TurnDriver {
     }
   }
 
-  #start(turn: TurnDispatch): DispatchAction {
-    if (turn.finished) {
-      throw new RouterError('TURN_FINISHED', `turn ${turn.turnId} already ended`, turn.turnId)
+  #checkArgs(turn: TurnDispatch, effects: TurnEffects): void {
+    if (typeof turn !== 'object' || turn === null || typeof turn.next !== 'function') {
+      throw new RouterError('INVALID_OPTION', 'drive takes a turn from router.dispatch', turn)
     }
-    return turn.pending ?? turn.next()
+    for (const k of ['admit', 'send', 'wait'] as const) {
+      if (typeof effects?.[k] !== 'function') {
+        throw new RouterError('INVALID_OPTION', `the host's effects need a ${k} function`, effects)
+      }
+    }
+    if (effects.claim !== undefined && typeof effects.claim !== 'function') {
+      throw new RouterError('INVALID_OPTION', 'the claim effect must be a function', effects.claim)
+    }
+    if (turn.finished)
+      throw new RouterError('TURN_FINISHED', `turn ${turn.turnId} already ended`, turn.turnId)
   }
 
   /** The effect of a non-wait action (a value, or a promise of one, from the host). */
