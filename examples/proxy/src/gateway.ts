@@ -1,22 +1,25 @@
 import {
   type AdmitAction,
+  type AdmitOutcome,
   type ClusterStateStore,
-  type DispatchAction,
-  type DispatchOutcome,
   type DispatchRecord,
   type DoneAction,
-  type FailAction,
+  type DrivenTurn,
   Router,
   type RouterParamsInput,
   type RoutingPolicy,
   type SendFailureCause,
   type SloClass,
+  TurnDriver,
+  type TurnEffects,
+  type TurnTimers,
   dynamoKvCostPolicy,
   kvcPolicy,
   powerOfTwoPolicy,
   randomPolicy,
   roundRobinPolicy,
   sglangCacheAwarePolicy,
+  sleepUntil,
   stickySessionPolicy,
 } from '@kvc/kvc-router'
 import {
@@ -264,27 +267,11 @@ export function classifyUpstreamError(err: unknown, path: 'fast' | 'seed' | 'dir
   return { kind: 'failed', cause: 'worker_error' }
 }
 
-function sleep(ms: number, signal: AbortSignal): Promise<void> {
-  return new Promise((resolve) => {
-    if (signal.aborted || ms <= 0) {
-      resolve()
-      return
-    }
-    const done = (): void => {
-      clearTimeout(timer)
-      signal.removeEventListener('abort', done)
-      resolve()
-    }
-    const timer = setTimeout(done, ms)
-    signal.addEventListener('abort', done, { once: true })
-  })
-}
-
 /**
  * The proxy's core, without HTTP: a `kvc-router` `Router` over the configured workers, and the
- * driver that runs each turn's Dispatch state machine against them — admission RPCs
- * (`AdmissionClient`), sends through a {@link TurnTransport}, waits on real timers (pause hints,
- * backoff) — with metrics and one decision line per turn. The replay harness embeds it directly
+ * effects `kvc-router`'s `TurnDriver` runs each turn's Dispatch state machine through — admission
+ * RPCs (`AdmissionClient`), sends through a {@link TurnTransport}, waits on real timers (pause
+ * hints, backoff) — with metrics and one decision line per turn. The replay harness embeds it directly
  * ("direct policy"); the HTTP proxy puts an OpenAI-compatible front on it.
  */
 export class Gateway {
@@ -294,12 +281,14 @@ export class Gateway {
   readonly #options: GatewayOptions
   readonly #log: DecisionLog
   readonly #now: () => number
+  /** The router's clock and the timers waits sleep on. */
+  readonly #clock: { readonly now: () => number; readonly timers: TurnTimers }
   readonly #warn: (message: string, detail: Record<string, unknown>) => void
   #router: Router | undefined
+  /** Runs each turn's Dispatch through this gateway's effects (and wakes turns when a seed slot frees). */
+  #driver: TurnDriver | undefined
   #store: ReplicatedStateStore | undefined
   #closing = false
-  /** Turns waiting out a backoff, by turn id: calling one ends its wait now. */
-  readonly #wakers = new Map<string, () => void>()
   readonly #running = new Set<AbortController>()
   /** Turns being run (their promises), waited for before the shared store is closed. */
   readonly #turns = new Set<Promise<unknown>>()
@@ -317,6 +306,7 @@ export class Gateway {
     this.#now =
       options.now ??
       (stateStoreKind(config.stateStore.url) === 'memory' ? () => performance.now() : () => Date.now())
+    this.#clock = { now: this.#now, timers: { setTimeout, clearTimeout } }
     const warn =
       options.onWarning ??
       ((message: string, detail: Record<string, unknown>) =>
@@ -419,9 +409,9 @@ export class Gateway {
         })
       }
     }
-    // A seed that ends hands its pending-seed slot to the turn first in line for that D: end
-    // that turn's wait now rather than let the slot idle until its backoff runs out.
-    router.cluster.seedWaiters.onSlotFreed((turnId) => this.#wakers.get(turnId)?.())
+    // The driver also wakes a waiting turn when a seed ends and frees the pending-seed slot the
+    // turn is first in line for, rather than let the slot idle until its backoff runs out.
+    this.#driver = new TurnDriver(router)
     this.#router = router
     await this.workers.start(router)
   }
@@ -469,6 +459,7 @@ export class Gateway {
 
   async #runTurn(input: TurnInput, transport: TurnTransport, signal?: AbortSignal): Promise<TurnResult> {
     const router = this.router
+    const driver = this.#driver!
     const ctl = new AbortController()
     const onAbort = (): void => ctl.abort(signal?.reason)
     if (signal?.aborted) ctl.abort(signal.reason)
@@ -493,157 +484,85 @@ export class Gateway {
     })
     let committed = false
     let completion: Completion | undefined
-    let proxyCause: string | undefined
-    let error: Error | undefined
     let upstreamStatus: number | undefined
     let firstByteAt: number | undefined
-    let final: DoneAction | FailAction | undefined
     let lastSend: ServedBy | undefined
-    try {
-      let a: DispatchAction = turn.next()
-      for (;;) {
-        if (a.type === 'done' || a.type === 'fail') {
-          final = a
-          break
+    const effects: TurnEffects = {
+      admit: (a, s) => this.#admit(a, s),
+      wait: async (a, s) => {
+        this.metrics.waits.inc({ reason: a.reason })
+        const t0 = this.#now()
+        await sleepUntil(a.untilMs, s, this.#clock)
+        this.metrics.waitSeconds.inc(Math.max(0, this.#now() - t0) / 1000)
+      },
+      send: async (a, s) => {
+        const served: ServedBy = {
+          turnId: a.turnId,
+          sessionId: input.sessionId,
+          path: a.type === 'sendFast' ? a.path : 'seed',
+          decode: this.workers.get(a.type === 'sendFast' ? a.workerId : a.decodeId),
+          prefill: a.type === 'sendFast' ? undefined : this.workers.get(a.prefillId),
+          migratedFrom: a.migratedFrom,
+          rid: a.leaseId ?? `${a.turnId}/s${a.attempt}`,
+          attempt: a.attempt,
+          retainSession: router.policy.pathMode === 'kvc',
         }
-        if (ctl.signal.aborted) {
-          final = turn.abort()
-          proxyCause = this.#closing ? 'shutting_down' : 'client_closed'
-          break
+        lastSend = served
+        let started: StartedResponse
+        try {
+          started = await transport.start(served, s)
+        } catch (err) {
+          const c = s.aborted ? ({ kind: 'aborted' } as const) : classifyUpstreamError(err, served.path)
+          if (c.kind === 'aborted') return { type: 'stop', reason: this.#abortCause() }
+          if (c.kind === 'client') {
+            upstreamStatus = c.status
+            return { type: 'stop', reason: 'bad_request', error: err as Error }
+          }
+          // Another turn of the session runs on this D (sent through another replica): the
+          // client retries once it ended; the D is not at fault.
+          if (c.kind === 'busy') return { type: 'stop', reason: 'session_busy', error: err as Error }
+          this.metrics.sends.inc({ worker: served.decode.id, path: served.path, result: c.cause })
+          return { type: 'failed', cause: c.cause, message: (err as Error).message }
         }
-        let outcome: DispatchOutcome
-        if (a.type === 'admit') {
-          outcome = await this.#admit(a, ctl.signal)
-        } else if (a.type === 'wait') {
-          const ms = a.untilMs - this.#now()
-          this.metrics.waits.inc({ reason: a.reason })
-          const t0 = this.#now()
-          const wake = new AbortController()
-          const end = (): void => wake.abort()
-          ctl.signal.addEventListener('abort', end, { once: true })
-          this.#wakers.set(a.turnId, end)
-          try {
-            await sleep(ms, wake.signal)
-          } finally {
-            this.#wakers.delete(a.turnId)
-            ctl.signal.removeEventListener('abort', end)
-          }
-          this.metrics.waitSeconds.inc(Math.max(0, this.#now() - t0) / 1000)
-          outcome = { type: 'waited' }
-        } else if (a.type !== 'sendFast' && a.type !== 'seedViaP') {
-          // An action this driver has no transport for. `claim` (several router replicas sharing
-          // a store that confirms claims) is answered by the store itself.
-          const other = a as { readonly type: string; readonly claim?: unknown }
-          const store = router.cluster.store as { claim?: (c: unknown) => unknown }
-          if (other.type !== 'claim' || typeof store.claim !== 'function') {
-            final = turn.abort()
-            proxyCause = `unsupported_action_${other.type}`
-            break
-          }
-          outcome = (await store.claim(other.claim)) as DispatchOutcome
-        } else {
-          const served: ServedBy =
-            a.type === 'sendFast'
-              ? {
-                  turnId: a.turnId,
-                  sessionId: input.sessionId,
-                  path: a.path,
-                  decode: this.workers.get(a.workerId),
-                  prefill: undefined,
-                  migratedFrom: a.migratedFrom,
-                  rid: a.leaseId ?? `${a.turnId}/s${a.attempt}`,
-                  attempt: a.attempt,
-                  retainSession: router.policy.pathMode === 'kvc',
-                }
-              : {
-                  turnId: a.turnId,
-                  sessionId: input.sessionId,
-                  path: 'seed',
-                  decode: this.workers.get(a.decodeId),
-                  prefill: this.workers.get(a.prefillId),
-                  migratedFrom: a.migratedFrom,
-                  rid: a.leaseId ?? `${a.turnId}/s${a.attempt}`,
-                  attempt: a.attempt,
-                  retainSession: router.policy.pathMode === 'kvc',
-                }
-          lastSend = served
-          let started: StartedResponse
-          try {
-            started = await transport.start(served, ctl.signal)
-          } catch (err) {
-            const c = ctl.signal.aborted
-              ? ({ kind: 'aborted' } as const)
-              : classifyUpstreamError(err, served.path)
-            if (c.kind === 'aborted') {
-              final = turn.abort()
-              proxyCause = this.#closing ? 'shutting_down' : 'client_closed'
-              break
-            }
-            if (c.kind === 'client') {
-              final = turn.abort()
-              proxyCause = 'bad_request'
-              upstreamStatus = c.status
-              error = err as Error
-              break
-            }
-            if (c.kind === 'busy') {
-              // Another turn of the session runs on this D (sent through another replica): the
-              // client retries once it ended; the D is not at fault.
-              final = turn.abort()
-              proxyCause = 'session_busy'
-              error = err as Error
-              break
-            }
+        committed = true
+        firstByteAt = this.#now()
+        try {
+          completion = await started.finish()
+        } catch (err) {
+          // The response had started: the client cannot be served elsewhere. Tell Dispatch (it
+          // counts the failure against the D), then end the turn.
+          const c = s.aborted ? ({ kind: 'aborted' } as const) : classifyUpstreamError(err, served.path)
+          if (c.kind === 'failed') {
             this.metrics.sends.inc({ worker: served.decode.id, path: served.path, result: c.cause })
-            a = turn.next({ type: 'failed', cause: c.cause, message: (err as Error).message })
-            continue
-          }
-          committed = true
-          firstByteAt = this.#now()
-          try {
-            completion = await started.finish()
-          } catch (err) {
-            // The response had started: the client cannot be served elsewhere. Tell Dispatch (it
-            // counts the failure against the D), then end the turn.
-            const c = ctl.signal.aborted
-              ? ({ kind: 'aborted' } as const)
-              : classifyUpstreamError(err, served.path)
-            if (c.kind === 'failed') {
-              this.metrics.sends.inc({ worker: served.decode.id, path: served.path, result: c.cause })
-              const next = turn.next({ type: 'failed', cause: c.cause, message: (err as Error).message })
-              final = next.type === 'done' || next.type === 'fail' ? next : turn.abort()
-              proxyCause = 'stream_interrupted'
-            } else {
-              final = turn.abort()
-              proxyCause =
-                c.kind === 'aborted'
-                  ? this.#closing
-                    ? 'shutting_down'
-                    : 'client_closed'
-                  : c.kind === 'busy'
-                    ? 'session_busy'
-                    : 'bad_request'
+            return {
+              type: 'stop',
+              reason: 'stream_interrupted',
+              error: err as Error,
+              report: { type: 'failed', cause: c.cause, message: (err as Error).message },
             }
-            error = err as Error
-            break
           }
-          this.metrics.sends.inc({ worker: served.decode.id, path: served.path, result: 'ok' })
-          outcome = { type: 'completed', outputTokens: completion.outputTokens }
+          const reason =
+            c.kind === 'aborted' ? this.#abortCause() : c.kind === 'busy' ? 'session_busy' : 'bad_request'
+          return { type: 'stop', reason, error: err as Error }
         }
-        a = turn.next(outcome)
-      }
-    } catch (err) {
-      // A driver bug or an answer the router refuses: end the turn with a cause, never silently.
-      if (!turn.finished) final = turn.abort()
-      proxyCause = 'internal_error'
-      error = err as Error
+        this.metrics.sends.inc({ worker: served.decode.id, path: served.path, result: 'ok' })
+        return { type: 'completed', outputTokens: completion.outputTokens }
+      },
+    }
+    let run: DrivenTurn
+    try {
+      run = await driver.drive(turn, effects, { signal: ctl.signal })
     } finally {
       signal?.removeEventListener('abort', onAbort)
       this.#running.delete(ctl)
       this.metrics.inflightTurns.dec()
     }
-    // Unreachable: every path out of the loop holds the turn's last action.
-    if (final === undefined) throw error ?? new Error(`turn ${turn.turnId} ended without a final action`)
+    const final = run.final
+    const stop = run.stop
+    // The driver's own abort (the client's signal, or close()) carries no error of the turn's.
+    const proxyCause =
+      stop === undefined ? undefined : stop.reason === 'aborted' ? this.#abortCause() : stop.reason
+    const error = stop === undefined || stop.reason === 'aborted' ? undefined : stop.error
     const endedAt = this.#now()
     const done = final.type === 'done' && proxyCause === undefined
     if (final.type === 'done' && final.migratedFrom !== undefined) {
@@ -756,7 +675,12 @@ export class Gateway {
     }
   }
 
-  async #admit(a: AdmitAction, signal: AbortSignal): Promise<DispatchOutcome> {
+  /** Why a turn ended by an abort: the proxy shuts down, or the client went away. */
+  #abortCause(): 'shutting_down' | 'client_closed' {
+    return this.#closing ? 'shutting_down' : 'client_closed'
+  }
+
+  async #admit(a: AdmitAction, signal: AbortSignal): Promise<AdmitOutcome> {
     const w = this.workers.get(a.workerId)
     if (w.admission === undefined) return { type: 'admitError', message: `${w.id} has no admission endpoint` }
     try {

@@ -58,6 +58,7 @@ export {
   type ClaimOutcome,
   type ClusterStateStore,
   type InMemoryClusterStateStoreOptions,
+  type LoadDelta,
   type StateClaim,
   type SessionBinding,
   type WorkerLoad,
@@ -76,6 +77,7 @@ export {
 } from './cluster/clusterView.js'
 export {
   DEFAULT_ROUTER_PARAMS,
+  MAX_PAGE_SIZE,
   resolveRouterParams,
   type RouterParams,
   type RouterParamsInput,
@@ -101,7 +103,8 @@ export {
   type CandidateAnalysis,
   type TurnAnalysis,
 } from './route/route.js'
-export { TurnDispatch, backoffDelayMs } from './dispatch/dispatch.js'
+export { TurnDispatch } from './dispatch/dispatch.js'
+export { backoffDelayMs, type BackoffJitter, type BackoffPolicy } from './backoff/backoff.js'
 export type {
   AdmitAction,
   ClaimAction,
@@ -119,6 +122,18 @@ export type {
   WaitReason,
 } from './dispatch/types.js'
 export { Router, type RouterOptions } from './router/router.js'
+export {
+  TurnDriver,
+  sleepUntil,
+  type AdmitOutcome,
+  type Awaitable,
+  type DriveOptions,
+  type DrivenTurn,
+  type SendOutcome,
+  type TurnEffects,
+  type TurnStop,
+  type TurnTimers,
+} from './driver/turnDriver.js'
 export { ApproxPrefixTree } from './policies/approxTree.js'
 export {
   dataParallelCacheAwarePolicy,

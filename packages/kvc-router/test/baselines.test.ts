@@ -72,14 +72,14 @@ describe('power-of-two', () => {
   it('samples two distinct workers and keeps the less loaded one (<= keeps the first)', () => {
     const seq = [0.0, 0.0] // i = 0 (d0), j = floor(0 × 2) = 0 → bumped to 1 (d1)
     const r = mk(powerOfTwoPolicy(), 3, 1, () => seq.shift() ?? 0.99)
-    r.cluster.store.addLoad('d0', 2, 0, 0, 0)
-    r.cluster.store.addLoad('d1', 1, 0, 0, 0)
+    r.cluster.store.addLoad('d0', { turns: 2 })
+    r.cluster.store.addLoad('d1', { turns: 1 })
     const d = r.route({ sessionId: 's', promptTokens: 1 })
     expect(d.candidates.map((c) => c.workerId)).toEqual(['d1', 'd0', 'd2'])
     const eq = mk(powerOfTwoPolicy(), 2, 1, () => 0.0)
     expect(top(eq)).toBe('d0') // equal loads: the first sampled wins
     const r2 = mk(powerOfTwoPolicy(), 3, 1, seededRandom(3))
-    r2.cluster.store.addLoad('d2', 9, 0, 0, 0)
+    r2.cluster.store.addLoad('d2', { turns: 9 })
     for (let i = 0; i < 200; i++) expect(top(r2)).not.toBe('d2') // never wins a sample against an idle worker
   })
 })
@@ -87,8 +87,8 @@ describe('power-of-two', () => {
 describe('sticky session', () => {
   it('keeps a bound session on its worker while eligible, else least loaded', () => {
     const r = mk(stickySessionPolicy())
-    r.cluster.store.addLoad('d0', 3, 0, 0, 0)
-    r.cluster.store.addLoad('d1', 1, 0, 0, 0)
+    r.cluster.store.addLoad('d0', { turns: 3 })
+    r.cluster.store.addLoad('d1', { turns: 1 })
     expect(top(r, 'new')).toBe('d2')
     r.cluster.store.setBinding('b', { workerId: 'd0', committedTokens: 1, verifiedBlocks: 0, updatedAt: 0 })
     expect(top(r, 'b')).toBe('d0')
@@ -106,18 +106,18 @@ describe('SGLang cache-aware', () => {
     expect(top(r, 'c', key(1, 2, 30, 31, 32, 33, 34, 35, 36, 37))).toBe('d1') // rate 0.2: smallest tenant (d1 and d2 have 0)
     expect(top(r, 'd', key(50, 51))).toBe('d2')
     // Imbalance: max − min > 64 and max > 1.5 × min → argmin load, whatever the tree says.
-    r.cluster.store.addLoad('d0', 100, 0, 0, 0)
-    r.cluster.store.addLoad('d1', 10, 0, 0, 0)
-    r.cluster.store.addLoad('d2', 30, 0, 0, 0)
+    r.cluster.store.addLoad('d0', { turns: 100 })
+    r.cluster.store.addLoad('d1', { turns: 10 })
+    r.cluster.store.addLoad('d2', { turns: 30 })
     const d = r.route({ sessionId: 'e', promptTokens: 10, matchKey: [1, 2, 3, 4, 5, 6, 7, 8, 9, 10] })
     expect(d.candidates[0]?.workerId).toBe('d1')
     expect(d.candidates[0]?.note).toContain('imbalanced')
     // 100 − 10 = 90 > 64 but with rel threshold 11 the loads are not imbalanced: the tree decides.
     const r2 = mk(sglangCacheAwarePolicy({ pathMode: 'direct', balanceRelThreshold: 11 }))
     top(r2, 'a', key(1, 2, 3, 4))
-    r2.cluster.store.addLoad('d0', 100, 0, 0, 0)
-    r2.cluster.store.addLoad('d1', 10, 0, 0, 0)
-    r2.cluster.store.addLoad('d2', 10, 0, 0, 0)
+    r2.cluster.store.addLoad('d0', { turns: 100 })
+    r2.cluster.store.addLoad('d1', { turns: 10 })
+    r2.cluster.store.addLoad('d2', { turns: 10 })
     expect(top(r2, 'b', key(1, 2, 3, 4))).toBe('d0')
   })
 
@@ -141,7 +141,7 @@ describe('SGLang cache-aware', () => {
 
   it('in P/D mode picks the prefill worker by the rule and ranks decode workers by load', () => {
     const r = mk(sglangCacheAwarePolicy(), 2, 2)
-    r.cluster.store.addLoad('d0', 1, 0, 0, 0)
+    r.cluster.store.addLoad('d0', { turns: 1 })
     const turn = { sessionId: 's', promptTokens: 4, matchKey: [7, 8, 9, 10] }
     expect(r.route(turn).candidates[0]?.workerId).toBe('d1')
     expect(r.policy.pickPrefill?.(r.context, turn, 'd1')).toBe('p0')
@@ -192,9 +192,9 @@ describe('Dynamo KV cost', () => {
   it('argmin of prefill_load_scale·max(0, raw_prefill − credit·overlap) + potential decode blocks + w·requests', () => {
     const r = mk(dynamoKvCostPolicy(), 3)
     r.cluster.residency.recordStored('d0', [1n, 2n, 3n, 4n])
-    r.cluster.store.addLoad('d0', 0, 0, 320, 10) // 20 active prefill blocks, 10 decode blocks
-    r.cluster.store.addLoad('d1', 0, 0, 0, 30)
-    r.cluster.store.addLoad('d2', 0, 0, 0, 12)
+    r.cluster.store.addLoad('d0', { prefillTokens: 320, decodeBlocks: 10 }) // 20 active prefill blocks, 10 decode blocks
+    r.cluster.store.addLoad('d1', { decodeBlocks: 30 })
+    r.cluster.store.addLoad('d2', { decodeBlocks: 12 })
     const d = r.route({ sessionId: 's', promptTokens: 128, blocks: [1n, 2n, 3n, 4n, 5n, 6n, 7n, 8n] })
     // ISL 128 = 8 blocks. d0: max(0, 20 + 8 − 4) + 10 + 8 = 42; d1: 8 + 30 + 8 = 46; d2: 8 + 12 + 8 = 28.
     expect(d.candidates.map((c) => [c.workerId, c.note])).toEqual([
@@ -207,12 +207,12 @@ describe('Dynamo KV cost', () => {
   it('the overlap credit decays with excess active prefill when k > 0; temperature samples', () => {
     const r = mk(dynamoKvCostPolicy({ overlapScoreCreditDecay: 1 }), 2)
     r.cluster.residency.recordStored('d0', [1n, 2n, 3n, 4n])
-    r.cluster.store.addLoad('d0', 0, 0, 128, 0) // 8 blocks more than d1
+    r.cluster.store.addLoad('d0', { prefillTokens: 128 }) // 8 blocks more than d1
     const d = r.route({ sessionId: 's', promptTokens: 64, blocks: [1n, 2n, 3n, 4n] })
     // decay = 1/(1 + 1·8/4) = 1/3: credit 4/3; d0: 8 + 4 − 4/3 + 4 = 14.67; d1: 4 + 4 = 8.
     expect(d.candidates[1]?.note).toBe('cost 14.7 = prefill 10.7 + decode 4')
     const hot = mk(dynamoKvCostPolicy({ temperature: 1 }), 2, 1, seededRandom(1))
-    hot.cluster.store.addLoad('d0', 0, 0, 0, 5)
+    hot.cluster.store.addLoad('d0', { decodeBlocks: 5 })
     const wins = new Map<string, number>()
     for (let i = 0; i < 2000; i++) {
       const w = top(hot)!

@@ -89,11 +89,11 @@ describe('claims (stores shared by several router replicas)', () => {
     // A success on d0 from a turn that claimed before the move does not undo it.
     store.setBinding('s', { workerId: 'd0', committedTokens: 700, verifiedBlocks: 40, updatedAt: 7 })
     expect(store.getBinding('s')).toMatchObject({ workerId: 'd1', committedTokens: 900 })
-    store.addLoad('d0', 0, 2, 0, 0)
+    store.addLoad('d0', { pendingSeeds: 2 })
     expect(store.claim({ kind: 'seedSlot', sessionId: 's', workerId: 'd0', budget: 2, at: 7 }).granted).toBe(
       true,
     )
-    store.addLoad('d0', 0, 1, 0, 0)
+    store.addLoad('d0', { pendingSeeds: 1 })
     expect(store.claim({ kind: 'seedSlot', sessionId: 's', workerId: 'd0', budget: 2, at: 8 }).granted).toBe(
       false,
     )

@@ -116,13 +116,13 @@ describe('Algorithm 3: paths', () => {
         if (a.type === 'seedViaP') seen = s.router.cluster.store.load(a.decodeId).pendingSeeds
       },
     })
-    s.router.cluster.store.addLoad('p0', 2, 0, 0, 0)
+    s.router.cluster.store.addLoad('p0', { turns: 2 })
     const run = s.driver.runTurn({ sessionId: 's', promptTokens: 30_000 })
     expect(run.actions.map((a) => a.type)).toEqual(['admit', 'seedViaP'])
     expect(s.admits[0]?.request.path).toBe('seed')
     expect(run.final).toMatchObject({ type: 'done', path: 'seed', prefillId: 'p1' })
     expect(seen).toBe(1)
-    s.router.cluster.store.addLoad('p0', -2, 0, 0, 0)
+    s.router.cluster.store.addLoad('p0', { turns: -2 })
     checkNoInflightLoad(s.router)
   })
 
@@ -152,7 +152,7 @@ describe('Algorithm 3: paths', () => {
     s.router.cluster.recordTransfer('p0', 'd0', false)
     s.router.cluster.recordTransfer('p0', 'd0', false)
     expect(s.router.cluster.linkHealthy('p0', 'd0')).toBe(false)
-    s.router.cluster.store.addLoad('p1', 5, 0, 0, 0) // p1 is busier, but p0's link is unhealthy
+    s.router.cluster.store.addLoad('p1', { turns: 5 }) // p1 is busier, but p0's link is unhealthy
     s.driver.runTurn({ sessionId: 'c', promptTokens: 20_000 })
     expect((s.sends[before] as SeedViaPAction).prefillId).toBe('p1')
     s.clock.advance(31_000)
@@ -164,9 +164,9 @@ describe('Algorithm 3: paths', () => {
 
   it('respects the pending-seed budget per D, with a smaller share for lower SLO classes', () => {
     const s = setup({ nD: 2, params: { loadFloorK: 0 } })
-    s.router.cluster.store.addLoad('d0', 0, 3, 0, 0) // 3 seeds pending on d0
-    s.router.cluster.store.addLoad('d1', 0, 3, 0, 0)
-    s.router.cluster.store.addLoad('d1', 1, 0, 0, 0) // d1 ranks second
+    s.router.cluster.store.addLoad('d0', { pendingSeeds: 3 }) // 3 seeds pending on d0
+    s.router.cluster.store.addLoad('d1', { pendingSeeds: 3 })
+    s.router.cluster.store.addLoad('d1', { turns: 1 }) // d1 ranks second
     const interactive = s.driver.runTurn({ sessionId: 'i', promptTokens: 20_000 })
     expect(interactive.final).toMatchObject({ path: 'seed', workerId: 'd0' }) // 3 < 4
     const batch = s.driver.runTurn({ sessionId: 'b', promptTokens: 20_000, sloClass: 'batch' })
@@ -182,13 +182,13 @@ describe('pending-seed slots go to the turns that waited longest', () => {
     const s = setup({ nD: 1, params: { pendingSeedsPerD: 1 } })
     const woken: string[] = []
     s.router.cluster.seedWaiters.onSlotFreed((turnId, d) => woken.push(`${turnId}@${d}`))
-    s.router.cluster.store.addLoad('d0', 0, 1, 0, 0) // d0's only slot is taken
+    s.router.cluster.store.addLoad('d0', { pendingSeeds: 1 }) // d0's only slot is taken
     const old = s.router.dispatch({ sessionId: 'old', promptTokens: 20_000 })
     let a = old.next()
     expect(a.type).toBe('wait') // turned away by the budget: it waits in line for d0
     expect(s.router.cluster.seedWaiters.waiting('d0')).toBe(1)
     s.clock.advance(5_000)
-    s.router.cluster.store.addLoad('d0', 0, -1, 0, 0) // the slot frees
+    s.router.cluster.store.addLoad('d0', { pendingSeeds: -1 }) // the slot frees
     // A younger turn asks first: the slot is the waiting turn's.
     const young = s.router.dispatch({ sessionId: 'young', promptTokens: 20_000 })
     let b = young.next()
@@ -220,7 +220,7 @@ describe('pending-seed slots go to the turns that waited longest', () => {
   it('a lower SLO class waiting for its smaller share never holds slots back from a higher one', () => {
     // Budget 4: interactive may use 4 slots, background floor(4 × 0.5) = 2.
     const s = setup({ nD: 1, params: { pendingSeedsPerD: 4 } })
-    s.router.cluster.store.addLoad('d0', 0, 2, 0, 0)
+    s.router.cluster.store.addLoad('d0', { pendingSeeds: 2 })
     const bg = s.router.dispatch({ sessionId: 'bg', promptTokens: 20_000, sloClass: 'background' })
     expect(bg.next().type).toBe('wait') // 2 pending: its share is full
     s.clock.advance(1_000)
@@ -233,14 +233,14 @@ describe('pending-seed slots go to the turns that waited longest', () => {
     // The background turn still waits for its share; neither took it from it.
     expect(bg.next({ type: 'waited' }).type).toBe('wait')
     for (const t of [batch, inter, bg]) t.abort()
-    s.router.cluster.store.addLoad('d0', 0, -2, 0, 0)
+    s.router.cluster.store.addLoad('d0', { pendingSeeds: -2 })
     checkNoInflightLoad(s.router)
   })
 
   it('a turn waits in line only for the D workers that turned it away in its last walk', () => {
     const s = setup({ nD: 2, params: { pendingSeedsPerD: 1, loadFloorK: 0 } })
-    s.router.cluster.store.addLoad('d0', 0, 1, 0, 0)
-    s.router.cluster.store.addLoad('d1', 0, 1, 0, 0)
+    s.router.cluster.store.addLoad('d0', { pendingSeeds: 1 })
+    s.router.cluster.store.addLoad('d1', { pendingSeeds: 1 })
     const t = s.router.dispatch({ sessionId: 's', promptTokens: 20_000 })
     expect(t.next().type).toBe('wait')
     expect([s.router.cluster.seedWaiters.waiting('d0'), s.router.cluster.seedWaiters.waiting('d1')]).toEqual([
@@ -332,8 +332,20 @@ describe('Algorithm 3: rejections, exclusion, migration, reset-on-success', () =
       [2_600, 'admission_timeouts'],
     ])
     expect(run.final.type).toBe('done')
-    expect(backoffDelayMs(10, 50, 2_000, () => 0.999)).toBeCloseTo(1_998)
-    expect(backoffDelayMs(0, 50, 2_000, () => 0)).toBe(1)
+    const full = { baseDelayMs: 50, maxDelayMs: 2_000, jitter: 'full' } as const
+    expect(backoffDelayMs(10, full, () => 0.999)).toBeCloseTo(1_998)
+    expect(backoffDelayMs(0, full, () => 0)).toBe(0)
+  })
+
+  it('waits at least 1 ms between admission tries, even when the jitter draws 0', () => {
+    const s = setup({ nD: 1, random: () => 0, admit: queue({ kind: 'timeout' }) })
+    const run = s.driver.runTurn({ sessionId: 's', promptTokens: 800 })
+    // try 0 times out at 1500 and waits 0 × 50 ms, floored to 1 ms.
+    expect(run.actions.find((a) => a.type === 'wait')).toMatchObject({
+      untilMs: 1_501,
+      reason: 'admission_retry',
+    })
+    expect(run.final.type).toBe('done')
   })
 
   it('reuses a negative admission answer younger than the staleness budget instead of a new RPC', () => {
@@ -342,7 +354,7 @@ describe('Algorithm 3: rejections, exclusion, migration, reset-on-success', () =
       params: { loadFloorK: 0 },
       admit: (a) => (a.workerId === 'd0' ? { kind: 'reject', reason: 'capacity' } : { kind: 'admit' }),
     })
-    s.router.cluster.store.addLoad('d1', 1, 0, 0, 0) // d0 ranks first for everyone
+    s.router.cluster.store.addLoad('d1', { turns: 1 }) // d0 ranks first for everyone
     s.driver.runTurn({ sessionId: 'a', promptTokens: 20_000 })
     expect(s.admits.map((a) => a.workerId)).toEqual(['d0', 'd1'])
     s.driver.runTurn({ sessionId: 'b', promptTokens: 20_000 }) // 12 ms later: reuse

@@ -60,6 +60,10 @@ const cases: [RouterErrorCode, (r: Router, prepared: unknown) => unknown, ((r: R
   ['INVALID_OPTION', () => new ResidencyIndex({ thetaShared: 2 })],
   ['INVALID_OPTION', (r) => r.cluster.setHealth('d0', 'yes' as never)],
   ['INVALID_OPTION', (r) => r.route({ sessionId: '', promptTokens: 1 })],
+  // A load delta with one bad field changes none of the others.
+  ['INVALID_OPTION', (r) => r.cluster.store.addLoad('d0', { turns: 1, prefillTokens: 0.5 })],
+  ['INVALID_OPTION', (r) => r.cluster.store.addLoad('d0', { decodeBlocks: Number.NaN })],
+  ['INVALID_OPTION', (r) => r.cluster.store.addLoad('d0', null as never)],
   ['INVALID_LENGTH', (r) => r.cluster.addWorker({ id: 'd9', role: 'decode', capacityTokens: -1 })],
   ['INVALID_LENGTH', (r) => r.cluster.reportCapacity('d0', { freeTokens: -5, evictableTokens: 0 })],
   ['INVALID_LENGTH', (r) => r.dispatch({ sessionId: 's', promptTokens: 1.5 })],

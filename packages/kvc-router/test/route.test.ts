@@ -149,8 +149,8 @@ describe('Algorithm 1: each key of the lexicographic ranking', () => {
 
   it('key 3 (bonus): the load-floor bonus K·max(0, mean − load)/mean applies to unbound sessions only', () => {
     const r = router(3)
-    r.cluster.store.addLoad('d0', 6, 0, 0, 0)
-    r.cluster.store.addLoad('d1', 3, 0, 0, 0)
+    r.cluster.store.addLoad('d0', { turns: 6 })
+    r.cluster.store.addLoad('d1', { turns: 3 })
     r.cluster.residency.recordStored('d0', blocks(50)) // d0 has the overlap
     const fresh = r.route({ sessionId: 'fresh', promptTokens: 20_000, blocks: blocks(60) })
     // mean 3: bonus d2 = 200, d1 = 0, d0 = 0; d0 score 50 (exclusive: only d0 holds them).
@@ -167,8 +167,8 @@ describe('Algorithm 1: each key of the lexicographic ranking', () => {
 
   it('key 4 (load): in-flight turns plus pending seeds, lower first', () => {
     const r = router(2, { params: { pageSize: 16, loadFloorK: 0 } })
-    r.cluster.store.addLoad('d0', 1, 1, 0, 0)
-    r.cluster.store.addLoad('d1', 1, 0, 0, 0)
+    r.cluster.store.addLoad('d0', { turns: 1, pendingSeeds: 1 })
+    r.cluster.store.addLoad('d1', { turns: 1 })
     const d = r.route({ sessionId: 's', promptTokens: 20_000 })
     expect(d.candidates.map((c) => [c.workerId, c.load])).toEqual([
       ['d1', 1],

@@ -169,14 +169,14 @@ for (const { kind, available } of BACKENDS) {
       expect(a.metrics().expiredReplicas).toBeGreaterThanOrEqual(1)
       // Its seed slots no longer count: the whole budget of a D is available.
       for (const s of [a, b]) {
-        s.addLoad('d0', 0, 1, 0, 0)
+        s.addLoad('d0', { pendingSeeds: 1 })
         expect(
           (await s.claim({ kind: 'seedSlot', sessionId: 'x', workerId: 'd0', budget: BUDGET, at: 0 }))
             .granted,
         ).toBe(true)
       }
-      a.addLoad('d0', 0, -1, 0, 0)
-      b.addLoad('d0', 0, -1, 0, 0)
+      a.addLoad('d0', { pendingSeeds: -1 })
+      b.addLoad('d0', { pendingSeeds: -1 })
       // Its bindings expire with their idle TTL, on the server too.
       await eventually(() => expect(a.getBinding('z0')).toBeUndefined(), 4_000)
       await eventually(async () => {

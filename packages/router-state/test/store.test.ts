@@ -110,14 +110,17 @@ for (const { kind, available } of BACKENDS) {
     it('load is summed over replicas; pause hints and flags reach every replica', async () => {
       const ns = uniqueNamespace('l')
       const [a, b] = [await store(ns), await store(ns)]
-      a.addLoad('d0', 2, 0, 4_096, 300)
-      b.addLoad('d0', 1, 0, 1_000, 100)
+      a.addLoad('d0', { turns: 2, prefillTokens: 4_096, decodeBlocks: 300 })
+      b.addLoad('d0', { turns: 1, prefillTokens: 1_000, decodeBlocks: 100 })
       await eventually(() => {
         expect(a.load('d0')).toEqual({ turns: 3, pendingSeeds: 0, prefillTokens: 5_096, decodeBlocks: 400 })
         expect(b.load('d0')).toEqual({ turns: 3, pendingSeeds: 0, prefillTokens: 5_096, decodeBlocks: 400 })
       })
       expect(a.ownLoad('d0').turns).toBe(2)
-      a.addLoad('d0', -2, 0, -4_096, -300)
+      // A delta with a bad field is refused whole.
+      expect(() => a.addLoad('d0', { turns: -2, decodeBlocks: 1.5 })).toThrowError(RouterStateError)
+      expect(a.ownLoad('d0')).toEqual({ turns: 2, pendingSeeds: 0, prefillTokens: 4_096, decodeBlocks: 300 })
+      a.addLoad('d0', { turns: -2, prefillTokens: -4_096, decodeBlocks: -300 })
       await eventually(() => expect(b.load('d0').turns).toBe(1))
       a.setPauseUntil('d1', 123_456)
       a.setPauseUntil('d1', 100) // keeps the later one
@@ -146,7 +149,7 @@ for (const { kind, available } of BACKENDS) {
       const ns = uniqueNamespace('s')
       const [a, b] = [await store(ns), await store(ns)]
       const claim = (s: ReplicatedStateStore) => {
-        s.addLoad('d0', 0, 1, 0, 0) // the turn takes its slot, then claims it
+        s.addLoad('d0', { pendingSeeds: 1 }) // the turn takes its slot, then claims it
         return s.claim({ kind: 'seedSlot', sessionId: 'x', workerId: 'd0', budget: 3, at: 0 })
       }
       expect((await claim(a)).granted).toBe(true)
@@ -154,8 +157,8 @@ for (const { kind, available } of BACKENDS) {
       expect((await claim(b)).granted).toBe(true)
       const denied = await claim(b)
       expect(denied.granted).toBe(false)
-      b.addLoad('d0', 0, -1, 0, 0) // the denied turn gives its slot back
-      a.addLoad('d0', 0, -1, 0, 0) // one of A's seeds ends
+      b.addLoad('d0', { pendingSeeds: -1 }) // the denied turn gives its slot back
+      a.addLoad('d0', { pendingSeeds: -1 }) // one of A's seeds ends
       await a.flush()
       expect((await claim(b)).granted).toBe(true)
       expect(b.metrics()).toMatchObject({ seedClaimsGranted: 2, seedClaimsDenied: 1 })
@@ -186,23 +189,23 @@ for (const { kind, available } of BACKENDS) {
       const a = await store(ns, opts)
       const victim = await connectStore(kind, proxy.port, ns, opts)
       await sleep(700) // past the first replica TTL (its grace), heartbeats flowing
-      victim.addLoad('d0', 3, 2, 9_000, 900)
+      victim.addLoad('d0', { turns: 3, pendingSeeds: 2, prefillTokens: 9_000, decodeBlocks: 900 })
       expect(
         (await victim.claim({ kind: 'seedSlot', sessionId: 'v', workerId: 'd0', budget: 2, at: 0 })).granted,
       ).toBe(true)
       await eventually(() => expect(a.load('d0')).toMatchObject({ turns: 3, pendingSeeds: 2 }))
-      a.addLoad('d0', 0, 1, 0, 0)
+      a.addLoad('d0', { pendingSeeds: 1 })
       expect(
         (await a.claim({ kind: 'seedSlot', sessionId: 'a', workerId: 'd0', budget: 2, at: 0 })).granted,
       ).toBe(false)
-      a.addLoad('d0', 0, -1, 0, 0)
+      a.addLoad('d0', { pendingSeeds: -1 })
       proxy.cut() // the replica dies: nothing more leaves it
       await victim.close({ graceful: false })
       await eventually(() =>
         expect(a.load('d0')).toEqual({ turns: 0, pendingSeeds: 0, prefillTokens: 0, decodeBlocks: 0 }),
       )
       expect(a.metrics().expiredReplicas).toBeGreaterThanOrEqual(1)
-      a.addLoad('d0', 0, 1, 0, 0)
+      a.addLoad('d0', { pendingSeeds: 1 })
       expect(
         (await a.claim({ kind: 'seedSlot', sessionId: 'a', workerId: 'd0', budget: 2, at: 0 })).granted,
       ).toBe(true)
@@ -211,14 +214,14 @@ for (const { kind, available } of BACKENDS) {
     it('a graceful close gives back its seed slots and drops its load on the others at once', async () => {
       const ns = uniqueNamespace('g')
       const [a, b] = [await store(ns), await store(ns)]
-      b.addLoad('d0', 1, 1, 0, 0)
+      b.addLoad('d0', { turns: 1, pendingSeeds: 1 })
       expect(
         (await b.claim({ kind: 'seedSlot', sessionId: 'v', workerId: 'd0', budget: 1, at: 0 })).granted,
       ).toBe(true)
       await eventually(() => expect(a.load('d0').turns).toBe(1))
       await b.close()
       await eventually(() => expect(a.load('d0').turns).toBe(0), 1_000)
-      a.addLoad('d0', 0, 1, 0, 0)
+      a.addLoad('d0', { pendingSeeds: 1 })
       expect(
         (await a.claim({ kind: 'seedSlot', sessionId: 'a', workerId: 'd0', budget: 1, at: 0 })).granted,
       ).toBe(true)
@@ -254,12 +257,17 @@ describe('options and connection errors', () => {
     ).rejects.toMatchObject({ code: 'CONNECT_FAILED' })
     await expect(connectRedisStore({ prefix: 'bad prefix!' })).rejects.toMatchObject({
       code: 'INVALID_OPTION',
+      value: 'bad prefix!',
+      message: 'prefix must match /^[A-Za-z0-9_.-]{1,64}$/, got "bad prefix!"',
     })
     await expect(
       connectNatsStore({ servers: `nats://127.0.0.1:${port}`, name: 'a.b' }),
     ).rejects.toMatchObject({
       code: 'INVALID_OPTION',
     })
+    await expect(connectNatsStore({ servers: `nats://127.0.0.1:${port}`, bindingTtlMs: -1 })).rejects.toThrow(
+      'bindingTtlMs must be a finite number > 0, got -1',
+    )
     for (const bad of [{ bindingTtlMs: -1 }, { replicaTtlMs: 500, heartbeatMs: 500 }, { replicaId: '' }]) {
       await expect(connectRedisStore({ url: `redis://127.0.0.1:${port}`, ...bad })).rejects.toThrow(
         RouterStateError,

@@ -8,7 +8,6 @@ export {
 export { readBigIntField, stringifyJson } from './json/json.js'
 export {
   DEFAULT_RETRY_POLICY,
-  backoffDelayMs,
   isRetryableStatus,
   parseRetryAfter,
   type ResolvedRetryPolicy,

@@ -1,5 +1,6 @@
+import { backoffDelayMs } from '@kvc/kvc-router'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
-import { EndpointHealthTracker, SglangClient, backoffDelayMs, parseRetryAfter } from '../src/index.js'
+import { DEFAULT_RETRY_POLICY, EndpointHealthTracker, SglangClient, parseRetryAfter } from '../src/index.js'
 import { handleCounts, leakedSince } from '../src/testing/index.js'
 
 let baseline: Record<string, number>
@@ -12,11 +13,13 @@ afterAll(async () => {
 
 describe('retry helpers and options', () => {
   it('backoff and retry-after parsing', () => {
-    expect(backoffDelayMs(0, { jitter: 'none' })).toBe(500)
-    expect(backoffDelayMs(3, { jitter: 'none' })).toBe(4000)
-    expect(backoffDelayMs(20, { jitter: 'none' })).toBe(8000)
-    expect(backoffDelayMs(1, {}, () => 0.999)).toBeGreaterThan(750)
-    expect(backoffDelayMs(1, { jitter: 'full' }, () => 0.5)).toBe(500)
+    // The transport's delays: kvc-router's backoff over the resolved retry policy.
+    const none = { ...DEFAULT_RETRY_POLICY, jitter: 'none' } as const
+    expect(backoffDelayMs(0, none, Math.random)).toBe(500)
+    expect(backoffDelayMs(3, none, Math.random)).toBe(4000)
+    expect(backoffDelayMs(20, none, Math.random)).toBe(8000)
+    expect(backoffDelayMs(1, DEFAULT_RETRY_POLICY, () => 0.999)).toBeGreaterThan(750)
+    expect(backoffDelayMs(1, { ...DEFAULT_RETRY_POLICY, jitter: 'full' }, () => 0.5)).toBe(500)
     expect(parseRetryAfter({ 'retry-after': '3' })).toBe(3000)
     expect(parseRetryAfter({ 'retry-after-ms': '25', 'retry-after': '3' })).toBe(25)
     expect(parseRetryAfter({ 'retry-after': new Date(10_000).toUTCString() }, () => 4_000)).toBe(6000)

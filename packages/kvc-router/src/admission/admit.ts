@@ -1,4 +1,4 @@
-import { RouterError, checkOption } from '../errors/routerError.js'
+import { RouterError, describeValue } from '../errors/routerError.js'
 import { type AdmitRequest, type AdmitResponse, type SloClass, parseAdmitRequest } from './contract.js'
 
 /**
@@ -285,8 +285,21 @@ export function admit(
 ): AdmitDecision {
   const req = parseAdmitRequest(request)
   checkState(state)
-  checkOption(typeof ctx?.now === 'number' && Number.isFinite(ctx.now), 'now', ctx?.now)
-  if (ctx.matchedTokens !== undefined) checkOption(cnt(ctx.matchedTokens), 'matchedTokens', ctx.matchedTokens)
+  // Per admission RPC: the messages are built only for a bad value.
+  if (typeof ctx?.now !== 'number' || !Number.isFinite(ctx.now)) {
+    throw new RouterError(
+      'INVALID_OPTION',
+      `now must be a finite number, got ${describeValue(ctx?.now)}`,
+      ctx?.now,
+    )
+  }
+  if (ctx.matchedTokens !== undefined && !cnt(ctx.matchedTokens)) {
+    throw new RouterError(
+      'INVALID_OPTION',
+      `matchedTokens must be a non-negative integer, got ${describeValue(ctx.matchedTokens)}`,
+      ctx.matchedTokens,
+    )
+  }
   const now = ctx.now
   const cls: SloClass = req.sloClass ?? 'interactive'
   const cap = state.capacityTokens

@@ -1,7 +1,8 @@
 import type { KvEvent } from '@kvc/radix-cache'
 import type { AdmitResponse } from '../admission/contract.js'
-import { RouterError, checkLength, checkOption } from '../errors/routerError.js'
+import { RouterError, checkLength, checkOption, describeValue } from '../errors/routerError.js'
 import { type IngestStatus, ResidencyIndex, type ResidencyIndexOptions } from '../residency/residencyIndex.js'
+import { DEFAULT_ROUTER_PARAMS, checkRouterParam } from '../route/params.js'
 import { SeedWaitQueue } from './seedWaitQueue.js'
 import { type ClusterStateStore, InMemoryClusterStateStore, type WorkerLoad } from './stateStore.js'
 
@@ -213,12 +214,23 @@ export class ClusterView {
   readonly #linkCooldown: number
 
   constructor(options: ClusterViewOptions) {
-    checkOption(typeof options?.now === 'function', 'now', options?.now)
+    checkOption(
+      typeof options?.now === 'function',
+      `now must be a function, got ${describeValue(options?.now)}`,
+      options?.now,
+    )
     this.#now = options.now
     this.store = options.store ?? new InMemoryClusterStateStore()
     this.residency = new ResidencyIndex(options.residency)
-    this.#linkThreshold = options.linkFailureThreshold ?? 2
-    this.#linkCooldown = options.linkCooldownMs ?? 30_000
+    // The router's parameters, with its defaults and rules (a Router passes its own params).
+    this.#linkThreshold = checkRouterParam(
+      'linkFailureThreshold',
+      options.linkFailureThreshold ?? DEFAULT_ROUTER_PARAMS.linkFailureThreshold,
+    )
+    this.#linkCooldown = checkRouterParam(
+      'linkCooldownMs',
+      options.linkCooldownMs ?? DEFAULT_ROUTER_PARAMS.linkCooldownMs,
+    )
   }
 
   /**
@@ -235,9 +247,21 @@ export class ClusterView {
    * ```
    */
   addWorker(spec: WorkerSpec): void {
-    checkOption(typeof spec === 'object' && spec !== null, 'worker spec', spec)
-    checkOption(typeof spec.id === 'string' && spec.id.length > 0, 'worker id', spec.id)
-    checkOption(spec.role === 'prefill' || spec.role === 'decode', 'worker role', spec.role)
+    checkOption(
+      typeof spec === 'object' && spec !== null,
+      `a worker spec must be an object, got ${describeValue(spec)}`,
+      spec,
+    )
+    checkOption(
+      typeof spec.id === 'string' && spec.id.length > 0,
+      `a worker id must be a non-empty string, got ${describeValue(spec.id)}`,
+      spec.id,
+    )
+    checkOption(
+      spec.role === 'prefill' || spec.role === 'decode',
+      `worker ${spec.id}: role must be 'prefill' or 'decode', got ${describeValue(spec.role)}`,
+      spec.role,
+    )
     checkLength('capacityTokens', spec.capacityTokens)
     if (this.#workers.has(spec.id)) {
       throw new RouterError('DUPLICATE_WORKER', `worker ${spec.id} already added`, spec.id)
@@ -408,7 +432,13 @@ export class ClusterView {
    */
   setHealth(id: string, healthy: boolean): void {
     const w = this.#get(id)
-    checkOption(typeof healthy === 'boolean', 'healthy', healthy)
+    if (typeof healthy !== 'boolean') {
+      throw new RouterError(
+        'INVALID_OPTION',
+        `healthy must be a boolean, got ${describeValue(healthy)}`,
+        healthy,
+      )
+    }
     w.healthy = healthy
     if (!healthy) this.#admissionCache.delete(id)
   }
@@ -429,7 +459,13 @@ export class ClusterView {
    */
   setDraining(id: string, draining: boolean): void {
     const w = this.#get(id)
-    checkOption(typeof draining === 'boolean', 'draining', draining)
+    if (typeof draining !== 'boolean') {
+      throw new RouterError(
+        'INVALID_OPTION',
+        `draining must be a boolean, got ${describeValue(draining)}`,
+        draining,
+      )
+    }
     w.draining = draining
   }
 
@@ -449,7 +485,13 @@ export class ClusterView {
    */
   pause(id: string, untilMs: number): void {
     this.#get(id)
-    checkOption(typeof untilMs === 'number' && !Number.isNaN(untilMs), 'untilMs', untilMs)
+    if (typeof untilMs !== 'number' || Number.isNaN(untilMs)) {
+      throw new RouterError(
+        'INVALID_OPTION',
+        `untilMs must be a number, got ${describeValue(untilMs)}`,
+        untilMs,
+      )
+    }
     this.store.setPauseUntil(id, untilMs)
   }
 
@@ -698,7 +740,7 @@ export class ClusterView {
    * view.addWorker({ id: 'p0', role: 'prefill', capacityTokens: 10 })
    * view.addWorker({ id: 'p1', role: 'prefill', capacityTokens: 10 })
    * view.addWorker({ id: 'd0', role: 'decode', capacityTokens: 10 })
-   * view.store.addLoad('p0', 3, 0, 0, 0)
+   * view.store.addLoad('p0', { turns: 3 })
    * view.pickPrefill('d0') // 'p1'
    * view.pickPrefill('d0', 'p1') // 'p0'
    * ```

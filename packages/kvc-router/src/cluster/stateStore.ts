@@ -1,3 +1,5 @@
+import { RouterError, describeValue } from '../errors/routerError.js'
+
 /**
  * Where a session's KV lives, as far as the router knows: the D worker it is bound to, how many
  * tokens it has committed there (prompt + output of its last successful turn) and how many of the
@@ -46,6 +48,66 @@ export interface WorkerLoad {
   readonly prefillTokens: number
   /** KV blocks of in-flight turns (prompt + expected output), for Dynamo's decode cost. */
   readonly decodeBlocks: number
+}
+
+/**
+ * A change to a worker's load ({@link ClusterStateStore.addLoad}): each field is added to the
+ * counter of the same name (negative to give load back); an absent field changes nothing.
+ *
+ * @example
+ * ```ts
+ * import type { LoadDelta } from '@kvc/kvc-router'
+ * const seedStarts: LoadDelta = { turns: 1, prefillTokens: 12_000 }
+ * const seedEnds: LoadDelta = { turns: -1, prefillTokens: -12_000 }
+ * ```
+ */
+export interface LoadDelta {
+  readonly turns?: number
+  readonly pendingSeeds?: number
+  readonly prefillTokens?: number
+  readonly decodeBlocks?: number
+}
+
+const isDelta = (v: number | undefined): boolean => v === undefined || Number.isSafeInteger(v)
+
+/**
+ * @internal Throws `INVALID_OPTION` unless `delta` is an object whose given fields are integers
+ * (the store implementations call it before changing anything). Dispatch calls `addLoad` a few
+ * times per action: the check reads each field once, and builds a message only for a bad one.
+ */
+export function checkLoadDelta(workerId: unknown, delta: LoadDelta): void {
+  if (
+    typeof workerId === 'string' &&
+    workerId.length > 0 &&
+    typeof delta === 'object' &&
+    delta !== null &&
+    isDelta(delta.turns) &&
+    isDelta(delta.pendingSeeds) &&
+    isDelta(delta.prefillTokens) &&
+    isDelta(delta.decodeBlocks)
+  ) {
+    return
+  }
+  if (typeof workerId !== 'string' || workerId.length === 0) {
+    throw new RouterError(
+      'INVALID_OPTION',
+      `addLoad: workerId must be a non-empty string, got ${describeValue(workerId)}`,
+      workerId,
+    )
+  }
+  if (typeof delta !== 'object' || delta === null) {
+    throw new RouterError(
+      'INVALID_OPTION',
+      `addLoad: the delta must be an object, got ${describeValue(delta)}`,
+      delta,
+    )
+  }
+  for (const k of ['turns', 'pendingSeeds', 'prefillTokens', 'decodeBlocks'] as const) {
+    const v = delta[k]
+    if (!isDelta(v)) {
+      throw new RouterError('INVALID_OPTION', `addLoad: ${k} must be an integer, got ${describeValue(v)}`, v)
+    }
+  }
 }
 
 /**
@@ -125,7 +187,7 @@ export interface ClaimOutcome {
  * writes in the background. What must not race between replicas goes through **claims**: a store
  * with `confirmsClaims: true` makes Dispatch yield a `claim` action (a {@link StateClaim}) before
  * a turn moves or creates a session's binding and after it takes a pending-seed slot; the driver
- * answers it with the store's own (asynchronous) `claim` method. {@link InMemoryClusterStateStore}
+ * answers it with the store's own `claim` method (synchronous or asynchronous). {@link InMemoryClusterStateStore}
  * is the default, for one replica, and confirms no claims unless asked to.
  *
  * Semantics each implementation must keep:
@@ -157,14 +219,13 @@ export interface ClusterStateStore {
   deleteBinding(sessionId: string): void
   /** Number of bound sessions. */
   bindingCount(): number
-  /** Adds deltas (possibly negative) to a worker's load. */
-  addLoad(
-    workerId: string,
-    turns: number,
-    pendingSeeds: number,
-    prefillTokens: number,
-    decodeBlocks: number,
-  ): void
+  /**
+   * Adds a delta (fields possibly negative, absent ones 0) to a worker's load; no counter goes
+   * below zero.
+   *
+   * @throws RouterError `INVALID_OPTION` (a field that is not an integer; nothing changes).
+   */
+  addLoad(workerId: string, delta: LoadDelta): void
   load(workerId: string): WorkerLoad
   pauseUntil(workerId: string): number
   setPauseUntil(workerId: string, untilMs: number): void
@@ -177,6 +238,15 @@ export interface ClusterStateStore {
   resetSession(sessionId: string): void
   /** Forgets everything about a worker (its load, pause, and every session's rejects / exclusions of it; bindings to it are dropped). */
   dropWorker(workerId: string): void
+  /**
+   * Decides a {@link StateClaim} by its rules and answers the `claim` action Dispatch yields for
+   * it (`turn.next(await store.claim(action.claim))`; `TurnDriver` does this by default). Dispatch
+   * yields claims only when `confirmsClaims` is true, but every store decides them, so a driver
+   * answers every action without a cast; a store for one process decides on its own maps
+   * ({@link InMemoryClusterStateStore.claim}, synchronously), a shared one on its server
+   * (asynchronously).
+   */
+  claim(claim: StateClaim): ClaimOutcome | Promise<ClaimOutcome>
 }
 
 /**
@@ -255,22 +325,32 @@ export class InMemoryClusterStateStore implements ClusterStateStore {
   bindingCount(): number {
     return this.#bindings.size
   }
-  addLoad(
-    workerId: string,
-    turns: number,
-    pendingSeeds: number,
-    prefillTokens: number,
-    decodeBlocks: number,
-  ): void {
+  /**
+   * Adds a delta to a worker's load (see {@link ClusterStateStore.addLoad}).
+   *
+   * @throws RouterError `INVALID_OPTION` (nothing changes).
+   *
+   * @example
+   * ```ts
+   * import { InMemoryClusterStateStore } from '@kvc/kvc-router'
+   * const store = new InMemoryClusterStateStore()
+   * store.addLoad('d0', { turns: 1, decodeBlocks: 40 })
+   * store.addLoad('d0', { turns: -1 })
+   * store.load('d0') // { turns: 0, pendingSeeds: 0, prefillTokens: 0, decodeBlocks: 40 }
+   * ```
+   */
+  addLoad(workerId: string, delta: LoadDelta): void {
+    checkLoadDelta(workerId, delta)
     let l = this.#loads.get(workerId)
     if (l === undefined) {
       l = { turns: 0, pendingSeeds: 0, prefillTokens: 0, decodeBlocks: 0 }
       this.#loads.set(workerId, l)
     }
-    l.turns = Math.max(0, l.turns + turns)
-    l.pendingSeeds = Math.max(0, l.pendingSeeds + pendingSeeds)
-    l.prefillTokens = Math.max(0, l.prefillTokens + prefillTokens)
-    l.decodeBlocks = Math.max(0, l.decodeBlocks + decodeBlocks)
+    if (delta.turns !== undefined) l.turns = Math.max(0, l.turns + delta.turns)
+    if (delta.pendingSeeds !== undefined) l.pendingSeeds = Math.max(0, l.pendingSeeds + delta.pendingSeeds)
+    if (delta.prefillTokens !== undefined)
+      l.prefillTokens = Math.max(0, l.prefillTokens + delta.prefillTokens)
+    if (delta.decodeBlocks !== undefined) l.decodeBlocks = Math.max(0, l.decodeBlocks + delta.decodeBlocks)
   }
   load(workerId: string): WorkerLoad {
     return this.#loads.get(workerId) ?? ZERO_LOAD

@@ -4,9 +4,11 @@ import {
   type SloClass,
   parseAdmitResponse,
 } from '../admission/contract.js'
-import type { SessionBinding } from '../cluster/stateStore.js'
+import { type BackoffPolicy, backoffDelayMs } from '../backoff/backoff.js'
+import type { LoadDelta, SessionBinding } from '../cluster/stateStore.js'
 import { RouterError, checkLength } from '../errors/routerError.js'
 import { BlockKeys } from '../residency/blockKeys.js'
+import type { RouterParams } from '../route/params.js'
 import { turnKeys } from '../route/route.js'
 import type {
   RouteCandidate,
@@ -53,21 +55,18 @@ const CAUSE_PRIORITY: readonly TurnFailureCause[] = [
 /** Seed-line tier of each SLO class: a turn yields pending-seed slots only to its tier or above. */
 const SLO_TIER: Readonly<Record<SloClass, number>> = { interactive: 0, batch: 1, background: 2 }
 
+/** The load deltas of a turn's commitment and pending-seed slot (shared: no allocation per call). */
+const ONE_TURN: LoadDelta = Object.freeze({ turns: 1 })
+const ONE_TURN_LESS: LoadDelta = Object.freeze({ turns: -1 })
+const ONE_SEED: LoadDelta = Object.freeze({ pendingSeeds: 1 })
+const ONE_SEED_LESS: LoadDelta = Object.freeze({ pendingSeeds: -1 })
+
 const MAX_RECORDED_ROUTES = 4
 const MAX_RECORDED_STEPS = 256
 
-/**
- * Exponential backoff with full jitter: `random() × min(cap, base × 2^n)`, at least 1 ms.
- *
- * @example
- * ```ts
- * import { backoffDelayMs } from '@kvc/kvc-router'
- * backoffDelayMs(2, 50, 2_000, () => 0.5) // 100
- * ```
- */
-export function backoffDelayMs(n: number, baseMs: number, capMs: number, random: () => number): number {
-  const ceiling = Math.min(capMs, baseMs * 2 ** Math.min(n, 30))
-  return Math.max(1, random() * ceiling)
+/** Dispatch's backoff: full jitter over the router's `backoffBaseMs` / `backoffCapMs`. */
+function backoffPolicyOf(params: RouterParams): BackoffPolicy {
+  return { baseDelayMs: params.backoffBaseMs, maxDelayMs: params.backoffCapMs, jitter: 'full' }
 }
 
 /**
@@ -128,6 +127,8 @@ export class TurnDispatch {
   readonly #cls: SloClass
   readonly #reserve: number
   readonly #deadline: number
+  /** Waits between walks and admission tries: full jitter over the router's backoff parameters. */
+  readonly #backoff: BackoffPolicy
   readonly #gen: Gen<DoneAction | FailAction>
   #pending: DispatchAction | undefined
   #final: DoneAction | FailAction | undefined
@@ -179,6 +180,7 @@ export class TurnDispatch {
     this.#reserve = turn.expectedOutputTokens ?? ctx.params.defaultDecodeReserve
     const now = ctx.cluster.now()
     this.#deadline = now + ctx.params.slo[this.#cls].maxWaitMs
+    this.#backoff = backoffPolicyOf(ctx.params)
     this.record = {
       turnId,
       sessionId: turn.sessionId,
@@ -387,8 +389,7 @@ export class TurnDispatch {
         this.#reroute = false
         continue
       }
-      let until =
-        now + backoffDelayMs(this.#walks - 1, params.backoffBaseMs, params.backoffCapMs, this.#ctx.random)
+      let until = now + Math.max(1, backoffDelayMs(this.#walks - 1, this.#backoff, this.#ctx.random))
       // If no healthy D is usable now only because of pauses (including hints received during this
       // walk), sleep until the first pause ends (jittered) instead of waking up for nothing.
       let earliest = Number.POSITIVE_INFINITY
@@ -737,7 +738,7 @@ export class TurnDispatch {
       // A D that can no longer take the turn is left at once (the loop's check above says why).
       if (t < tries - 1 && this.#decodeObstacle(d, ownPause) === undefined) {
         const now = cluster.now()
-        const until = now + backoffDelayMs(t, params.backoffBaseMs, params.backoffCapMs, this.#ctx.random)
+        const until = now + Math.max(1, backoffDelayMs(t, this.#backoff, this.#ctx.random))
         yield* this.#wait(until, 'admission_retry')
       }
     }
@@ -934,8 +935,11 @@ export class TurnDispatch {
   #addInflight(d: string, p: string | undefined, prefill: number, blocks: number): void {
     const store = this.#ctx.cluster.store
     this.#commit(d) // the D's turn (already counted since the admission request, with admission)
-    store.addLoad(d, 0, 0, p === undefined ? prefill : 0, blocks)
-    if (p !== undefined) store.addLoad(p, 1, 0, prefill, 0)
+    store.addLoad(
+      d,
+      p === undefined ? { prefillTokens: prefill, decodeBlocks: blocks } : { decodeBlocks: blocks },
+    )
+    if (p !== undefined) store.addLoad(p, { turns: 1, prefillTokens: prefill })
     this.#inflight = { d, p, prefill, blocks }
   }
 
@@ -943,7 +947,7 @@ export class TurnDispatch {
   #commit(d: string): void {
     if (this.#committed === d) return
     this.#releaseCommitment()
-    this.#ctx.cluster.store.addLoad(d, 1, 0, 0, 0)
+    this.#ctx.cluster.store.addLoad(d, ONE_TURN)
     this.#committed = d
   }
 
@@ -952,19 +956,19 @@ export class TurnDispatch {
     if (d === undefined) return
     this.#committed = undefined
     // A removed worker's load was dropped with it.
-    if (this.#ctx.cluster.has(d)) this.#ctx.cluster.store.addLoad(d, -1, 0, 0, 0)
+    if (this.#ctx.cluster.has(d)) this.#ctx.cluster.store.addLoad(d, ONE_TURN_LESS)
   }
 
   #takeSeedSlot(d: string): void {
     this.#ctx.cluster.seedWaiters.leave(this.turnId)
-    this.#ctx.cluster.store.addLoad(d, 0, 1, 0, 0)
+    this.#ctx.cluster.store.addLoad(d, ONE_SEED)
     this.#seedSlot = d
   }
 
   #releaseSeedSlot(): void {
     const d = this.#seedSlot
     if (d === undefined) return
-    if (this.#ctx.cluster.has(d)) this.#ctx.cluster.store.addLoad(d, 0, -1, 0, 0)
+    if (this.#ctx.cluster.has(d)) this.#ctx.cluster.store.addLoad(d, ONE_SEED_LESS)
     this.#seedSlot = undefined
   }
 
@@ -974,8 +978,15 @@ export class TurnDispatch {
     const { cluster } = this.#ctx
     const store = cluster.store
     // A removed worker's load was dropped with it.
-    if (cluster.has(f.d)) store.addLoad(f.d, 0, 0, f.p === undefined ? -f.prefill : 0, -f.blocks)
-    if (f.p !== undefined && cluster.has(f.p)) store.addLoad(f.p, -1, 0, -f.prefill, 0)
+    if (cluster.has(f.d)) {
+      store.addLoad(
+        f.d,
+        f.p === undefined
+          ? { prefillTokens: -f.prefill, decodeBlocks: -f.blocks }
+          : { decodeBlocks: -f.blocks },
+      )
+    }
+    if (f.p !== undefined && cluster.has(f.p)) store.addLoad(f.p, { turns: -1, prefillTokens: -f.prefill })
     this.#inflight = undefined
   }
 

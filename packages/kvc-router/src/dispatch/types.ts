@@ -71,7 +71,7 @@ export interface SeedViaPAction {
 /**
  * Confirm shared state with the store before relying on it (only with a store whose
  * `confirmsClaims` is true, i.e. several router replicas): answer with the store's own answer,
- * `turn.next(await store.claim(action.claim))`. A lost binding claim re-routes the turn to the
+ * `turn.next(await store.claim(action.claim))` (what `TurnDriver` does by default). A lost binding claim re-routes the turn to the
  * winner's D; a denied pending-seed slot skips the D.
  *
  * @example

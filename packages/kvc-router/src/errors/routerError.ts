@@ -88,7 +88,27 @@ export function checkLength(what: string, n: unknown): number {
   return n
 }
 
-/** @internal Throws `INVALID_OPTION` unless `ok`. */
-export function checkOption(ok: boolean, what: string, value: unknown): void {
-  if (!ok) throw new RouterError('INVALID_OPTION', `invalid option ${what}: ${String(value)}`, value)
+/**
+ * @internal Throws `INVALID_OPTION` with `message` and `value` unless `ok`. `message` is the whole
+ * message: it names the option, what it must be and the value given (`describeValue`), like the
+ * `checkOption` of `@kvc/sim` and `@kvc/router-state`.
+ */
+export function checkOption(ok: boolean, message: string, value: unknown): asserts ok {
+  if (!ok) throw new RouterError('INVALID_OPTION', message, value)
+}
+
+/** @internal A short, safe rendering of a bad value for an error message. */
+export function describeValue(value: unknown): string {
+  let s: string
+  try {
+    s =
+      typeof value === 'function'
+        ? 'a function'
+        : typeof value === 'bigint'
+          ? `${value}n`
+          : (JSON.stringify(value) ?? String(value))
+  } catch {
+    s = String(value)
+  }
+  return s.length > 60 ? `${s.slice(0, 57)}...` : s
 }

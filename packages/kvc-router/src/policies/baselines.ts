@@ -1,4 +1,4 @@
-import { checkOption } from '../errors/routerError.js'
+import { checkOption, describeValue } from '../errors/routerError.js'
 import {
   type CandidateAnalysis,
   type TurnAnalysis,
@@ -26,7 +26,11 @@ export interface BaselineOptions {
 
 function mode(o: BaselineOptions | undefined): 'seed' | 'direct' {
   const m = o?.pathMode ?? 'seed'
-  checkOption(m === 'seed' || m === 'direct', 'pathMode', m)
+  checkOption(
+    m === 'seed' || m === 'direct',
+    `pathMode must be 'seed' or 'direct', got ${describeValue(m)}`,
+    m,
+  )
   return m
 }
 
@@ -111,7 +115,7 @@ export function randomPolicy(options?: BaselineOptions): RoutingPolicy {
  * import { Router, powerOfTwoPolicy } from '@kvc/kvc-router'
  * const router = new Router({ policy: powerOfTwoPolicy(), now: () => 0, random: () => 0, workers: [
  *   { id: 'd0', role: 'decode', capacityTokens: 1e6 }, { id: 'd1', role: 'decode', capacityTokens: 1e6 }] })
- * router.cluster.store.addLoad('d0', 5, 0, 0, 0)
+ * router.cluster.store.addLoad('d0', { turns: 5 })
  * router.route({ sessionId: 'a', promptTokens: 1 }).candidates[0]?.workerId // 'd1'
  * ```
  */
@@ -282,12 +286,33 @@ function resolveSglang(o: SglangCacheAwareOptions | undefined) {
     maxTreeSize: o?.maxTreeSize ?? base.maxTreeSize,
     fallback: o?.fallback ?? ('smallestTenant' as const),
   }
-  checkOption(cfg.cacheThreshold >= 0 && cfg.cacheThreshold <= 1, 'cacheThreshold', cfg.cacheThreshold)
-  checkOption(cfg.balanceAbsThreshold >= 0, 'balanceAbsThreshold', cfg.balanceAbsThreshold)
-  checkOption(cfg.balanceRelThreshold >= 0, 'balanceRelThreshold', cfg.balanceRelThreshold)
-  checkOption(cfg.evictionIntervalSecs > 0, 'evictionIntervalSecs', cfg.evictionIntervalSecs)
-  checkOption(cfg.maxTreeSize >= 0, 'maxTreeSize', cfg.maxTreeSize)
-  checkOption(cfg.fallback === 'smallestTenant' || cfg.fallback === 'leastLoaded', 'fallback', cfg.fallback)
+  const v = describeValue
+  checkOption(
+    cfg.cacheThreshold >= 0 && cfg.cacheThreshold <= 1,
+    `cacheThreshold must be in [0, 1], got ${v(cfg.cacheThreshold)}`,
+    cfg.cacheThreshold,
+  )
+  checkOption(
+    cfg.balanceAbsThreshold >= 0,
+    `balanceAbsThreshold must be >= 0, got ${v(cfg.balanceAbsThreshold)}`,
+    cfg.balanceAbsThreshold,
+  )
+  checkOption(
+    cfg.balanceRelThreshold >= 0,
+    `balanceRelThreshold must be >= 0, got ${v(cfg.balanceRelThreshold)}`,
+    cfg.balanceRelThreshold,
+  )
+  checkOption(
+    cfg.evictionIntervalSecs > 0,
+    `evictionIntervalSecs must be > 0, got ${v(cfg.evictionIntervalSecs)}`,
+    cfg.evictionIntervalSecs,
+  )
+  checkOption(cfg.maxTreeSize >= 0, `maxTreeSize must be >= 0, got ${v(cfg.maxTreeSize)}`, cfg.maxTreeSize)
+  checkOption(
+    cfg.fallback === 'smallestTenant' || cfg.fallback === 'leastLoaded',
+    `fallback must be 'smallestTenant' or 'leastLoaded', got ${v(cfg.fallback)}`,
+    cfg.fallback,
+  )
   return cfg
 }
 
@@ -456,7 +481,11 @@ export function dynamoKvCostPolicy(options?: DynamoKvCostOptions): RoutingPolicy
     ['decodeActiveRequestWeight', wReq],
     ['temperature', temperature],
   ] as const) {
-    checkOption(typeof v === 'number' && Number.isFinite(v) && v >= 0, n, v)
+    checkOption(
+      typeof v === 'number' && Number.isFinite(v) && v >= 0,
+      `${n} must be a finite number >= 0, got ${describeValue(v)}`,
+      v,
+    )
   }
   return baselinePolicy('dynamo-kv-cost', pathMode, (c, ctx, turn) => {
     const block = ctx.params.pageSize

@@ -1,5 +1,6 @@
 import { type BlockHasher, computeBlockHashes } from '@kvc/radix-cache'
 import { RouterError, checkLength } from '../errors/routerError.js'
+import { checkRouterParam } from '../route/params.js'
 import { HI, LO, b64, w32 } from './split64.js'
 
 /**
@@ -63,8 +64,7 @@ export class BlockKeys {
     pageSize: number,
     extraKey?: string,
   ): BlockKeys {
-    checkLength('pageSize', pageSize)
-    if (pageSize === 0) throw new RouterError('INVALID_OPTION', 'pageSize must be >= 1', pageSize)
+    checkRouterParam('pageSize', pageSize)
     return BlockKeys.fromHashes(computeBlockHashes(hasher, tokens, pageSize, extraKey))
   }
 

@@ -1,5 +1,6 @@
 import type { BlockHasher, KvEvent } from '@kvc/radix-cache'
-import { RouterError, checkOption } from '../errors/routerError.js'
+import { RouterError, checkOption, describeValue } from '../errors/routerError.js'
+import { DEFAULT_ROUTER_PARAMS, checkRouterParam } from '../route/params.js'
 import { BlockKeys } from './blockKeys.js'
 import { HI, LO, b64, w32 } from './split64.js'
 
@@ -95,7 +96,7 @@ export interface WorkerResidencyStatus {
  * ```
  */
 export interface ResidencyIndexOptions {
-  /** Boilerplate threshold `θ_shared` of `exclusive` overlap, in `(0, 1]` (default 0.5). */
+  /** Boilerplate threshold `θ_shared` of `exclusive` overlap, in `(0, 1]` (default: the router's, 0.5). */
   readonly thetaShared?: number
   /** What to do with an event that follows a gap (default `'apply'`). */
   readonly gapPolicy?: 'apply' | 'hold'
@@ -105,7 +106,11 @@ export interface ResidencyIndexOptions {
   readonly onGap?: (gap: GapReport) => void
   /** Hasher for token queries ({@link ResidencyIndex.keysFor}); must match the engines'. */
   readonly hasher?: BlockHasher
-  /** Page size for token queries; when set, `BlockStored` events of another block size are refused. */
+  /**
+   * Page size for token queries, in `[1, MAX_PAGE_SIZE]`; when set, `BlockStored` events of
+   * another block size are refused. In a `Router` it must equal `params.pageSize` (the router's
+   * page size, which it defaults when `params` does not give one).
+   */
   readonly pageSize?: number
   /** Initial node capacity (grows by doubling). */
   readonly initialBlocks?: number
@@ -218,15 +223,20 @@ export class ResidencyIndex {
   #exclScratch = new Int32Array(32)
 
   constructor(options: ResidencyIndexOptions = {}) {
-    const theta = options.thetaShared ?? 0.5
-    checkOption(typeof theta === 'number' && theta > 0 && theta <= 1, 'thetaShared', theta)
+    const theta = checkRouterParam('thetaShared', options.thetaShared ?? DEFAULT_ROUTER_PARAMS.thetaShared)
     const gp = options.gapPolicy ?? 'apply'
-    checkOption(gp === 'apply' || gp === 'hold', 'gapPolicy', gp)
-    if (options.pageSize !== undefined) {
-      checkOption(Number.isInteger(options.pageSize) && options.pageSize > 0, 'pageSize', options.pageSize)
-    }
+    checkOption(
+      gp === 'apply' || gp === 'hold',
+      `gapPolicy must be 'apply' or 'hold', got ${describeValue(gp)}`,
+      gp,
+    )
+    if (options.pageSize !== undefined) checkRouterParam('pageSize', options.pageSize)
     const initial = options.initialBlocks ?? 1024
-    checkOption(Number.isInteger(initial) && initial > 0, 'initialBlocks', initial)
+    checkOption(
+      Number.isInteger(initial) && initial > 0,
+      `initialBlocks must be a positive integer, got ${describeValue(initial)}`,
+      initial,
+    )
     this.#theta = theta
     this.#gapPolicy = gp
     this.#dedupe = options.dedupe ?? false
@@ -269,7 +279,11 @@ export class ResidencyIndex {
       throw new RouterError('DUPLICATE_WORKER', `worker ${workerId} already added`, workerId)
     }
     const last = options.lastEventId ?? -1
-    checkOption(Number.isInteger(last) && last >= -1, 'lastEventId', last)
+    checkOption(
+      Number.isInteger(last) && last >= -1,
+      `lastEventId must be an integer >= -1, got ${describeValue(last)}`,
+      last,
+    )
     const slot = this.#freeWorkerSlots.length > 0 ? this.#freeWorkerSlots.pop()! : this.#bySlot.length
     if (slot >= this.#words * 32) this.#growWords()
     const rec: WorkerRec = {
@@ -364,6 +378,20 @@ export class ResidencyIndex {
    */
   get slotCount(): number {
     return this.#bySlot.length
+  }
+
+  /**
+   * The page size the index was given (`undefined`: none; token queries are then refused and
+   * `BlockStored` events of any block size are applied).
+   *
+   * @example
+   * ```ts
+   * import { ResidencyIndex } from '@kvc/kvc-router'
+   * new ResidencyIndex({ pageSize: 64 }).pageSize // 64
+   * ```
+   */
+  get pageSize(): number | undefined {
+    return this.#pageSize
   }
 
   /**
@@ -610,7 +638,11 @@ export class ResidencyIndex {
    */
   resync(workerId: string, blocks: BlockKeys | readonly bigint[], lastEventId: number): void {
     const rec = this.#rec(workerId)
-    checkOption(Number.isSafeInteger(lastEventId) && lastEventId >= -1, 'lastEventId', lastEventId)
+    checkOption(
+      Number.isSafeInteger(lastEventId) && lastEventId >= -1,
+      `lastEventId must be an integer >= -1, got ${describeValue(lastEventId)}`,
+      lastEventId,
+    )
     const keys = blocks instanceof BlockKeys ? blocks : BlockKeys.fromHashes(validateHashes('blocks', blocks))
     this.#clearSlot(rec)
     for (let i = 0; i < keys.length; i++) this.#storeKey(rec, keys.hi[i]!, keys.lo[i]!)

@@ -1,5 +1,5 @@
 import type { SloClass } from '../admission/contract.js'
-import { checkOption } from '../errors/routerError.js'
+import { checkOption, describeValue } from '../errors/routerError.js'
 import type { OverlapMode } from '../residency/residencyIndex.js'
 
 /**
@@ -134,11 +134,89 @@ export type RouterParamsInput = Partial<Omit<RouterParams, 'slo'>> & {
 
 const isInt = (x: unknown, min: number): boolean => typeof x === 'number' && Number.isInteger(x) && x >= min
 const isNum = (x: unknown, min: number): boolean => typeof x === 'number' && Number.isFinite(x) && x >= min
+const isBool = (x: unknown): boolean => typeof x === 'boolean'
+
+/**
+ * The largest page size the router accepts, in tokens. Engines page KV in 1 to a few hundred
+ * tokens (SGLang's `--page-size`, vLLM's block size); a larger page makes prefix reuse too coarse
+ * for agentic appends to hit.
+ *
+ * @example
+ * ```ts
+ * import { MAX_PAGE_SIZE } from '@kvc/kvc-router'
+ * MAX_PAGE_SIZE // 4096
+ * ```
+ */
+export const MAX_PAGE_SIZE = 4096
+
+type ScalarParam = Exclude<keyof RouterParams, 'slo'>
+
+/**
+ * The one rule of each router parameter: what it must be (for the error message) and the check.
+ * `resolveRouterParams` applies it to every field, and the parts of the router that take a copy
+ * of a parameter as an option of their own (the residency index's `pageSize` and `thetaShared`,
+ * the cluster view's link health, `BlockKeys.fromTokens`' page size) apply the same rule.
+ */
+const RULES: {
+  readonly [K in ScalarParam]: {
+    readonly must: string
+    readonly ok: (v: unknown, p: RouterParams) => boolean
+  }
+} = {
+  pageSize: {
+    must: `an integer in [1, ${MAX_PAGE_SIZE}]`,
+    ok: (v) => isInt(v, 1) && (v as number) <= MAX_PAGE_SIZE,
+  },
+  tauAppend: { must: 'an integer >= 0', ok: (v) => isInt(v, 0) },
+  refillLostTail: { must: 'a boolean', ok: isBool },
+  tauReject: { must: 'an integer >= 1', ok: (v) => isInt(v, 1) },
+  loadFloorK: { must: 'a number >= 0', ok: (v) => isNum(v, 0) },
+  thetaShared: {
+    must: 'a number in (0, 1]',
+    ok: (v) => isNum(v, 0) && (v as number) > 0 && (v as number) <= 1,
+  },
+  overlapMode: { must: "'plain' or 'exclusive'", ok: (v) => v === 'plain' || v === 'exclusive' },
+  pendingSeedsPerD: { must: 'an integer >= 1', ok: (v) => isInt(v, 1) },
+  admissionStalenessMs: { must: 'a number >= 0', ok: (v) => isNum(v, 0) },
+  admissionTimeoutMs: { must: 'a number >= 1', ok: (v) => isNum(v, 1) },
+  admissionTries: { must: 'an integer >= 1', ok: (v) => isInt(v, 1) },
+  backoffBaseMs: { must: 'a number >= 1', ok: (v) => isNum(v, 1) },
+  backoffCapMs: { must: 'a number >= backoffBaseMs', ok: (v, p) => isNum(v, p.backoffBaseMs) },
+  leaseMs: { must: 'an integer >= 1', ok: (v) => isInt(v, 1) },
+  defaultDecodeReserve: { must: 'an integer >= 0', ok: (v) => isInt(v, 0) },
+  linkFailureThreshold: { must: 'an integer >= 1', ok: (v) => isInt(v, 1) },
+  linkCooldownMs: { must: 'a number >= 0', ok: (v) => isNum(v, 0) },
+  maxAttempts: { must: 'an integer >= 1', ok: (v) => isInt(v, 1) },
+  maxWalks: { must: 'an integer >= 1', ok: (v) => isInt(v, 1) },
+  resetOnSuccess: { must: 'a boolean', ok: isBool },
+  releaseWhenAllExcluded: { must: 'a boolean', ok: isBool },
+  predictOnSuccess: { must: 'a boolean', ok: isBool },
+}
+
+/**
+ * @internal Throws `INVALID_OPTION` unless `value` satisfies router parameter `name`'s rule
+ * (`where` prefixes the message, e.g. `residency.` for the residency index's copy). Returns the
+ * value.
+ */
+export function checkRouterParam<K extends ScalarParam>(
+  name: K,
+  value: unknown,
+  where = '',
+  params: RouterParams = DEFAULT_ROUTER_PARAMS,
+): RouterParams[K] {
+  const rule = RULES[name]
+  checkOption(
+    rule.ok(value, params),
+    `${where}${name} must be ${rule.must}, got ${describeValue(value)}`,
+    value,
+  )
+  return value as RouterParams[K]
+}
 
 /**
  * Merges overrides onto the defaults and validates every field.
  *
- * @throws RouterError `INVALID_OPTION` naming the first bad field.
+ * @throws RouterError `INVALID_OPTION` naming the first bad field, its rule and its value.
  *
  * @example
  * ```ts
@@ -157,36 +235,7 @@ export function resolveRouterParams(input: RouterParamsInput = {}): RouterParams
       background: input.slo?.background ?? d.slo.background,
     },
   }
-  checkOption(isInt(p.pageSize, 1), 'pageSize', p.pageSize)
-  checkOption(isInt(p.tauAppend, 0), 'tauAppend', p.tauAppend)
-  checkOption(typeof p.refillLostTail === 'boolean', 'refillLostTail', p.refillLostTail)
-  checkOption(isInt(p.tauReject, 1), 'tauReject', p.tauReject)
-  checkOption(isNum(p.loadFloorK, 0), 'loadFloorK', p.loadFloorK)
-  checkOption(
-    isNum(p.thetaShared, 0) && p.thetaShared > 0 && p.thetaShared <= 1,
-    'thetaShared',
-    p.thetaShared,
-  )
-  checkOption(p.overlapMode === 'plain' || p.overlapMode === 'exclusive', 'overlapMode', p.overlapMode)
-  checkOption(isInt(p.pendingSeedsPerD, 1), 'pendingSeedsPerD', p.pendingSeedsPerD)
-  checkOption(isNum(p.admissionStalenessMs, 0), 'admissionStalenessMs', p.admissionStalenessMs)
-  checkOption(isNum(p.admissionTimeoutMs, 1), 'admissionTimeoutMs', p.admissionTimeoutMs)
-  checkOption(isInt(p.admissionTries, 1), 'admissionTries', p.admissionTries)
-  checkOption(isNum(p.backoffBaseMs, 1), 'backoffBaseMs', p.backoffBaseMs)
-  checkOption(isNum(p.backoffCapMs, p.backoffBaseMs), 'backoffCapMs', p.backoffCapMs)
-  checkOption(isInt(p.leaseMs, 1), 'leaseMs', p.leaseMs)
-  checkOption(isInt(p.defaultDecodeReserve, 0), 'defaultDecodeReserve', p.defaultDecodeReserve)
-  checkOption(isInt(p.linkFailureThreshold, 1), 'linkFailureThreshold', p.linkFailureThreshold)
-  checkOption(isNum(p.linkCooldownMs, 0), 'linkCooldownMs', p.linkCooldownMs)
-  checkOption(isInt(p.maxAttempts, 1), 'maxAttempts', p.maxAttempts)
-  checkOption(isInt(p.maxWalks, 1), 'maxWalks', p.maxWalks)
-  checkOption(typeof p.resetOnSuccess === 'boolean', 'resetOnSuccess', p.resetOnSuccess)
-  checkOption(
-    typeof p.releaseWhenAllExcluded === 'boolean',
-    'releaseWhenAllExcluded',
-    p.releaseWhenAllExcluded,
-  )
-  checkOption(typeof p.predictOnSuccess === 'boolean', 'predictOnSuccess', p.predictOnSuccess)
+  for (const name of Object.keys(RULES) as ScalarParam[]) checkRouterParam(name, p[name], '', p)
   for (const cls of ['interactive', 'batch', 'background'] as const) {
     const b = p.slo[cls]
     checkOption(
@@ -195,7 +244,7 @@ export function resolveRouterParams(input: RouterParamsInput = {}): RouterParams
         isNum(b.maxWaitMs, 0) &&
         isNum(b.seedShare, 0) &&
         b.seedShare <= 1,
-      `slo.${cls}`,
+      `slo.${cls} must be { maxWaitMs: a number >= 0, seedShare: a number in [0, 1] }, got ${describeValue(b)}`,
       b,
     )
   }

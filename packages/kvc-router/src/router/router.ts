@@ -2,9 +2,14 @@ import type { KvEvent } from '@kvc/radix-cache'
 import { ClusterView, type WorkerSpec } from '../cluster/clusterView.js'
 import type { ClusterStateStore } from '../cluster/stateStore.js'
 import { TurnDispatch } from '../dispatch/dispatch.js'
-import { checkOption } from '../errors/routerError.js'
+import { RouterError, checkOption, describeValue } from '../errors/routerError.js'
 import type { IngestStatus, ResidencyIndexOptions } from '../residency/residencyIndex.js'
-import { type RouterParams, type RouterParamsInput, resolveRouterParams } from '../route/params.js'
+import {
+  type RouterParams,
+  type RouterParamsInput,
+  checkRouterParam,
+  resolveRouterParams,
+} from '../route/params.js'
 import { kvcPolicy, validateTurn } from '../route/route.js'
 import type { RouteContext, RouteDecision, RoutingPolicy, TurnRequest } from '../route/types.js'
 
@@ -31,8 +36,34 @@ export interface RouterOptions {
   readonly random?: () => number
   /** The shared state (default in-process). */
   readonly store?: ClusterStateStore
-  /** Residency-index options other than `thetaShared` (taken from `params`). */
+  /**
+   * Residency-index options other than `thetaShared` (taken from `params`). The router has one
+   * page size, `params.pageSize`: a `residency.pageSize` (which makes the index check the block
+   * size of `BlockStored` events and answer token queries) must equal it, and gives it when
+   * `params` does not.
+   */
   readonly residency?: Omit<ResidencyIndexOptions, 'thetaShared'>
+}
+
+/**
+ * The router's parameters with the page size given once: `params.pageSize`, else
+ * `residency.pageSize`; both given and different is an error.
+ */
+function pageSizeFrom(options: RouterOptions): RouterParamsInput | undefined {
+  const input = options.params
+  const rp = options.residency?.pageSize
+  if (rp === undefined) return input
+  checkRouterParam('pageSize', rp, 'residency.')
+  const pp = input?.pageSize
+  if (pp === undefined) return { ...input, pageSize: rp }
+  if (pp !== rp) {
+    throw new RouterError(
+      'INVALID_OPTION',
+      `residency.pageSize ${describeValue(rp)} disagrees with params.pageSize ${describeValue(pp)}: the router has one page size (give it in params)`,
+      { paramsPageSize: pp, residencyPageSize: rp },
+    )
+  }
+  return input
 }
 
 /**
@@ -67,14 +98,26 @@ export class Router {
   readonly context: RouteContext
   #turnCounter = 0
 
+  /**
+   * @throws RouterError `INVALID_OPTION`: a bad parameter, or a `residency.pageSize` that
+   * disagrees with `params.pageSize`.
+   */
   constructor(options: RouterOptions = {}) {
-    const params = resolveRouterParams(options.params)
+    const params = resolveRouterParams(pageSizeFrom(options))
     const now = options.now ?? Date.now
     const random = options.random ?? Math.random
-    checkOption(typeof now === 'function', 'now', now)
-    checkOption(typeof random === 'function', 'random', random)
+    checkOption(typeof now === 'function', `now must be a function, got ${describeValue(now)}`, now)
+    checkOption(
+      typeof random === 'function',
+      `random must be a function, got ${describeValue(random)}`,
+      random,
+    )
     const policy = options.policy ?? kvcPolicy()
-    checkOption(typeof policy?.rank === 'function' && typeof policy.name === 'string', 'policy', policy)
+    checkOption(
+      typeof policy?.rank === 'function' && typeof policy.name === 'string',
+      `policy must be a RoutingPolicy (a name and a rank function), got ${describeValue(policy)}`,
+      policy,
+    )
     this.params = params
     this.policy = policy
     this.cluster = new ClusterView({
@@ -108,7 +151,8 @@ export class Router {
 
   /**
    * Starts Algorithm 3 for a turn: drive the returned state machine with `next(outcome)` until it
-   * returns `done` or `fail`. Several turns may be in flight at once; they share the cluster view.
+   * returns `done` or `fail` (`TurnDriver` runs that loop over a host's effects). Several turns
+   * may be in flight at once; they share the cluster view.
    *
    * @throws RouterError on an invalid turn (nothing changes).
    *

@@ -1,5 +1,6 @@
 import type { AdmitReason, AdmitResponse } from '../admission/contract.js'
 import type { ClaimOutcome } from '../cluster/stateStore.js'
+import { type AdmitOutcome, type SendOutcome, TurnDriver, type TurnEffects } from '../driver/turnDriver.js'
 import type {
   AdmitAction,
   ClaimAction,
@@ -116,8 +117,10 @@ export interface TurnRun {
 /**
  * Drives turns through `Router.dispatch` with scripted answers and a manual clock: admission
  * RPCs take `rpcLatencyMs` (or the action's timeout when they time out), sends take
- * `sendLatencyMs`, waits jump the clock, claims are answered by the store at once. The simulator does the same with real caches; tests use
- * this to play adversaries.
+ * `sendLatencyMs`, waits jump the clock, claims are answered by the store at once. `runTurn` is
+ * `TurnDriver.driveSync` over these scripted effects; `answer` answers one action, for tests that
+ * interleave turns themselves. The simulator does the same with real caches; tests use this to
+ * play adversaries.
  *
  * @example
  * ```ts
@@ -131,9 +134,21 @@ export interface TurnRun {
  */
 export class ScriptedDriver {
   readonly #o: ScriptedDriverOptions
+  readonly #driver: TurnDriver
+  /** The scripted answers as the turn driver's effects (each one through {@link ScriptedDriver.answer}). */
+  readonly #effects: TurnEffects
 
   constructor(options: ScriptedDriverOptions) {
     this.#o = options
+    this.#driver = new TurnDriver(options.router)
+    this.#effects = {
+      admit: (a) => this.answer(a) as AdmitOutcome,
+      send: (a) => this.answer(a) as SendOutcome,
+      wait: (a) => {
+        this.answer(a)
+      },
+      claim: (a) => this.answer(a) as ClaimOutcome,
+    }
   }
 
   /** Answers one action (not a terminal one). */
@@ -164,29 +179,32 @@ export class ScriptedDriver {
         return { type: 'waited' }
       case 'claim': {
         if (o.claim !== undefined) return o.claim(a)
-        const store = o.router.cluster.store as { claim?: (c: ClaimAction['claim']) => unknown }
-        const r = typeof store.claim === 'function' ? store.claim(a.claim) : undefined
-        if (typeof r !== 'object' || r === null || r instanceof Promise) {
+        const r = o.router.cluster.store.claim(a.claim)
+        if (r instanceof Promise) {
           throw new Error('the store does not answer claims synchronously: pass a claim callback')
         }
-        return r as ClaimOutcome
+        return r
       }
       default:
         throw new Error(`terminal action ${a.type} has no answer`)
     }
   }
 
-  /** Runs one turn to its end (throws if it takes more than `maxActions` actions). */
+  /**
+   * Runs one turn to its end (throws if it takes more than `maxActions` actions, or if an answer
+   * fails; the turn is aborted first, so it gives its load back).
+   */
   runTurn(turn: TurnRequest, maxActions = 1_000_000): TurnRun {
     const t = this.#o.router.dispatch(turn)
     const actions: DispatchAction[] = []
-    let a = t.next()
-    while (a.type !== 'done' && a.type !== 'fail') {
-      actions.push(a)
-      if (actions.length > maxActions) throw new Error(`turn ${t.turnId} exceeded ${maxActions} actions`)
-      a = t.next(this.answer(a))
-    }
-    return { final: a, actions }
+    const r = this.#driver.driveSync(t, this.#effects, {
+      onAction: (a) => {
+        actions.push(a)
+        if (actions.length > maxActions) throw new Error(`turn ${t.turnId} exceeded ${maxActions} actions`)
+      },
+    })
+    if (r.stop !== undefined) throw r.stop.error ?? new Error(`turn ${t.turnId} stopped: ${r.stop.reason}`)
+    return { final: r.final, actions }
   }
 }
 

@@ -57,7 +57,22 @@ export class RouterStateError extends Error {
   }
 }
 
-/** @internal */
-export function checkOption(ok: boolean, name: string, value: unknown): void {
-  if (!ok) throw new RouterStateError('INVALID_OPTION', `invalid option ${name}: ${String(value)}`, value)
+/**
+ * @internal Throws `INVALID_OPTION` with `message` and `value` unless `ok`. `message` is the whole
+ * message (the option, what it must be, the value given), like the `checkOption` of
+ * `@kvc/kvc-router` and `@kvc/sim`.
+ */
+export function checkOption(ok: boolean, message: string, value: unknown): asserts ok {
+  if (!ok) throw new RouterStateError('INVALID_OPTION', message, value)
+}
+
+/** @internal A short, safe rendering of a bad value for an error message. */
+export function describeValue(value: unknown): string {
+  let s: string
+  try {
+    s = typeof value === 'function' ? 'a function' : (JSON.stringify(value) ?? String(value))
+  } catch {
+    s = String(value)
+  }
+  return s.length > 60 ? `${s.slice(0, 57)}...` : s
 }

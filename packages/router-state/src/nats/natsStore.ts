@@ -7,7 +7,7 @@ import {
   type Subscription,
   connect,
 } from '@nats-io/transport-node'
-import { RouterStateError, checkOption } from '../errors/routerStateError.js'
+import { RouterStateError, checkOption, describeValue } from '../errors/routerStateError.js'
 import type {
   BackendEvents,
   BackendSnapshot,
@@ -116,7 +116,11 @@ export class NatsStateBackend implements StateBackend {
     } = {},
   ) {
     const name = options.name ?? 'kvc'
-    checkOption(typeof name === 'string' && /^[A-Za-z0-9_-]{1,64}$/.test(name), 'name', name)
+    checkOption(
+      typeof name === 'string' && /^[A-Za-z0-9_-]{1,64}$/.test(name),
+      `name must match /^[A-Za-z0-9_-]{1,64}$/, got ${describeValue(name)}`,
+      name,
+    )
     this.#nc = connection
     this.#ownsConnection = options.ownsConnection === true
     this.#name = name
@@ -451,7 +455,11 @@ export class NatsStateBackend implements StateBackend {
 export async function connectNatsStore(options: NatsStoreOptions): Promise<ReplicatedStateStore> {
   checkStoreOptions(options)
   const name = options.name ?? 'kvc'
-  checkOption(typeof name === 'string' && /^[A-Za-z0-9_-]{1,64}$/.test(name), 'name', name)
+  checkOption(
+    typeof name === 'string' && /^[A-Za-z0-9_-]{1,64}$/.test(name),
+    `name must match /^[A-Za-z0-9_-]{1,64}$/, got ${describeValue(name)}`,
+    name,
+  )
   let nc = options.connection
   if (nc === undefined) {
     try {

@@ -1,5 +1,5 @@
 import { Redis, type RedisOptions } from 'ioredis'
-import { RouterStateError, checkOption } from '../errors/routerStateError.js'
+import { RouterStateError, checkOption, describeValue } from '../errors/routerStateError.js'
 import type {
   BackendEvents,
   BackendSnapshot,
@@ -191,7 +191,11 @@ export class RedisStateBackend implements StateBackend {
    */
   constructor(client: Redis, options: { readonly prefix?: string } = {}) {
     const prefix = options.prefix ?? 'kvc'
-    checkOption(typeof prefix === 'string' && /^[A-Za-z0-9_.-]{1,64}$/.test(prefix), 'prefix', prefix)
+    checkOption(
+      typeof prefix === 'string' && /^[A-Za-z0-9_.-]{1,64}$/.test(prefix),
+      `prefix must match /^[A-Za-z0-9_.-]{1,64}$/, got ${describeValue(prefix)}`,
+      prefix,
+    )
     this.#p = `{${prefix}}`
     this.#ch = {
       bind: `${this.#p}:bind`,
@@ -434,9 +438,17 @@ export class RedisStateBackend implements StateBackend {
 export async function connectRedisStore(options: RedisStoreOptions = {}): Promise<ReplicatedStateStore> {
   checkStoreOptions(options)
   const prefix = options.prefix ?? 'kvc'
-  checkOption(typeof prefix === 'string' && /^[A-Za-z0-9_.-]{1,64}$/.test(prefix), 'prefix', prefix)
+  checkOption(
+    typeof prefix === 'string' && /^[A-Za-z0-9_.-]{1,64}$/.test(prefix),
+    `prefix must match /^[A-Za-z0-9_.-]{1,64}$/, got ${describeValue(prefix)}`,
+    prefix,
+  )
   const url = options.url ?? 'redis://127.0.0.1:6379'
-  checkOption(typeof url === 'string' && url.length > 0, 'url', url)
+  checkOption(
+    typeof url === 'string' && url.length > 0,
+    `url must be a non-empty string, got ${describeValue(url)}`,
+    url,
+  )
   const opts = {
     lazyConnect: true,
     enableOfflineQueue: false,

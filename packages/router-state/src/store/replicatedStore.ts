@@ -1,7 +1,14 @@
 import { randomBytes } from 'node:crypto'
 import { hostname } from 'node:os'
-import type { ClaimOutcome, ClusterStateStore, SessionBinding, StateClaim, WorkerLoad } from '@kvc/kvc-router'
-import { RouterStateError, checkOption } from '../errors/routerStateError.js'
+import type {
+  ClaimOutcome,
+  ClusterStateStore,
+  LoadDelta,
+  SessionBinding,
+  StateClaim,
+  WorkerLoad,
+} from '@kvc/kvc-router'
+import { RouterStateError, checkOption, describeValue } from '../errors/routerStateError.js'
 import type {
   BackendEvents,
   BindingValue,
@@ -144,9 +151,13 @@ export const STORE_DEFAULTS = {
 
 /** @internal Refuses bad options (before any connection is opened). */
 export function checkStoreOptions(o: ReplicatedStoreOptions): void {
-  checkOption(typeof o === 'object' && o !== null, 'options', o)
+  checkOption(typeof o === 'object' && o !== null, `options must be an object, got ${describeValue(o)}`, o)
   const pos = (name: string, v: unknown) =>
-    checkOption(v === undefined || (typeof v === 'number' && Number.isFinite(v) && v > 0), name, v)
+    checkOption(
+      v === undefined || (typeof v === 'number' && Number.isFinite(v) && v > 0),
+      `${name} must be a finite number > 0, got ${describeValue(v)}`,
+      v,
+    )
   pos('bindingTtlMs', o.bindingTtlMs)
   pos('replicaTtlMs', o.replicaTtlMs)
   pos('heartbeatMs', o.heartbeatMs)
@@ -154,17 +165,67 @@ export function checkStoreOptions(o: ReplicatedStoreOptions): void {
   const hb = o.heartbeatMs ?? STORE_DEFAULTS.heartbeatMs
   checkOption(
     hb < (o.replicaTtlMs ?? STORE_DEFAULTS.replicaTtlMs),
-    'heartbeatMs (must be < replicaTtlMs)',
+    `heartbeatMs must be < replicaTtlMs (${o.replicaTtlMs ?? STORE_DEFAULTS.replicaTtlMs}), got ${hb}`,
     hb,
   )
   const id = o.replicaId
   checkOption(
     id === undefined || (typeof id === 'string' && id.length > 0 && id.length <= 200),
-    'replicaId',
+    `replicaId must be a string of 1 to 200 characters, got ${describeValue(id)}`,
     id,
   )
-  checkOption(o.now === undefined || typeof o.now === 'function', 'now', o.now)
-  checkOption(o.onEvent === undefined || typeof o.onEvent === 'function', 'onEvent', o.onEvent)
+  checkOption(
+    o.now === undefined || typeof o.now === 'function',
+    `now must be a function, got ${describeValue(o.now)}`,
+    o.now,
+  )
+  checkOption(
+    o.onEvent === undefined || typeof o.onEvent === 'function',
+    `onEvent must be a function, got ${describeValue(o.onEvent)}`,
+    o.onEvent,
+  )
+}
+
+const isDelta = (v: number | undefined): boolean => v === undefined || Number.isSafeInteger(v)
+
+/** Refuses a load delta with a field that is not an integer (reads each field once when it is fine). */
+function checkLoadDelta(workerId: unknown, delta: LoadDelta): void {
+  if (
+    typeof workerId === 'string' &&
+    workerId.length > 0 &&
+    typeof delta === 'object' &&
+    delta !== null &&
+    isDelta(delta.turns) &&
+    isDelta(delta.pendingSeeds) &&
+    isDelta(delta.prefillTokens) &&
+    isDelta(delta.decodeBlocks)
+  ) {
+    return
+  }
+  if (typeof workerId !== 'string' || workerId.length === 0) {
+    throw new RouterStateError(
+      'INVALID_OPTION',
+      `addLoad: workerId must be a non-empty string, got ${describeValue(workerId)}`,
+      workerId,
+    )
+  }
+  if (typeof delta !== 'object' || delta === null) {
+    throw new RouterStateError(
+      'INVALID_OPTION',
+      `addLoad: the delta must be an object, got ${describeValue(delta)}`,
+      delta,
+    )
+  }
+  for (const k of ['turns', 'pendingSeeds', 'prefillTokens', 'decodeBlocks'] as const) {
+    const v = delta[k]
+    if (!isDelta(v)) {
+      throw new RouterStateError(
+        'INVALID_OPTION',
+        `addLoad: ${k} must be an integer, got ${describeValue(v)}`,
+        v,
+      )
+    }
+  }
 }
 
 function defaultReplicaId(): string {
@@ -415,23 +476,25 @@ export class ReplicatedStateStore implements ClusterStateStore {
   // ------------------------------------------------------------------ load
 
   /**
-   * Adds to this replica's own load on a worker; the sum over live replicas is what `load`
-   * answers. Published (coalesced) at the next turn of the event loop.
+   * Adds a delta to this replica's own load on a worker (absent fields 0; no counter goes below
+   * zero); the sum over live replicas is what `load` answers. Published (coalesced) at the next
+   * turn of the event loop.
+   *
+   * @throws RouterStateError `INVALID_OPTION` (a field that is not an integer; nothing changes).
    *
    * @example
    * ```ts
    * import type { ReplicatedStateStore } from '@kvc/router-state'
    * declare const store: ReplicatedStateStore
-   * store.addLoad('d0', 1, 0, 2_048, 200)
+   * store.addLoad('d0', { turns: 1, prefillTokens: 2_048, decodeBlocks: 200 })
    * ```
    */
-  addLoad(
-    workerId: string,
-    turns: number,
-    pendingSeeds: number,
-    prefillTokens: number,
-    decodeBlocks: number,
-  ): void {
+  addLoad(workerId: string, delta: LoadDelta): void {
+    checkLoadDelta(workerId, delta)
+    const turns = delta.turns ?? 0
+    const pendingSeeds = delta.pendingSeeds ?? 0
+    const prefillTokens = delta.prefillTokens ?? 0
+    const decodeBlocks = delta.decodeBlocks ?? 0
     let o = this.#own.get(workerId)
     if (o === undefined) {
       o = { turns: 0, pendingSeeds: 0, prefillTokens: 0, decodeBlocks: 0 }
@@ -636,7 +699,13 @@ export class ReplicatedStateStore implements ClusterStateStore {
    */
   dropWorker(workerId: string): void {
     const o = this.#own.get(workerId)
-    if (o !== undefined) this.addLoad(workerId, -o.turns, -o.pendingSeeds, -o.prefillTokens, -o.decodeBlocks)
+    if (o !== undefined)
+      this.addLoad(workerId, {
+        turns: -o.turns,
+        pendingSeeds: -o.pendingSeeds,
+        prefillTokens: -o.prefillTokens,
+        decodeBlocks: -o.decodeBlocks,
+      })
     this.#total.delete(workerId)
     for (const p of this.#peers.values()) p.loads.delete(workerId)
     this.#pause.delete(workerId)

@@ -2,18 +2,17 @@ import {
   type AdmitAction,
   type AdmitResponse,
   type ClusterStateStore,
-  type DispatchAction,
-  type DispatchOutcome,
   type DoneAction,
   type FailAction,
   LeaseBook,
   Router,
   type RouterParamsInput,
+  TurnDriver,
+  type TurnEffects,
   type TurnRequest,
   admit,
 } from '@kvc/kvc-router'
 import { type AdmitAnswer, type SendAnswer, scriptedResponse, seededRandom } from '@kvc/kvc-router/testing'
-import type { ReplicatedStateStore } from '../../src/index.js'
 import { sleep } from './helpers.js'
 
 interface DWorker {
@@ -152,6 +151,8 @@ export class SimCluster {
   readonly #eventIds = new Map<string, number>()
   /** Per D, per session: the blocks it holds there (for BlockRemoved events). */
   readonly #held = new Map<string, Map<string, readonly bigint[]>>()
+  /** One turn driver per replica (its router's). */
+  readonly #drivers: TurnDriver[]
 
   constructor(stores: readonly ClusterStateStore[], options: SimOptions = {}) {
     this.#o = options
@@ -181,66 +182,62 @@ export class SimCluster {
         ],
       }),
     }))
+    this.#drivers = this.replicas.map((r) => new TurnDriver(r.router))
   }
 
-  /** Runs one turn on replica `r` to its end. */
+  /** Runs one turn on replica `r` to its end, with kvc-router's `TurnDriver` over this world. */
   async runTurn(r: number, turn: TurnRequest): Promise<TurnResult> {
-    const { router, store } = this.replicas[r]!
+    const { router } = this.replicas[r]!
     const t = router.dispatch(turn)
-    let a: DispatchAction = t.next()
     let n = 0
     let lease: string | undefined
-    while (a.type !== 'done' && a.type !== 'fail') {
-      n++
-      if (n > 100_000) throw new Error(`turn ${t.turnId} did not end`)
-      let out: DispatchOutcome
-      switch (a.type) {
-        case 'claim':
-          out = await (store as ReplicatedStateStore).claim(a.claim)
-          break
-        case 'admit': {
-          await sleep(this.#o.admitMs?.() ?? 1)
-          const forced = this.#o.admitAnswer?.(a)
-          if (forced === undefined) {
-            const response = this.world.admit(a)
-            if (response.admitted) lease = a.request.requestId
-            out = { type: 'admitResult', response }
-          } else if (forced.kind === 'timeout') out = { type: 'admitTimeout' }
-          else if (forced.kind === 'error') out = { type: 'admitError', message: 'scripted' }
-          else out = { type: 'admitResult', response: scriptedResponse(a, forced) }
-          break
+    const effects: TurnEffects = {
+      // claims: the replica's store (the driver's default)
+      admit: async (a) => {
+        await sleep(this.#o.admitMs?.() ?? 1)
+        const forced = this.#o.admitAnswer?.(a)
+        if (forced === undefined) {
+          const response = this.world.admit(a)
+          if (response.admitted) lease = a.request.requestId
+          return { type: 'admitResult', response }
         }
-        case 'sendFast':
-        case 'seedViaP': {
-          const d = a.type === 'sendFast' ? a.workerId : a.decodeId
-          const seed = a.type === 'seedViaP'
-          if (seed) {
-            const k = (this.seeding.get(d) ?? 0) + 1
-            this.seeding.set(d, k)
-            this.maxSeeding.set(d, Math.max(k, this.maxSeeding.get(d) ?? 0))
-          }
-          await sleep(this.#o.sendMs?.() ?? 5)
-          if (seed) this.seeding.set(d, this.seeding.get(d)! - 1)
-          const ans = this.#o.sendAnswer?.() ?? { kind: 'ok', outputTokens: 100 }
-          if (ans.kind === 'ok') {
-            this.world.complete(d, turn.sessionId, lease, turn.promptTokens + (ans.outputTokens ?? 100))
-            this.#stored(d, turn)
-            if (a.migratedFrom !== undefined) {
-              this.world.release(a.migratedFrom, turn.sessionId)
-              this.#removed(a.migratedFrom, turn.sessionId)
-            }
-            out = { type: 'completed', outputTokens: ans.outputTokens ?? 100 }
-          } else out = { type: 'failed', cause: ans.cause }
-          lease = undefined
-          break
+        if (forced.kind === 'timeout') return { type: 'admitTimeout' }
+        if (forced.kind === 'error') return { type: 'admitError', message: 'scripted' }
+        return { type: 'admitResult', response: scriptedResponse(a, forced) }
+      },
+      send: async (a) => {
+        const d = a.type === 'sendFast' ? a.workerId : a.decodeId
+        const seed = a.type === 'seedViaP'
+        if (seed) {
+          const k = (this.seeding.get(d) ?? 0) + 1
+          this.seeding.set(d, k)
+          this.maxSeeding.set(d, Math.max(k, this.maxSeeding.get(d) ?? 0))
         }
-        case 'wait':
-          await sleep(Math.max(0, (a.untilMs - this.now()) / this.#speed))
-          out = { type: 'waited' }
-          break
-      }
-      a = t.next(out)
+        await sleep(this.#o.sendMs?.() ?? 5)
+        if (seed) this.seeding.set(d, this.seeding.get(d)! - 1)
+        const ans = this.#o.sendAnswer?.() ?? { kind: 'ok', outputTokens: 100 }
+        const used = lease
+        lease = undefined
+        if (ans.kind !== 'ok') return { type: 'failed', cause: ans.cause }
+        this.world.complete(d, turn.sessionId, used, turn.promptTokens + (ans.outputTokens ?? 100))
+        this.#stored(d, turn)
+        if (a.migratedFrom !== undefined) {
+          this.world.release(a.migratedFrom, turn.sessionId)
+          this.#removed(a.migratedFrom, turn.sessionId)
+        }
+        return { type: 'completed', outputTokens: ans.outputTokens ?? 100 }
+      },
+      wait: async (a) => {
+        await sleep(Math.max(0, (a.untilMs - this.now()) / this.#speed))
+      },
     }
+    const run = await this.#drivers[r]!.drive(t, effects, {
+      onAction: () => {
+        if (++n > 100_000) throw new Error(`turn ${t.turnId} did not end`)
+      },
+    })
+    if (run.stop !== undefined) throw run.stop.error ?? new Error(`turn ${t.turnId}: ${run.stop.reason}`)
+    const a = run.final
     const res = { replica: r, turn, final: a, actions: n }
     if (a.type === 'done' && a.migratedFrom !== undefined) {
       this.world.release(a.migratedFrom, turn.sessionId)
@@ -285,9 +282,6 @@ export class SimCluster {
     }
   }
 }
-
-/** @internal */
-export type { DispatchAction }
 
 /** Block hashes of session `s`'s prompt of `tokens` tokens (prompts of a session extend each other). */
 export function sessionBlocks(s: number, tokens: number): bigint[] {

@@ -5,6 +5,7 @@
  *
  * @module
  */
+import { backoffDelayMs } from '@kvc/kvc-router'
 import { WorkerApiError, WorkerBindingsError } from '../errors/workerBindingsError.js'
 import { stringifyJson } from '../json/json.js'
 import type { EndpointCallPermit, EndpointHealthTracker } from './healthTracker.js'
@@ -12,7 +13,6 @@ import {
   DEFAULT_RETRY_POLICY,
   type ResolvedRetryPolicy,
   type RetryPolicy,
-  backoffDelayMs,
   isRetryableStatus,
   parseRetryAfter,
 } from './retry.js'

@@ -1,8 +1,10 @@
 /**
- * Retry policy: which failures are retried, and how long to wait in between.
+ * Retry policy: which failures are retried, and how long to wait in between (the delay itself is
+ * `@kvc/kvc-router`'s `backoffDelayMs`, the one backoff formula of kvc).
  *
  * @module
  */
+import type { BackoffJitter, BackoffPolicy } from '@kvc/kvc-router'
 
 /**
  * Settings of the exponential backoff between retries.
@@ -14,16 +16,17 @@
  * const client = new SglangClient({ baseURL: 'http://127.0.0.1:30000', retry })
  * ```
  */
-export interface RetryPolicy {
+export interface RetryPolicy extends Partial<BackoffPolicy> {
   /** First delay in ms (default 500). Attempt `n` (from 0) waits `min(base · 2^n, max)` before jitter. */
   readonly baseDelayMs?: number
   /** Largest delay in ms (default 8,000). */
   readonly maxDelayMs?: number
   /**
    * `'subtractive'` (default, openai-node): the delay times `1 − U·0.25`; `'full'`: `U ·` delay
-   * (AWS "full jitter", what the kvc admission RPC uses); `'none'`.
+   * (AWS "full jitter", what the kvc admission RPC uses); `'none'`. The delay is
+   * `@kvc/kvc-router`'s `backoffDelayMs` over this policy.
    */
-  readonly jitter?: 'subtractive' | 'full' | 'none'
+  readonly jitter?: BackoffJitter
   /**
    * A server's `retry-after` / `retry-after-ms` is honoured when it is at most this many ms
    * (default 60,000); a longer one is not waited for and the error is thrown instead.
@@ -70,33 +73,6 @@ export const DEFAULT_RETRY_POLICY: ResolvedRetryPolicy = Object.freeze({
  */
 export function isRetryableStatus(status: number): boolean {
   return status === 408 || status === 409 || status === 429 || status >= 500
-}
-
-/**
- * Delay before retry number `attempt` (0 for the first retry), in ms.
- *
- * @example
- * ```ts
- * import { backoffDelayMs } from '@kvc/worker-bindings'
- * backoffDelayMs(0, { jitter: 'none' }) // 500
- * backoffDelayMs(10, { jitter: 'none' }) // 8000
- * ```
- */
-export function backoffDelayMs(
-  attempt: number,
-  policy: RetryPolicy = {},
-  random: () => number = Math.random,
-): number {
-  const p = { ...DEFAULT_RETRY_POLICY, ...policy }
-  const raw = Math.min(p.baseDelayMs * 2 ** attempt, p.maxDelayMs)
-  switch (p.jitter) {
-    case 'full':
-      return raw * random()
-    case 'none':
-      return raw
-    default:
-      return raw * (1 - random() * 0.25)
-  }
 }
 
 /**
