@@ -1,5 +1,4 @@
 import { SyncFabric } from '../adapters/dtoPSync.js'
-import { type EvictGranularity, type EvictionPolicy, type KvEvent, PagedAllocator } from '@kvc/radix-cache'
 import {
   type AdmitSession,
   type AdmitWorkerState,
@@ -18,10 +17,14 @@ import {
   parsePolicySpec,
 } from '../adapters/router.js'
 import {
-  type SessionCache,
+  type EvictGranularity,
+  type EvictionPolicy,
+  type KvEvent,
   SessionCacheError,
   type SessionRequest,
-  createWorkerCache,
+  type WorkerKv,
+  createWorkerKv,
+  createWorkerPool,
 } from '../adapters/sessionCache.js'
 import {
   type CostModel,
@@ -514,25 +517,25 @@ export class ClusterSimulation {
 
   #makeWorker(idx: number, id: string, role: SimWorker['role'], retention: Retention): SimWorker {
     if (retention === 'none') {
-      const pool = new PagedAllocator({ size: this.#capacity, pageSize: this.pageSize })
+      const pool = createWorkerPool(this.#capacity, this.pageSize)
       return new SimWorker(idx, id, role, retention, undefined, pool, undefined)
     }
     const holder: { w?: SimWorker } = {}
-    const cache = this.#makeCache(retention, holder, role)
+    const kv = this.#makeKv(retention, holder, role)
     const w = new SimWorker(
       idx,
       id,
       role,
       retention,
-      cache,
-      cache.pool as PagedAllocator,
+      kv.cache,
+      kv.pool,
       retention === 'sessions' ? new LeaseBook() : undefined,
     )
     holder.w = w
     return w
   }
 
-  #makeCache(retention: Retention, holder: { w?: SimWorker }, role: SimWorker['role']): SessionCache {
+  #makeKv(retention: Retention, holder: { w?: SimWorker }, role: SimWorker['role']): WorkerKv {
     const onEvent =
       retention === 'sessions'
         ? (e: KvEvent) => {
@@ -545,7 +548,7 @@ export class ClusterSimulation {
               if (w !== undefined) this.#sync?.observePrefill(w.id, e)
             }
           : undefined
-    return createWorkerCache({
+    return createWorkerKv({
       capacityTokens: this.#capacity,
       pageSize: this.pageSize,
       granularity: this.spec.granularity,
@@ -1826,11 +1829,12 @@ export class ClusterSimulation {
 
   #restart(w: SimWorker): void {
     if (w.retention === 'none') {
-      w.pool = new PagedAllocator({ size: this.#capacity, pageSize: this.pageSize })
+      w.pool = createWorkerPool(this.#capacity, this.pageSize)
     } else {
       const holder: { w?: SimWorker } = { w }
-      w.cache = this.#makeCache(w.retention, holder, w.role)
-      w.pool = w.cache.pool as PagedAllocator
+      const kv = this.#makeKv(w.retention, holder, w.role)
+      w.cache = kv.cache
+      w.pool = kv.pool
       if (w.leases !== undefined) w.leases = new LeaseBook()
     }
     w.alive = true

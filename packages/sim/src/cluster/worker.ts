@@ -1,6 +1,5 @@
-import type { PagedAllocator } from '@kvc/radix-cache'
 import type { LeaseBook } from '../adapters/router.js'
-import type { SessionCache, SessionRequest } from '../adapters/sessionCache.js'
+import type { PagedAllocator, SessionCache, SessionRequest } from '../adapters/sessionCache.js'
 
 /**
  * What a simulated worker keeps between turns:
