@@ -27,13 +27,16 @@ import { SimError, SimErrorCode } from '../errors/simError.js'
 
 export {
   admit,
+  type AdmitOptions,
   BlockKeys,
   LeaseBook,
   Router,
   TurnDispatch,
   type AdmitRequest,
+  type AdmitResponse,
   type AdmitWorkerState,
   type AdmitSession,
+  type CapacityReport,
   type DispatchAction,
   type DispatchOutcome,
   type RouterParamsInput,
