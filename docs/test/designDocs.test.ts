@@ -43,29 +43,6 @@ function scannedFiles(): string[] {
 
 const read = (f: string) => readFileSync(join(repo, f), 'utf8')
 
-/**
- * Citations still to replace in files that are being moved on other branches; each entry names
- * its replacement. Remove the list once they are applied: the test fails on an entry that no longer
- * matches, and on any citation outside it.
- */
-const PENDING: readonly { file: string; text: string; replacement: string }[] = [
-  {
-    file: 'packages/sim/src/cluster/simulation.ts',
-    text: `seeds' replayer ran 32 (seed 001 §3: "concurrency stays at 32").`,
-    replacement: `research prototype's replayer ran 32 (\`docs/design/prototype.md#setup\`).`,
-  },
-  {
-    file: 'packages/sim/src/cluster/simulation.ts',
-    text: `as the seeds' v5 did from its`,
-    replacement: `as the research prototype's v5 (docs/design/prototype.md#version-history) did from its`,
-  },
-  {
-    file: 'packages/sim/src/cluster/topology.ts',
-    text: `the seeds' strongest baseline, "8-way DP cache-aware"`,
-    replacement: `the research prototype's strongest baseline, "8-way DP cache-aware": \`docs/design/prototype.md#headline-comparison\``,
-  },
-]
-
 /** What cites a document outside the repository. */
 const FORBIDDEN: readonly [RegExp, string][] = [
   [/\bseed 00\d/i, 'a seed document of the research prototype'],
@@ -96,7 +73,6 @@ describe('the docs are self-contained', () => {
     for (const f of files) {
       const lines = read(f).split('\n')
       lines.forEach((line, i) => {
-        if (PENDING.some((p) => p.file === f && line.includes(p.text))) return
         for (const [re, what] of FORBIDDEN)
           if (re.test(line)) found.push(`${f}:${i + 1}: ${what}: ${line.trim()}`)
         // Data may come from ../shared/traces in tests and benches; public APIs and guides must not
@@ -106,11 +82,6 @@ describe('the docs are self-contained', () => {
       })
     }
     expect(found).toEqual([])
-  })
-
-  it('every pending citation still exists (remove an entry once it is applied)', () => {
-    for (const p of PENDING)
-      expect(existsSync(join(repo, p.file)) && read(p.file).includes(p.text), p.file).toBe(true)
   })
 })
 

@@ -51,14 +51,9 @@ export {
 export { createWorkerCache, type WorkerCacheOptions } from './adapters/sessionCache.js'
 export { SyncFabric, type SyncFabricOptions, type SyncFabricStats } from './adapters/dtoPSync.js'
 export { formatTopology, parseTopology, type Topology, topologyWorkers } from './cluster/topology.js'
-export {
-  ClusterSimulation,
-  type RunAccounting,
-  type RunCounters,
-  type RunOptions,
-  type RunResult,
-  runSimulation,
-} from './cluster/simulation.js'
+export { ClusterSimulation, runSimulation } from './cluster/simulation.js'
+export type { RunOptions } from './config/runOptions.js'
+export type { RunAccounting, RunCounters, RunResult } from './metrics/runResult.js'
 export type { EvictionStats, ServePath, TurnRecord, UsageSeries } from './metrics/types.js'
 export { finiteMean, type LatencyStats, latencyStats, quantileSorted } from './metrics/quantiles.js'
 export {

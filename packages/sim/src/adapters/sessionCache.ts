@@ -19,6 +19,7 @@ import { type SessionGranularity, SessionCache } from '@kvc/session-cache'
 import { simBlockHasher } from '../hashing/simBlockHasher.js'
 
 export { SessionCache, SessionCacheError, type SessionRequest } from '@kvc/session-cache'
+export type { EvictGranularity, EvictionPolicy, KvEvent, PagedAllocator } from '@kvc/radix-cache'
 
 /**
  * Options of {@link createWorkerCache}.
@@ -56,8 +57,18 @@ export interface WorkerCacheOptions {
  * ```
  */
 export function createWorkerCache(o: WorkerCacheOptions): SessionCache {
-  const size = Math.floor(o.capacityTokens / o.pageSize) * o.pageSize
-  const pool = new PagedAllocator({ size, pageSize: o.pageSize })
+  return createWorkerKv(o).cache
+}
+
+/** A worker's session cache and the paged pool under it, typed as the allocator it is. */
+export interface WorkerKv {
+  readonly cache: SessionCache
+  readonly pool: PagedAllocator
+}
+
+/** {@link createWorkerCache}, also handing back the cache's pool as a `PagedAllocator`. */
+export function createWorkerKv(o: WorkerCacheOptions): WorkerKv {
+  const pool = createWorkerPool(o.capacityTokens, o.pageSize)
   const cache = new RadixCache({
     pageSize: o.pageSize,
     allocator: pool,
@@ -67,7 +78,7 @@ export function createWorkerCache(o: WorkerCacheOptions): SessionCache {
     ...(o.onEvent === undefined ? {} : { onEvent: o.onEvent, blockHasher: simBlockHasher }),
   })
   const onEviction = o.onEviction
-  return new SessionCache({
+  const sessions = new SessionCache({
     cache,
     pool,
     now: o.now,
@@ -76,4 +87,14 @@ export function createWorkerCache(o: WorkerCacheOptions): SessionCache {
       ? {}
       : { onEviction: (e: { freedTokens: number }) => onEviction(e.freedTokens) }),
   })
+  return { cache: sessions, pool }
+}
+
+/**
+ * A bare KV pool of `capacityTokens` (rounded down to a page multiple), for a worker that keeps
+ * nothing between requests.
+ */
+export function createWorkerPool(capacityTokens: number, pageSize: number): PagedAllocator {
+  const size = Math.floor(capacityTokens / pageSize) * pageSize
+  return new PagedAllocator({ size, pageSize })
 }

@@ -1,6 +1,6 @@
 import { availableParallelism } from 'node:os'
 import { Worker } from 'node:worker_threads'
-import type { RunResult } from '../cluster/simulation.js'
+import type { RunResult } from '../metrics/runResult.js'
 import { SimError, type SimErrorCode } from '../errors/simError.js'
 import { type RunTask, type Runner, inProcessRunner } from '../protocol/experiment.js'
 

@@ -2,7 +2,8 @@ import { SimError, SimErrorCode } from '../errors/simError.js'
 
 /**
  * A cluster shape: `nP mD` disaggregated prefill/decode, or `N×DP` colocated data-parallel
- * workers (each prefills and decodes; the seeds' strongest baseline, "8-way DP cache-aware").
+ * workers (each prefills and decodes; the research prototype's strongest baseline, "8-way DP
+ * cache-aware": `docs/design/prototype.md#headline-comparison`).
  *
  * @example
  * ```ts

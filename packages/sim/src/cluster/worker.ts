@@ -1,6 +1,5 @@
-import type { PagedAllocator } from '@kvc/radix-cache'
 import type { LeaseBook } from '../adapters/router.js'
-import type { SessionCache, SessionRequest } from '../adapters/sessionCache.js'
+import type { PagedAllocator, SessionCache, SessionRequest } from '../adapters/sessionCache.js'
 
 /**
  * What a simulated worker keeps between turns:
@@ -119,6 +118,25 @@ export class SimWorker {
     this.cache = cache
     this.pool = pool
     this.leases = leases
+  }
+
+  /** The worker died: it forgets its holders, its prefill queue, its decode batch and its transfers. */
+  clearOnDeath(): void {
+    this.holders.clear()
+    this.queue = []
+    this.qHead = 0
+    this.running = undefined
+    this.runningReq = undefined
+    this.prefillGen++
+    this.decode = []
+    this.sumCtx0 = 0
+    this.sumJoin = 0
+    this.decodeGen++
+    this.transferWait = []
+    this.transfersOnWire = 0
+    this.reservedOutputs = 0
+    this.blockedSince = Number.NaN
+    this.stepMs = Number.POSITIVE_INFINITY
   }
 
   /** Queued prefill jobs (not counting the running one). */

@@ -1,4 +1,4 @@
-import type { RunResult } from '../cluster/simulation.js'
+import type { RunResult } from './runResult.js'
 import { type LatencyStats, latencyStats } from './quantiles.js'
 import type { TurnRecord } from './types.js'
 

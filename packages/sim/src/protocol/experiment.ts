@@ -1,5 +1,7 @@
 import { type PolicySpec, parsePolicySpec } from '../adapters/router.js'
-import { type RunOptions, type RunResult, runSimulation } from '../cluster/simulation.js'
+import { runSimulation } from '../cluster/simulation.js'
+import type { RunOptions } from '../config/runOptions.js'
+import type { RunResult } from '../metrics/runResult.js'
 import { type Topology, formatTopology, parseTopology } from '../cluster/topology.js'
 import { type CostModel, makeCostModel } from '../cost/costModel.js'
 import { checkOption } from '../errors/simError.js'

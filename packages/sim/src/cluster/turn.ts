@@ -1,0 +1,118 @@
+import type { BlockKeys, DispatchAction, DispatchOutcome, TurnDispatch } from '../adapters/router.js'
+import type { SessionRequest } from '../adapters/sessionCache.js'
+import type { ServePath, TurnRecord } from '../metrics/types.js'
+import type { TurnSpec } from '../workload/types.js'
+import type { SimWorker, Transfer } from './worker.js'
+
+/** Where a turn's physical work stands. */
+export type Stage = 'idle' | 'queued' | 'prefill' | 'transferWait' | 'wire' | 'decode'
+
+/** A turn in flight: its dispatch, what it holds on which workers, and what it measured. */
+export interface Turn {
+  readonly id: number
+  readonly spec: TurnSpec
+  readonly key: string
+  /** Incremented at each physical attempt: events of an older attempt are stale. */
+  seq: number
+  stepSeq: number
+  pending: DispatchOutcome | undefined
+  dispatch: TurnDispatch | undefined
+  prompt: Uint32Array | undefined
+  keys: BlockKeys | undefined
+  arrivalMs: number
+  firstTokenMs: number
+  endMs: number
+  ended: boolean
+  stage: Stage
+  w1: SimWorker | undefined
+  w2: SimWorker | undefined
+  req1: SessionRequest | undefined
+  req2: SessionRequest | undefined
+  slots2: Int32Array | undefined
+  transfer: Transfer | undefined
+  kind: 'fast' | 'direct' | 'pfill' | undefined
+  admitAction: Extract<DispatchAction, { type: 'admit' }> | undefined
+  admitSentMs: number
+  admitLatency: number
+  cached: number
+  matched: number
+  computed: number
+  transferred: number
+  lastError: string | undefined
+  migratedFrom: string | undefined
+  /** Waiting out a backoff: a pending-seed slot it is first in line for wakes it early. */
+  waiting: boolean
+}
+
+/** A turn of the workload, not arrived yet. */
+export function newTurn(spec: TurnSpec): Turn {
+  return {
+    id: spec.id,
+    spec,
+    key: spec.session >= 0 ? `s${spec.session}` : `r${spec.id}`,
+    seq: 0,
+    stepSeq: 0,
+    pending: undefined,
+    dispatch: undefined,
+    prompt: undefined,
+    keys: undefined,
+    arrivalMs: Number.NaN,
+    firstTokenMs: Number.NaN,
+    endMs: Number.NaN,
+    ended: false,
+    stage: 'idle',
+    w1: undefined,
+    w2: undefined,
+    req1: undefined,
+    req2: undefined,
+    slots2: undefined,
+    transfer: undefined,
+    kind: undefined,
+    admitAction: undefined,
+    admitSentMs: 0,
+    admitLatency: 0,
+    cached: 0,
+    matched: 0,
+    computed: 0,
+    transferred: 0,
+    lastError: undefined,
+    migratedFrom: undefined,
+    waiting: false,
+  }
+}
+
+/** The record of an ended turn (its fields for the path taken only when it completed). */
+export function turnRecord(
+  turn: Turn,
+  status: 'completed' | 'failed',
+  cause: string | undefined,
+  path: ServePath | undefined,
+  workerId: string | undefined,
+  prefillId: string | undefined,
+): TurnRecord {
+  const s = turn.spec
+  return {
+    id: turn.id,
+    session: s.session,
+    turnIndex: s.turnIndex,
+    inputLength: s.inputLength,
+    outputLength: s.outputLength,
+    appendTokens: s.appendTokens,
+    reuseFraction: s.reuseFraction,
+    arrivalMs: turn.arrivalMs,
+    firstTokenMs: status === 'completed' ? turn.firstTokenMs : Number.NaN,
+    endMs: turn.endMs,
+    status,
+    cause: status === 'failed' ? cause : undefined,
+    lastError: turn.lastError,
+    path: status === 'completed' ? path : undefined,
+    workerId: status === 'completed' ? workerId : undefined,
+    prefillId: status === 'completed' ? prefillId : undefined,
+    migrated: status === 'completed' && turn.migratedFrom !== undefined,
+    cachedTokens: turn.cached,
+    matchedTokens: turn.matched,
+    computedTokens: turn.computed,
+    transferredTokens: turn.transferred,
+    attempts: turn.dispatch?.record.attempts ?? 0,
+  }
+}

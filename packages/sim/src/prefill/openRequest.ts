@@ -1,0 +1,76 @@
+import { SessionCacheError, type SessionRequest } from '../adapters/sessionCache.js'
+import type { Turn } from '../cluster/turn.js'
+import type { SimWorker } from '../cluster/worker.js'
+import type { RunConfig } from '../config/runConfig.js'
+
+/** The session cache ran out of KV memory. */
+export function isOom(err: unknown): boolean {
+  return err instanceof SessionCacheError && err.code === 'OUT_OF_MEMORY'
+}
+
+/**
+ * Create a request for `turn` on `w` (a prefill, or a seed landing on its D): match its prompt,
+ * make room, allocate its new tokens; undefined (and no change) when `w` is short of KV memory.
+ */
+export function openRequest(
+  config: RunConfig,
+  w: SimWorker,
+  turn: Turn,
+  withSession: boolean,
+  reserve: number,
+): { req: SessionRequest; cached: number } | undefined {
+  const cache = w.cache!
+  const prompt = turn.prompt!
+  const sid = withSession ? turn.key : undefined
+  let req: SessionRequest
+  let cached: number
+  const rid = `${turn.id}.${turn.seq}`
+  const make = () => {
+    if (sid !== undefined && !cache.hasSession(sid)) cache.openSession(sid)
+    req = cache.createRequest(
+      sid === undefined ? { rid, inputIds: prompt } : { rid, inputIds: prompt, sessionId: sid },
+    )
+    cached = cache.matchPrefix(req).length
+  }
+  try {
+    make()
+  } catch (err) {
+    // The session's slot on this worker diverged from the prompt (another D served it since,
+    // or the trace's next prompt does not extend the last output): release it and start over.
+    if (!(err instanceof SessionCacheError) || sid === undefined) throw err
+    const st = cache.getSessionStatus(sid)
+    if (st?.active) throw err
+    if (st !== undefined) cache.releaseSession(sid)
+    make()
+  }
+  const newTokens = prompt.length - cached!
+  // Admission to the GPU (SGLang's scheduler): the prompt and the outputs of every admitted
+  // request must fit in free + evictable memory; idle sessions give up their locks first, least
+  // recently used first (`release=pressure`), or not at all (`release=reaper`: only the periodic
+  // sweep releases them, so the request waits; two pages of slack per request keep the page
+  // rounding of its decode from reaching the session cache's own release fallback). Nothing is
+  // evicted yet.
+  const lazy = config.reaper !== undefined && w.retention === 'sessions'
+  const need = newTokens + reserve + w.reservedOutputs + (lazy ? 2 * config.pageSize : 0)
+  if (w.pool.availableSize() + cache.cache.evictableSize() < need) {
+    if (!lazy) cache.evictIdleSessions({ needTokens: need })
+    if (lazy || w.pool.availableSize() + cache.cache.evictableSize() < need) {
+      cache.abortReq(req!)
+      return undefined
+    }
+  }
+  // Allocate chunk by chunk (chunked prefill / layer-wise transfer): each chunk evicts only
+  // its own shortfall, as the engine does.
+  try {
+    for (let done = 0; done < newTokens; ) {
+      const k = Math.min(config.chunkTokens, newTokens - done)
+      cache.prefill(req!, k)
+      done += k
+    }
+  } catch (err) {
+    cache.abortReq(req!)
+    if (isOom(err)) return undefined
+    throw err
+  }
+  return { req: req!, cached: cached! }
+}
