@@ -1,3 +1,12 @@
+/**
+ * `@kvc/kvc-router`: the KVC router's decisions for prefill/decode serving. Route (Algorithm 1)
+ * ranks D workers by session, capacity and overlap from a residency index fed by KV events; Admit
+ * (Algorithm 2) is the D's side, with leases and pause hints; Dispatch (Algorithm 3) walks a turn
+ * through fast path, seeds, retries and migration, driven by `TurnDriver`. Also the cost model,
+ * the baselines (round-robin to Dynamo's KV cost) and the admission RPC's wire contract. Pure.
+ *
+ * @module
+ */
 export { RouterError, RouterErrorCode } from './errors/routerError.js'
 export {
   ADMIT_HTTP_PATH,

@@ -1,3 +1,11 @@
+/**
+ * `@kvc/radix-cache`: SGLang's paged radix prefix cache in TypeScript. Match, insert and `lock_ref`
+ * over a page allocator; incremental eviction by seven policies at leaf or page granularity; KV
+ * events (stored, removed, cleared) and SGLang/Dynamo-compatible block hashing for routers that
+ * track residency. Pure: no runtime dependencies, no I/O, clock injected.
+ *
+ * @module
+ */
 export { RadixCacheError, RadixCacheErrorCode } from './errors/radixCacheError.js'
 export type { KvAllocator } from './allocator/kvAllocator.js'
 export { PagedAllocator } from './allocator/pagedAllocator.js'

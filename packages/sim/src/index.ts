@@ -1,3 +1,11 @@
+/**
+ * `@kvc/sim`: a deterministic discrete-event simulator of a P/D cluster in which the real kvc
+ * packages make every decision and only GPU and link time come from the cost model. Workloads
+ * (the built-in agentic generator, Mooncake, LMCache and Azure traces), faults, the evaluation
+ * protocol (paired seeds, bootstrap intervals), reports, and the `kvc-sim` command.
+ *
+ * @module
+ */
 export { SimError, SimErrorCode, checkOption, traceError, type TraceLocation } from './errors/simError.js'
 export { EventQueue } from './engine/eventQueue.js'
 export { Prng } from './engine/prng.js'
