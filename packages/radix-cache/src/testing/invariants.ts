@@ -129,3 +129,45 @@ export function cachedPages(cache: RadixCache): Map<string, number> {
   }
   return out
 }
+
+/**
+ * Every cached page path of `cache` as `ns|t0,t1,...` (the keys of {@link cachedPages}) with its
+ * tiers, lock count and host-reference count: the real side of a two-tier model run.
+ *
+ * @example
+ * ```ts
+ * import { RadixCache } from '@kvc/radix-cache'
+ * import { tieredPages } from '@kvc/radix-cache/testing'
+ * const cache = new RadixCache({ trackValues: false, hostTier: { capacity: 8 } })
+ * cache.insert([7])
+ * cache.evict(1)
+ * tieredPages(cache) // Map { '|7' => { dev: false, host: true, lock: 0, pin: 0 } }
+ * ```
+ */
+export function tieredPages(
+  cache: RadixCache,
+): Map<string, { dev: boolean; host: boolean; lock: number; pin: number }> {
+  const out = new Map<string, { dev: boolean; host: boolean; lock: number; pin: number }>()
+  const ps = cache.pageSize
+  for (const ns of cache.namespaces()) {
+    const root = cache.rootNode(ns)
+    if (root === undefined) continue
+    const walk = (n: NodeHandle, prefix: number[]): void => {
+      for (const c of cache.childrenOf(n)) {
+        const info = cache.nodeInfo(c)
+        const path = prefix.concat(Array.from(info.tokens))
+        for (let p = prefix.length / ps + 1; p * ps <= path.length; p++) {
+          out.set(`${ns}|${path.slice(0, p * ps).join(',')}`, {
+            dev: info.onDevice,
+            host: info.onHost,
+            lock: info.lockRef,
+            pin: info.hostRef,
+          })
+        }
+        walk(c, path)
+      }
+    }
+    walk(root, [])
+  }
+  return out
+}

@@ -1539,6 +1539,7 @@ export class RadixCache {
         this.#hostValues[child] = hv.subarray(m)
       } else this.#hostValues[up] = undefined
       this.#hostRef[up] = this.#hostRef[child]!
+      if (this.#hostRef[up]! > 0) this.#pinnedNodes++
       this.#hostCounted[up] = this.#hostCounted[child]!
     }
     this.#replaceChild(p, child, up)
@@ -1967,15 +1968,17 @@ export class RadixCache {
       }
       slots = dev.alloc(need)
     }
-    // Top-down: parents first, so every step keeps device residency closed under ancestors.
+    // Top-down: parents first, so every step keeps device residency closed under ancestors. (Read
+    // the node arrays again: the eviction above may have split nodes and grown them.)
     const scratch = this.#loadScratch
+    const tierNow = this.#tier
     let off = 0
     for (let i = count - 1; i >= 0; i--) {
       const n = scratch[i]!
       const len = keys[n]!.length
       if (slots !== undefined) this.#values[n] = slots.subarray(off, off + len)
       off += len
-      tier[n] = DEV | HOST
+      tierNow[n] = DEV | HOST
       this.#emitTransfer('hostToDevice', n)
       this.#hostOnly -= len
       this.#syncHost(n)
