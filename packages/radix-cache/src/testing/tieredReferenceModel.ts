@@ -247,7 +247,7 @@ export class TieredReferenceModel {
         }
         if (!p.host && o.host) {
           const ok =
-            hostWrites === 'demotion' ? p.dev && !o.dev : hostWrites !== undefined && hostWrites.has(full)
+            hostWrites === 'demotion' ? p.dev && !o.dev : hostWrites?.has(full) === true
           if (!ok) throw new Error(`model: page ${full} gained a host copy`)
           written += ps
         }
