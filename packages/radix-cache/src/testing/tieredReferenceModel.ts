@@ -246,8 +246,7 @@ export class TieredReferenceModel {
           loaded += ps
         }
         if (!p.host && o.host) {
-          const ok =
-            hostWrites === 'demotion' ? p.dev && !o.dev : hostWrites?.has(full) === true
+          const ok = hostWrites === 'demotion' ? p.dev && !o.dev : hostWrites?.has(full) === true
           if (!ok) throw new Error(`model: page ${full} gained a host copy`)
           written += ps
         }
