@@ -31,11 +31,12 @@ export interface TierChangeRules {
   /** Unlocked pages may leave the device (`evict`, or the room-making of a load-back). */
   readonly deviceEviction?: boolean
   /**
-   * Pages that may gain a host copy: `'demotion'` (pages that left the device in this step) or
-   * an explicit set of page keys (write-through, `protectHost`). Host eviction of host-only,
-   * unlocked, unprotected pages is allowed whenever a step may write to the host.
+   * Pages that may gain a host copy: `'demotion'` (pages that left the device in this step), an
+   * explicit set of page keys (write-through, `protectHost`), or `'any'` (a composite step, such
+   * as a serving engine's allocation that evicts and demotes sessions). Host eviction of
+   * host-only, unlocked, unprotected pages is allowed whenever a step may write to the host.
    */
-  readonly hostWrites?: 'demotion' | ReadonlySet<string>
+  readonly hostWrites?: 'demotion' | 'any' | ReadonlySet<string>
   /** Host eviction alone (`evictHost`). */
   readonly hostEviction?: boolean
   /** Pages that may come back onto the device (load-back). */
@@ -246,7 +247,11 @@ export class TieredReferenceModel {
           loaded += ps
         }
         if (!p.host && o.host) {
-          const ok = hostWrites === 'demotion' ? p.dev && !o.dev : hostWrites?.has(full) === true
+          const ok =
+            hostWrites === 'any' ||
+            (hostWrites === 'demotion'
+              ? p.dev && !o.dev
+              : typeof hostWrites === 'object' && hostWrites.has(full))
           if (!ok) throw new Error(`model: page ${full} gained a host copy`)
           written += ps
         }

@@ -899,8 +899,11 @@ export class SessionCache {
    * into the tree, free its duplicate slots and its unaligned tail, and drop its lock. For a
    * session turn (block mode) the session's lock then moves to the new deepest node —
    * increment the new node first, then decrement the old (seed 000 §6.2 risk 2) — and the slot
-   * records the committed tokens. Session mode parks a session turn's row in the slot instead
-   * (no insert, no free). Refused with `REQUEST_FINISHED` when called twice.
+   * records the committed tokens (a demoted session is held on the device again). A turn that
+   * ends before computing what its session retains — only possible when a demoted session's
+   * load-back found no device room and the turn finished before recomputing — leaves the session's
+   * committed tokens and node as they were. Session mode parks a session turn's row in the slot
+   * instead (no insert, no free). Refused with `REQUEST_FINISHED` when called twice.
    *
    * @example
    * ```ts
@@ -915,6 +918,7 @@ export class SessionCache {
     const slot = r.sessionId === undefined ? undefined : this.#slots.get(r.sessionId)
     const c = r.kvCommittedLen
     let result: CacheReqResult
+    let keepSession = false
     let replacedExtra = false
     let oldExtra: unknown
     if (slot !== undefined && 'extra' in options && options.extra !== slot.extra) {
@@ -945,7 +949,13 @@ export class SessionCache {
         this.pool.free(r.reqToToken.subarray(aligned, r.kvAllocatedLen))
         freed += this.#ceilPage(r.kvAllocatedLen) - aligned
       }
-      if (slot !== undefined) this.#moveSessionLock(slot, res.lastNode)
+      if (slot !== undefined) {
+        // A turn that ends before computing what its session retains (a demoted session whose
+        // load-back found no device room, finished early) leaves the session as it was: its
+        // retained prefix must not shrink (I2).
+        if (slot.lastNode !== undefined && aligned < this.cache.tokensUnder(slot.lastNode)) keepSession = true
+        else this.#moveSessionLock(slot, res.lastNode)
+      }
       this.cache.decLockRef(r.lastNode!)
       result = {
         insertedTokens: aligned - res.prefixLen,
@@ -955,7 +965,7 @@ export class SessionCache {
       }
     }
     if (slot !== undefined) {
-      slot.committed = r.buf.subarray(0, c)
+      if (!keepSession) slot.committed = r.buf.subarray(0, c)
       slot.turns++
       slot.activeRid = undefined
       slot.lastAccessTime = this.#now()
