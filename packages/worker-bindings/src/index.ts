@@ -125,6 +125,9 @@ export {
   decodeKvEventBatch,
   encodeKvEventBatch,
   fromRadixKvEvent,
+  KV_TIERS,
+  kvEventTier,
+  type KvTier,
   toRadixKvEvents,
   type KvEventBatch,
   type KvEventEncoding,
@@ -138,6 +141,7 @@ export { KvEventPublisher, type KvEventPublisherOptions } from './kvEvents/publi
 export {
   KvEventSubscriber,
   residencyFeeder,
+  type ResidencyFeederOptions,
   type KvEventGap,
   type KvEventSink,
   type KvEventSubscriberOptions,
