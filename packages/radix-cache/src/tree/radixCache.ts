@@ -290,7 +290,9 @@ export class RadixCache {
   /**
    * Insert `tokens` (page-aligned part only) with their KV slot indices `values` (one per token,
    * same length as `tokens`; required when `trackValues`). Returns the number of tokens that were
-   * already present: the caller frees its own slots for them. Insert never frees.
+   * already present: the caller frees its own slots for them. Insert never frees. With a host
+   * tier, host-only nodes on the path take the caller's slots (they were recomputed) and do not
+   * count as present; `write_through*` copies the walked pages to the host.
    *
    * @example
    * ```ts
@@ -361,7 +363,9 @@ export class RadixCache {
 
   /**
    * Longest cached page-aligned prefix of `tokens`. Splits the last node at the match boundary
-   * and refreshes access times along the path, unless `readOnly`.
+   * and refreshes access times along the path, unless `readOnly`. With a host tier, `length` is
+   * the part on the device and `hostLength` the host-only part after it (`lastHostNode` at its
+   * end); `loadBack: true` loads a host hit above the tier's threshold back first.
    *
    * @example
    * ```ts
@@ -647,27 +651,76 @@ export class RadixCache {
   // ---------------------------------------------------------------------------------------------
   // Host tier
 
-  /** Host tier capacity in tokens (0 without a host tier). */
+  /**
+   * Host tier capacity in tokens (0 without a host tier).
+   *
+   * @example
+   * ```ts
+   * new RadixCache({ trackValues: false, hostTier: { capacity: 4096 } }).hostCapacity() // 4096
+   * ```
+   */
   hostCapacity(): number {
     return this.#hostCapacity
   }
 
-  /** Tokens with a copy on the host tier: host-only pages plus backups of device pages. */
+  /**
+   * Tokens with a copy on the host tier: host-only pages plus backups of device pages.
+   *
+   * @example
+   * ```ts
+   * const cache = new RadixCache({ trackValues: false, hostTier: { capacity: 64, writePolicy: 'write_through' } })
+   * cache.insert([1, 2, 3, 4])
+   * cache.hostSize()     // 4: copied on insert
+   * cache.hostOnlySize() // 0: still on the device too
+   * ```
+   */
   hostSize(): number {
     return this.#hostSize
   }
 
-  /** Tokens only the host tier holds (what a match can load back instead of recomputing). */
+  /**
+   * Tokens only the host tier holds (what a match can load back instead of recomputing).
+   *
+   * @example
+   * ```ts
+   * const cache = new RadixCache({ trackValues: false, hostTier: { capacity: 64 } })
+   * cache.insert([1, 2, 3, 4])
+   * cache.evict(4)
+   * cache.hostOnlySize() // 4
+   * ```
+   */
   hostOnlySize(): number {
     return this.#hostOnly
   }
 
-  /** Host-only tokens that are neither locked nor host-protected: what host eviction can free. */
+  /**
+   * Host-only tokens that are neither locked nor host-protected: what host eviction can free.
+   *
+   * @example
+   * ```ts
+   * const cache = new RadixCache({ trackValues: false, hostTier: { capacity: 64 } })
+   * const { lastNode } = cache.insert([1, 2, 3, 4])
+   * cache.evict(4)
+   * cache.hostEvictableSize() // 4
+   * cache.incLockRef(lastNode)
+   * cache.hostEvictableSize() // 0
+   * ```
+   */
   hostEvictableSize(): number {
     return this.#hostEvictable
   }
 
-  /** Free host slots (`hostCapacity() - hostSize()`, or less when a shared host allocator is fuller). */
+  /**
+   * Free host slots (`hostCapacity() - hostSize()`, or less when a shared host allocator is fuller).
+   *
+   * @example
+   * ```ts
+   * const cache = new RadixCache({ trackValues: false, hostTier: { capacity: 64 } })
+   * cache.insert([1, 2, 3, 4])
+   * cache.evict(4)
+   * cache.hostAvailableSize() // 60
+   * ```
+   */
   hostAvailableSize(): number {
     return this.#tiered ? this.#hostFree() : 0
   }
@@ -696,7 +749,17 @@ export class RadixCache {
     return { deviceTokens: this.#pathLen[n]!, hostTokens: host }
   }
 
-  /** Host references (`protectHost`) on `node` (0 without a host tier). */
+  /**
+   * Host references (`protectHost`) on `node` (0 without a host tier).
+   *
+   * @example
+   * ```ts
+   * const cache = new RadixCache({ trackValues: false, hostTier: { capacity: 64 } })
+   * const { lastNode } = cache.insert([1, 2])
+   * cache.protectHost(lastNode)
+   * cache.hostRefOf(lastNode) // 1
+   * ```
+   */
   hostRefOf(node: NodeHandle): number {
     const s = this.#slotOf(node)
     return this.#tiered ? this.#hostRef[s]! : 0

@@ -422,7 +422,15 @@ export function toRadixKvEvents(batch: KvEventBatch, firstEventId: number): KvEv
  */
 export type KvTier = 'device' | 'host' | 'disk' | 'external'
 
-/** Every {@link KvTier}, fastest first. */
+/**
+ * Every {@link KvTier}, fastest first.
+ *
+ * @example
+ * ```ts
+ * import { KV_TIERS } from '@kvc/worker-bindings'
+ * KV_TIERS[0] // 'device'
+ * ```
+ */
 export const KV_TIERS: readonly KvTier[] = ['device', 'host', 'disk', 'external']
 
 const MEDIUM_TIERS: ReadonlyMap<string, KvTier> = new Map([
