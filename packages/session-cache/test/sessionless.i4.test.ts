@@ -204,9 +204,10 @@ describe('I4: requests without a session behave exactly like the bare radix cach
           const hostTier = { capacity: 2 * 10 * 16, writePolicy, loadBackThreshold: 0 } // SGLang's default ratio 2
           if (runBoth('block', 16, 'page', ops, hostTier) > 0) loadedRuns++
         }),
-        { numRuns: 60 },
+        { numRuns: 150 },
       )
-      expect(loadedRuns).toBeGreaterThan(5) // the load-back path is exercised
+      // The load-back path is exercised (about one run in ten loads something back).
+      expect(loadedRuns).toBeGreaterThanOrEqual(5)
     })
   }
 })

@@ -178,9 +178,11 @@ describe('Theorem 3: re-prefill under block-level eviction is bounded by what th
       )
       // The workloads exercise the bound: sessions do lose device pages (recomputed, or with a
       // tier mostly loaded back: with a 4x host tier almost no admission recomputes anything).
+      // (Observed over repeated runs: 115-151 re-prefilling admissions without a tier, 90-140
+      // load-backs with the 1x and 4x tiers, 20-32 with the small one.)
       expect(seen.reprefills + seen.loads).toBeGreaterThan(50)
-      if (config.host !== undefined) expect(seen.loads).toBeGreaterThan(20)
-      else expect(seen.reprefills).toBeGreaterThan(50)
+      if (config.host === undefined) expect(seen.reprefills).toBeGreaterThan(50)
+      else expect(seen.loads).toBeGreaterThan(config.host.capacity < 32 * P ? 8 : 40)
     })
   }
 })
