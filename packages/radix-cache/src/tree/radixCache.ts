@@ -507,7 +507,8 @@ export class RadixCache {
 
   /**
    * Lock `node` and its ancestors against eviction. Returns the tokens moved from evictable to
-   * protected (nodes whose `lockRef` went 0 → 1).
+   * protected (nodes whose `lockRef` went 0 → 1). With a host tier a lock protects a node in
+   * whatever tier it is: host-only nodes are then not host-evicted (they move no device tokens).
    *
    * @example
    * ```ts
@@ -586,7 +587,9 @@ export class RadixCache {
    * Evict at least `numTokens` tokens (or everything evictable) from unlocked leaves, in policy
    * order, cascading to parents that become evictable leaves. KV slots go back to the
    * `allocator`. With `evictGranularity: 'page'` the last leaf is trimmed from its tail so that
-   * the call frees `numTokens` rounded up to a page.
+   * the call frees `numTokens` rounded up to a page. With a host tier the tokens leave the device
+   * only: a page with a host copy keeps it, `write_back` copies one that has none (evicting host
+   * pages for room), and a page that cannot be copied is discarded.
    *
    * @example
    * ```ts
@@ -947,8 +950,9 @@ export class RadixCache {
 
   /**
    * Drop every node and emit `AllBlocksCleared`. The KV slots of the tree go back to the
-   * allocator; namespace roots (and handles to them) survive. Refused with `RESET_WHILE_LOCKED` while any node is locked (like SGLang's
-   * `/flush_cache`, which is refused while requests run).
+   * allocator (and the host tier's to its allocator); namespace roots (and handles to them)
+   * survive. Refused with `RESET_WHILE_LOCKED` while any node is locked or host-protected (like
+   * SGLang's `/flush_cache`, which is refused while requests run).
    */
   reset(): void {
     let locked = this.#protected
