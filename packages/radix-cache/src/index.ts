@@ -23,6 +23,16 @@ export { Sha256, sha256, sha256Words } from './hashing/sha256.js'
 export { xxh3_64 } from './hashing/xxh3.js'
 export { RadixCache } from './tree/radixCache.js'
 export {
+  HOST_WRITE_POLICIES,
+  type HostTierConfig,
+  type HostTierOptions,
+  type HostWritePolicy,
+  type KvSlotAllocator,
+  type KvTransfer,
+  type LoadBackResult,
+  type Residency,
+} from './tier/types.js'
+export {
   EVICTION_POLICIES,
   type EvictGranularity,
   type EvictionPolicy,

@@ -132,6 +132,9 @@ export {
   decodeKvEventBatch,
   encodeKvEventBatch,
   fromRadixKvEvent,
+  KV_TIERS,
+  kvEventTier,
+  type KvTier,
   toRadixKvEvents,
   type KvEventBatch,
   type KvEventEncoding,
@@ -145,6 +148,7 @@ export { KvEventPublisher, type KvEventPublisherOptions } from './kvEvents/publi
 export {
   KvEventSubscriber,
   residencyFeeder,
+  type ResidencyFeederOptions,
   type KvEventGap,
   type KvEventSink,
   type KvEventSubscriberOptions,
