@@ -64,6 +64,7 @@ export {
 } from './residency/residencyIndex.js'
 export {
   InMemoryClusterStateStore,
+  checkLoadDelta,
   type ClaimOutcome,
   type ClusterStateStore,
   type InMemoryClusterStateStoreOptions,
