@@ -165,8 +165,9 @@ export async function createProxy(config: ProxyConfig, options: ProxyOptions = {
   const server = createServer(
     {
       headersTimeout: headersMs,
-      // Node's backstop for bodies on every route (turns answer 408 themselves after bodyReadMs).
-      requestTimeout: headersMs + bodyReadMs + 1_000,
+      // Node's backstop for bodies on every route, after ours: turns answer 408 after bodyReadMs,
+      // and discard the rest of an oversized body for up to twice that.
+      requestTimeout: headersMs + 2 * bodyReadMs + 1_000,
       // How often Node checks those two: often enough to keep them near their value.
       connectionsCheckingInterval: Math.max(10, Math.min(1_000, Math.floor(headersMs / 4))),
     },

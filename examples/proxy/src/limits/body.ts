@@ -24,7 +24,9 @@ function tooLarge(size: number, maxBytes: number, declared: boolean): ProxyError
  *   body to discard it: the connection is not reset under the client (which would lose the
  *   answer), and stays usable once the body ends.
  * - Not complete within `timeoutMs` it rejects with 408 (`REQUEST_TIMEOUT`, the answer closes the
- *   connection); a body still being discarded then is cut off by closing the connection.
+ *   connection). A body still being discarded then gets the end of the connection (our side is
+ *   closed, its bytes still read, so the answer is not lost to a reset), and is cut off after
+ *   `timeoutMs` more.
  * - A body the client cuts short rejects with 400.
  */
 export function readBody(req: IncomingMessage, limits: BodyLimits): Promise<Buffer> {
@@ -55,8 +57,13 @@ export function readBody(req: IncomingMessage, limits: BodyLimits): Promise<Buff
           ),
         )
       } else if (discarding && !req.complete) {
-        // The answer (413) went out long ago; the client is still sending.
-        req.socket.destroy()
+        // The answer (413) went out long ago and the client is still sending: close our side
+        // (FIN after the answer) but go on reading, so no reset wipes the answer from the
+        // client's buffer; a client that still does not stop is cut off after as long again.
+        req.socket.end()
+        const cut = setTimeout(() => req.socket.destroy(), timeoutMs)
+        cut.unref?.()
+        req.socket.once('close', () => clearTimeout(cut))
       }
     }, timeoutMs)
     timer.unref?.()
