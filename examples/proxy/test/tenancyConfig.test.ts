@@ -166,6 +166,27 @@ describe('tenants in the configuration', () => {
     for (const h of ['0.0.0.0', '::', '10.0.0.1', '128.0.0.1']) expect(isLoopback(h)).toBe(false)
   })
 
+  it('the example configurations resolve: one on loopback, the shared one on every address with keys', () => {
+    const here = join(dirname(fileURLToPath(import.meta.url)), '..')
+    const local = resolveConfig(readConfigFile(join(here, 'proxy.example.json')))
+    expect(isLoopback(local.listen.host)).toBe(true)
+    expect(() => checkExposure(local.listen.host, local.auth)).not.toThrow()
+    process.env.KVC_OPS_KEYS = KEY_A
+    try {
+      const shared = resolveConfig(readConfigFile(join(here, 'proxy.shared.example.json')))
+      expect(shared.listen.host).toBe('0.0.0.0')
+      expect(() => checkExposure(shared.listen.host, shared.auth)).not.toThrow()
+      expect(shared.auth.tenantsFile).toBe('/etc/kvc/tenants.json')
+      expect(shared.tenantDefaults.limits.requestsPerSecond).toBe(20)
+      // Without its keys it would be an open proxy on every address: refused.
+      expect(() =>
+        checkExposure(shared.listen.host, { ...shared.auth, tenants: [], tenantsFile: undefined }),
+      ).toThrow()
+    } finally {
+      delete process.env.KVC_OPS_KEYS
+    }
+  })
+
   it('masks every secret in --print-config: key digests as fingerprints, the store password', async () => {
     const file = join(dir, 'proxy.json')
     writeFileSync(
