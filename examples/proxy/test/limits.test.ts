@@ -162,13 +162,14 @@ describe('per-tenant rate limits and concurrency caps', () => {
 
 describe('deadlines and body limits', () => {
   const env = useProxy(
-    { prefill: 1, decode: 1 },
+    // Decoding slow enough (about a millisecond a token) for a long answer to outlive a deadline.
+    { prefill: 1, decode: 1, decodeOptions: { timing: { scale: 0.1 } } },
     {
       limits: { maxBodyBytes: 65_536 },
       deadlines: { bodyReadMs: 1_000, headersMs: 1_000 },
       auth: {
         tenants: [
-          { id: 'hasty', keys: [KEY.hasty], turnDeadlineMs: 400 },
+          { id: 'hasty', keys: [KEY.hasty], turnDeadlineMs: 1_000 },
           { id: 'free', keys: [KEY.free] },
         ],
       },
@@ -178,7 +179,7 @@ describe('deadlines and body limits', () => {
   it('ends a turn at its deadline with 504, running or still queued behind its session', async () => {
     const d = env.cluster.decode[0]!
     // The D stalls far longer than the deadline (the margin is wide: a missed deadline answers 200).
-    d.faults.inject({ path: '/v1/chat/completions', delayMs: 5_000, times: 2 })
+    d.faults.inject({ path: '/v1/chat/completions', delayMs: 8_000, times: 2 })
     try {
       const hasty = client(env.proxy.url, KEY.hasty, { 'x-session-id': 'slow' })
       const [running, queued] = await Promise.all([
@@ -202,6 +203,26 @@ describe('deadlines and body limits', () => {
       .toBe(0)
     // Other tenants have the default deadline.
     await turn(client(env.proxy.url, KEY.free), [{ role: 'user', content: 'not in a hurry' }])
+  })
+
+  it('ends a stream at its deadline with an error event, and aborts the worker’s request', async () => {
+    const res = await fetch(`${env.proxy.url}/v1/chat/completions`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json', authorization: `Bearer ${KEY.hasty}` },
+      // Seconds of decoding on this D, far past the 1 s deadline.
+      body: JSON.stringify({
+        messages: [{ role: 'user', content: 'a long story' }],
+        max_tokens: 4_000,
+        stream: true,
+      }),
+    })
+    expect(res.status).toBe(200)
+    const events = (await res.text()).split('\n\n').filter((l) => l.startsWith('data: '))
+    expect(events.at(-1)).toBe('data: [DONE]')
+    const error = JSON.parse(events.at(-2)!.slice(6))
+    expect(error.error).toMatchObject({ code: 'turn_failed', kvc: { cause: 'deadline_exceeded' } })
+    expect(events.length).toBeGreaterThan(2) // tokens were streamed before the deadline
+    await expect.poll(() => env.cluster.decode[0]!.stats().runningRequests, { timeout: 10_000 }).toBe(0)
   })
 
   it('answers 408 to a body that does not arrive in time, and closes a connection whose headers do not', async () => {
