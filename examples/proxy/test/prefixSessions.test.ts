@@ -165,7 +165,7 @@ describe('PrefixSessions', () => {
     const leases = Array.from({ length: 12 }, () => s.acquire('h:x', opening))
     expect(new Set(leases.map((l) => l.id)).size).toBe(12)
     expect(leases.every((l) => !l.joined)).toBe(true)
-    leases.forEach((l, i) => l.end(`answer ${i}`))
+    for (const [i, l] of leases.entries()) l.end(`answer ${i}`)
     const next = leases.map((_, i) =>
       s.acquire('h:x', [
         ...opening,
