@@ -312,9 +312,11 @@ export async function createProxy(config: ProxyConfig, options: ProxyOptions = {
       cacheSalt: cacheSaltOf(tenant, clientSaltOf(body)),
       cacheSaltField: config.cacheSaltField,
     }
-    // Prompt plus the output it may produce; what it does not produce is given back at the end.
-    limiter.chargeTokens(tenant, tokens.length + parsed.maxTokens)
-    let refund = parsed.maxTokens
+    // Prompt plus the output it may produce; what it does not produce is given back at the end
+    // (all of it for a turn that never ran: refused by its session's queue, or past its deadline).
+    const charged = tokens.length + parsed.maxTokens
+    limiter.chargeTokens(tenant, charged)
+    let refund = charged
     const ident = identifySession(req.headers, body, parsed.messages, config)
     // A prefix-hash id names a family of look-alike conversations: the turn gets one of its sessions.
     const lease: PrefixSessionLease | undefined =
@@ -344,6 +346,7 @@ export async function createProxy(config: ProxyConfig, options: ProxyOptions = {
         started = true
         if (controller.signal.aborted) return
         gateway.metrics.queuedTurns.set(table.queued)
+        refund = parsed.maxTokens
         const blocks = table.blocks(sessionId).blocks(tokens, scope.cacheSalt)
         const transport =
           kind === 'chat'
