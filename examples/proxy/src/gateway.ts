@@ -34,6 +34,7 @@ import { type ProxyConfig, type ProxyPolicyName, stateStoreKind } from './config
 import { DecisionLog, type DecisionLine, decisionLine } from './decisionLog.js'
 import { ProxyError } from './errors.js'
 import { isDeadline } from './limits/deadlines.js'
+import { maskUrl } from './tenancy/authConfig.js'
 import { ProxyMetrics } from './metrics.js'
 import { type WorkerHandle, WorkerPool } from './workers.js'
 
@@ -377,7 +378,8 @@ export class Gateway {
     const report =
       this.#options.onStoreEvent ??
       ((e: StoreEvent) =>
-        this.#warn(`state store ${e.type}`, { detail: e.detail, replica: this.#store?.replicaId }))
+        // A URL in a store error names no password in the logs.
+        this.#warn(`state store ${e.type}`, { detail: maskUrl(e.detail), replica: this.#store?.replicaId }))
     this.#store = await connectStateStore(this.config, (e) => {
       if (e.type === 'conflict' && e.conflict !== undefined) this.#onConflict(e.conflict)
       report(e)
