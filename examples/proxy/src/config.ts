@@ -190,7 +190,7 @@ export const DEFAULT_CONFIG: DefaultConfig = Object.freeze({
   router: {},
   tokenizer: 'estimate',
   session: {
-    sources: ['header', 'session_id', 'prefix-hash'],
+    sources: ['header', 'prefix-hash'],
     header: 'x-session-id',
     headers: ['x-session-id', 'x-smg-routing-key', 'x-session-token'],
     idleTimeoutMs: 30 * 60_000,

@@ -29,7 +29,8 @@ function checkId(id: string, what: string): string {
  *
  * 1. `header`: the first of `session.headers` present — `x-session-id`, then SGLang model gateway's
  *    `x-smg-routing-key`, then llm-d's `x-session-token` by default: the explicit, preferred way;
- * 2. `session_id`: the body's top-level `session_id` (SGLang's field, accepted in OpenAI bodies);
+ * 2. `session_id`: the body's top-level `session_id` (SGLang's field, accepted in OpenAI bodies;
+ *    off by default: any client can write it, so a deployment opts in);
  * 3. `user`: the OpenAI `user` field (one session per end user: only right when a user runs one
  *    conversation at a time; off by default);
  * 4. `prefix-hash`: chat requests only, a SHA-256 of the conversation's opening — every message up
