@@ -46,6 +46,7 @@ export {
   type PolicyName,
   type PolicySpec,
   parsePolicySpec,
+  consumesKvEvents,
   runsColocated,
   type SessionRelease,
 } from './adapters/router.js'

@@ -117,7 +117,8 @@ export type PolicyName = (typeof POLICY_NAMES)[number]
  * | key | values | effect |
  * |---|---|---|
  * | `granularity` | `block` (default), `session` | the D workers' session cache mode (`docs/design/algorithms.md#session-cache`) |
- * | `admission` | `on` (default), `off` | `off`: Dispatch sends without asking the D (no capacity check, no pause hints) |
+ * | `admission` | `on` (default), `off`, `slot` | `off`: Dispatch sends without asking the D (no capacity check, no pause hints); `slot`: the D's fast-path admission is the prototype's v5 (`admit_direct_append`: the append beyond the slot's committed length plus the output against free + evictable memory; nothing released, no lease, no pause hint) |
+ * | `seedPath` | `transfer` (default), `pd` | `pd`: a seed goes as a plain SGLang P/D request (the D preallocates, then the P prefills and transfers), as v5's fallback through the P/D router did; `transfer`: the P prefills and the transfer waits for D memory |
  * | `backpressure` | `on` (default), `off` | `off`: the D's admission answers never carry a pause hint |
  * | `seedAdmission` | `on` (default), `off` | `off`: the D admits every seed-path request unchecked (no capacity check, no lease, no release, no pause hint): only the fast path is admitted, as in the prototype's v5, whose fallback went through the P/D router straight to a transfer (`docs/design/prototype.md#the-v5-paths`) |
  * | `seedSlot` | `on` (default), `off` | `off`: a seed-path transfer lands on the D as a plain request, outside the session's slot (only fast-path turns open or extend the slot), and the D's fast-path admission counts only the session's slot as held, so a session with no slot there needs room for its whole prompt: the prototype's v5, whose fallback went through the P/D router as a plain request and whose admission checked the slot's lengths (`docs/design/prototype.md#the-v5-paths`) |
@@ -143,6 +144,19 @@ export interface PolicySpec {
   readonly baselineOptions: Readonly<Record<string, string | number>>
   readonly granularity: 'block' | 'session'
   readonly admission: boolean
+  /**
+   * `admission=slot`: the D's fast-path admission is the research prototype's v5
+   * `admit_direct_append`: the append beyond the session slot's committed length, plus the output,
+   * against free + evictable memory; no idle session released, no lease, no pause hint.
+   */
+  readonly slotAdmission?: boolean
+  /**
+   * `seedPath=pd`: a seed goes as a plain request of SGLang's PD disaggregation (the D
+   * preallocates its KV, then the P prefills and transfers), as v5's fallback through the P/D
+   * router did; absent: the P prefills and the transfer waits for D memory (kvc's seed path, whose
+   * memory admission and a lease reserved).
+   */
+  readonly seedPath?: 'transfer' | 'pd'
   readonly backpressure: boolean
   /**
    * `seedAdmission=off`: the D answers seed-path admissions "admitted" without checking (v5's
@@ -285,6 +299,8 @@ export function parsePolicySpec(spec: string): PolicySpec {
   let reaperIntervalS: number | undefined
   let colocated: boolean | undefined
   let retries: number | undefined
+  let slotAdmission = false
+  let seedPath: 'transfer' | 'pd' = 'transfer'
   const baselineKeys = BASELINE_KEYS[name]
   for (const p of parts.slice(1)) {
     const eq = p.indexOf('=')
@@ -349,6 +365,17 @@ export function parsePolicySpec(spec: string): PolicySpec {
       if (key === 'syncBeta') syncBeta = value as number
       else if (key === 'syncShare') syncShare = value as number
       else syncPinS = value as number
+    } else if (key === 'admission' && value === 'slot') {
+      slotAdmission = true
+    } else if (key === 'seedPath') {
+      if (value !== 'transfer' && value !== 'pd') {
+        throw new SimError(
+          SimErrorCode.InvalidOption,
+          `policy ${spec}: seedPath must be transfer or pd`,
+          value,
+        )
+      }
+      seedPath = value
     } else if (
       key === 'admission' ||
       key === 'backpressure' ||
@@ -356,7 +383,11 @@ export function parsePolicySpec(spec: string): PolicySpec {
       key === 'seedSlot'
     ) {
       if (typeof value !== 'boolean') {
-        throw new SimError(SimErrorCode.InvalidOption, `policy ${spec}: ${key} must be on or off`, value)
+        throw new SimError(
+          SimErrorCode.InvalidOption,
+          `policy ${spec}: ${key} must be on or off${key === 'admission' ? ' (or slot)' : ''}`,
+          value,
+        )
       }
       if (key === 'admission') admission = value
       else if (key === 'backpressure') backpressure = value
@@ -399,7 +430,7 @@ export function parsePolicySpec(spec: string): PolicySpec {
     } else {
       const own = baselineKeys === undefined ? '' : `; ${name}: ${[...baselineKeys].join(', ')}`
       const where = KVC_NAMES.has(name)
-        ? 'simulator: granularity, admission, backpressure, seedAdmission, seedSlot, release, idleTtlS, reaperIntervalS, sync, syncBeta, syncShare, syncPinS'
+        ? 'simulator: granularity, admission, backpressure, seedAdmission, seedSlot, seedPath, release, idleTtlS, reaperIntervalS, sync, syncBeta, syncShare, syncPinS'
         : 'baselines: colocated, retries'
       throw new SimError(
         SimErrorCode.InvalidOption,
@@ -428,6 +459,8 @@ export function parsePolicySpec(spec: string): PolicySpec {
     granularity,
     admission,
     backpressure,
+    ...(slotAdmission ? { slotAdmission } : {}),
+    ...(seedPath === 'pd' ? { seedPath } : {}),
     ...(colocated === undefined ? {} : { colocated }),
     ...(retries === undefined ? {} : { retries }),
     ...(seedAdmission ? {} : { seedAdmission: false }),
@@ -453,6 +486,23 @@ export function parsePolicySpec(spec: string): PolicySpec {
     )
   }
   return parsed
+}
+
+/**
+ * Whether a spec's policy reads KV events (the residency index): `kvc` and its ablation, Dynamo's
+ * KV router and llm-d's precise scorer subscribe to the workers' events; the SGLang router's
+ * policies do not (the cache-aware ones keep an approximate tree of their own), so the simulator
+ * spares the events nobody reads.
+ *
+ * @example
+ * ```ts
+ * import { consumesKvEvents, parsePolicySpec } from '@kvc/sim'
+ * consumesKvEvents(parsePolicySpec('dynamo-kv-cost')) // true
+ * consumesKvEvents(parsePolicySpec('round-robin')) // false
+ * ```
+ */
+export function consumesKvEvents(spec: PolicySpec): boolean {
+  return KVC_NAMES.has(spec.name) || spec.name === 'dynamo-kv-cost' || spec.name === 'llm-d-precise-prefix'
 }
 
 /**

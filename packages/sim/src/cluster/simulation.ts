@@ -436,7 +436,9 @@ export class ClusterSimulation {
           this.#schedule(turn, ctx.now, { type: 'failed', cause: 'worker_unreachable' })
           return
         }
-        this.#prefill.enqueue(p, turn, 'pfill', d.idx, a.leaseId)
+        // `seedPath=pd` (v5's fallback through the P/D router): the D preallocates first.
+        if (ctx.config.spec.seedPath === 'pd') this.#prealloc.enqueue(p, d, turn)
+        else this.#prefill.enqueue(p, turn, 'pfill', d.idx, a.leaseId)
         return
       }
       case 'wait':

@@ -52,6 +52,8 @@ export interface Turn {
   admitLatency: number
   cached: number
   matched: number
+  /** Prompt tokens the D already held when it preallocated a classic P/D request (not transferred). */
+  preallocCached: number
   computed: number
   transferred: number
   lastError: string | undefined
@@ -89,6 +91,7 @@ export function newTurn(spec: TurnSpec): Turn {
     admitLatency: 0,
     cached: 0,
     matched: 0,
+    preallocCached: 0,
     computed: 0,
     transferred: 0,
     lastError: undefined,

@@ -1,4 +1,4 @@
-import { LeaseBook } from '../adapters/router.js'
+import { LeaseBook, consumesKvEvents } from '../adapters/router.js'
 import { type KvEvent, type WorkerKv, createWorkerKv, createWorkerPool } from '../adapters/sessionCache.js'
 import type { WorkerPlan } from '../config/runConfig.js'
 import type { ActiveFaults } from '../faults/activeFaults.js'
@@ -10,8 +10,9 @@ import { SimWorker } from './worker.js'
  * and gives a restarted worker fresh, empty KV state. Every worker that keeps a prefix cache
  * publishes its KV events, one per page as SGLang's radix cache does, to the router's residency
  * index (a D's or a colocated worker's to the D workers' index, a P's to the P workers'), unless a
- * fault loses them; a P's also go to the D→P sync when it runs. A worker without a cache (the D of
- * classic P/D, SGLang's default `ChunkCache`) publishes nothing.
+ * fault loses them or the policy reads none (`consumesKvEvents`); a P's also go to the D→P sync
+ * when it runs. A worker without a cache (the D of classic P/D, SGLang's default `ChunkCache`)
+ * publishes nothing.
  */
 export class WorkerFactory {
   readonly #ctx: SimContext
@@ -81,12 +82,16 @@ export class WorkerFactory {
     const config = ctx.config
     const opts = config.options
     const toSync = role === 'prefill' && config.spec.sync !== undefined
-    const onEvent = (e: KvEvent) => {
-      const w = holder.w
-      if (w === undefined) return
-      if (toSync) ctx.sync?.observePrefill(w.id, e)
-      this.#onKvEvent(w, e)
-    }
+    const toRouter = consumesKvEvents(config.spec)
+    const onEvent =
+      toSync || toRouter
+        ? (e: KvEvent) => {
+            const w = holder.w
+            if (w === undefined) return
+            if (toSync) ctx.sync?.observePrefill(w.id, e)
+            if (toRouter) this.#onKvEvent(w, e)
+          }
+        : undefined
     return createWorkerKv({
       capacityTokens: config.capacity,
       pageSize: config.pageSize,
@@ -94,7 +99,7 @@ export class WorkerFactory {
       now: () => ctx.now,
       ...(opts.evictionPolicy === undefined ? {} : { evictionPolicy: opts.evictionPolicy }),
       ...(opts.evictGranularity === undefined ? {} : { evictGranularity: opts.evictGranularity }),
-      onEvent,
+      ...(onEvent === undefined ? {} : { onEvent }),
       onEviction: (freed) => {
         const w = holder.w
         if (w === undefined) return

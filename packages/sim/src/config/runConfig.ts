@@ -254,6 +254,8 @@ function checkPolicySwitches(spec: PolicySpec, policy: RoutingPolicy): ReaperCon
     }
   }
   if (spec.seedSlot === false) needsKvc('seedSlot=off')
+  if (spec.slotAdmission === true) needsKvc('admission=slot')
+  if (spec.seedPath === 'pd') needsKvc('seedPath=pd')
   let reaper: ReaperConfig | undefined
   const release = spec.release
   if (release?.mode === 'reaper') {

@@ -3,6 +3,7 @@ import { EV_PREALLOC_TIMEOUT } from '../cluster/events.js'
 import type { Turn } from '../cluster/turn.js'
 import type { SimWorker } from '../cluster/worker.js'
 import { NOT_RETRYABLE } from '../gateway/gatewayTurn.js'
+import { openRequest } from '../prefill/openRequest.js'
 import type { PrefillServers } from '../prefill/prefillServers.js'
 
 /**
@@ -64,10 +65,8 @@ export class PreallocQueues {
         q.shift()
         continue
       }
-      const need = turn.prompt!.length + turn.spec.outputLength
-      if (d.pool.availableSize() < need) break
+      if (!this.#allocate(d, turn)) break
       q.shift()
-      turn.slots2 = d.pool.alloc(need)
       ctx.touch(d)
       const p = turn.w1!
       if (!p.alive) {
@@ -76,6 +75,31 @@ export class PreallocQueues {
       }
       this.#prefill.enqueue(p, turn, 'pfill', d.idx, undefined)
     }
+  }
+
+  /**
+   * The D's KV for the request, now: a bare pool's prompt and output (no prefix cache); or, on a D
+   * that keeps a cache (`seedPath=pd`), a request on it (its prefix matched, the rest allocated,
+   * idle sessions released under pressure as the engine does; outside the session's slot with
+   * `seedSlot=off`). False, and nothing changed, when it does not fit.
+   */
+  #allocate(d: SimWorker, turn: Turn): boolean {
+    const out = turn.spec.outputLength
+    if (d.cache === undefined) {
+      const need = turn.prompt!.length + out
+      if (d.pool.availableSize() < need) return false
+      turn.slots2 = d.pool.alloc(need)
+      turn.preallocCached = 0
+      return true
+    }
+    const config = this.#ctx.config
+    const intoSlot = config.spec.seedSlot !== false && d.retention === 'sessions' && turn.spec.session >= 0
+    const opened = openRequest(config, d, turn, intoSlot, out)
+    if (opened === undefined) return false
+    d.reservedOutputs += out
+    turn.req2 = opened.req
+    turn.preallocCached = opened.cached
+    return true
   }
 
   /** `EV_PREALLOC_TIMEOUT`: a request still waiting for its D's preallocation fails. */
@@ -92,10 +116,16 @@ export class PreallocQueues {
   release(turn: Turn): void {
     const d = turn.w2
     const slots = turn.slots2
-    if (slots === undefined || d === undefined) return
+    const req = turn.req2
+    if ((slots === undefined && req === undefined) || d === undefined) return
     turn.slots2 = undefined
+    turn.req2 = undefined
     if (!d.alive) return
-    d.pool.free(slots)
+    if (slots !== undefined) d.pool.free(slots)
+    if (req !== undefined) {
+      d.cache!.abortReq(req)
+      d.reservedOutputs = Math.max(0, d.reservedOutputs - turn.spec.outputLength)
+    }
     this.#ctx.touch(d)
     this.#host.kick(d)
   }

@@ -73,9 +73,9 @@ export class KvTransfers {
     }
     d.holders.add(turn)
     ctx.q.push(t.deadlineMs, EV_TRANSFER_DEADLINE, id, 0)
-    if (turn.slots2 !== undefined) {
+    if (turn.slots2 !== undefined || turn.req2 !== undefined) {
       // Classic P/D: the D preallocated this KV before the P started; it goes on the wire now.
-      t.tokens = turn.prompt!.length
+      t.tokens = turn.prompt!.length - turn.preallocCached
       this.#startWire(t, turn)
       return
     }
