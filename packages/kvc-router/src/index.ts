@@ -157,4 +157,5 @@ export {
   type DynamoKvCostOptions,
   type SglangCacheAwareOptions,
 } from './policies/baselines.js'
+export { llmdPrecisePrefixPolicy, type LlmdPrecisePrefixOptions } from './policies/llmdPrecisePrefix.js'
 export { renderDispatch, renderRoute } from './explain/render.js'

@@ -54,8 +54,11 @@ export {
   type PolicyName,
   type PolicySpec,
   parsePolicySpec,
+  consumesKvEvents,
+  runsColocated,
   type SessionRelease,
 } from './adapters/router.js'
+export { type GatewayRetry, SGLANG_GATEWAY_RETRY } from './gateway/retry.js'
 export { createWorkerCache, type WorkerCacheOptions } from './adapters/sessionCache.js'
 export { SyncFabric, type SyncFabricOptions, type SyncFabricStats } from './adapters/dtoPSync.js'
 export { formatTopology, parseTopology, type Topology, topologyWorkers } from './cluster/topology.js'

@@ -113,6 +113,8 @@ export function collectResult(ctx: SimContext, tally: RunTally): RunResult {
       sessionsReaped: c.sessionsReaped,
       admissionReleases: c.admissionReleases,
       seedWakes: c.seedWakes,
+      preallocTimeouts: c.preallocTimeouts,
+      retries: c.retries,
       syncBytes: syncStats?.bytesSent ?? 0,
       syncIngestedTokens: syncStats?.ingestedTokens ?? 0,
     },

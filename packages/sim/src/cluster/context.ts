@@ -23,6 +23,8 @@ export interface SimCounters {
   sessionsReaped: number
   admissionReleases: number
   seedWakes: number
+  preallocTimeouts: number
+  retries: number
 }
 
 /** Why a physical step of a turn failed (what its dispatch is told). */
@@ -66,6 +68,8 @@ export class SimContext {
     sessionsReaped: 0,
     admissionReleases: 0,
     seedWakes: 0,
+    preallocTimeouts: 0,
+    retries: 0,
   }
   readonly workers: SimWorker[] = []
   readonly byId = new Map<string, SimWorker>()

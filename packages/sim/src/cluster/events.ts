@@ -26,3 +26,5 @@ export const EV_FAULT = 10
 export const EV_SYNC = 11
 /** The D workers' idle-session reaper sweeps. */
 export const EV_REAP = 12
+/** A classic P/D request's bootstrap timeout: still not preallocated on its D (a: turn, b: turn sequence). */
+export const EV_PREALLOC_TIMEOUT = 13

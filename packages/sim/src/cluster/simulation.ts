@@ -1,11 +1,5 @@
 import { SyncFabric } from '../adapters/dtoPSync.js'
-import type {
-  DispatchAction,
-  DispatchOutcome,
-  PolicySpec,
-  Router,
-  RoutingPolicy,
-} from '../adapters/router.js'
+import type { DispatchOutcome, PolicySpec, Router, RoutingPolicy } from '../adapters/router.js'
 import { buildCapacityReport } from '../admission/decodeState.js'
 import { DecodeAdmission } from '../admission/decodeAdmission.js'
 import { resolveRunConfig } from '../config/runConfig.js'
@@ -13,10 +7,12 @@ import type { RunOptions } from '../config/runOptions.js'
 import type { CostModel } from '../cost/costModel.js'
 import { DecodeBatches } from '../decode/decodeBatches.js'
 import { reapIdleSessions } from '../decode/sessionReaper.js'
+import { PreallocQueues } from '../disagg/preallocQueues.js'
 import { Prng } from '../engine/prng.js'
 import { SimError, SimErrorCode } from '../errors/simError.js'
 import { ActiveFaults } from '../faults/activeFaults.js'
 import { FaultInjector } from '../faults/faultInjector.js'
+import { GatewayTurn } from '../gateway/gatewayTurn.js'
 import type { RunResult } from '../metrics/runResult.js'
 import type { ServePath, TurnRecord } from '../metrics/types.js'
 import { PrefillServers } from '../prefill/prefillServers.js'
@@ -29,6 +25,7 @@ import {
   EV_DECODE_TICK,
   EV_FAULT,
   EV_MEMORY_TIMEOUT,
+  EV_PREALLOC_TIMEOUT,
   EV_PREFILL_DONE,
   EV_REAP,
   EV_SAMPLE,
@@ -39,7 +36,7 @@ import {
 } from './events.js'
 import { SessionBlockKeys } from './sessionBlockKeys.js'
 import type { Topology } from './topology.js'
-import { type Turn, turnRecord } from './turn.js'
+import { type SimAction, type Turn, turnRecord } from './turn.js'
 import { WorkerFactory } from './workerFactory.js'
 import type { SimWorker } from './worker.js'
 
@@ -85,6 +82,7 @@ export class ClusterSimulation {
   readonly #prefill: PrefillServers
   readonly #decode: DecodeBatches
   readonly #transfers: KvTransfers
+  readonly #prealloc: PreallocQueues
   readonly #admission: DecodeAdmission
   readonly #rpcRng: Prng
   readonly #keys: SessionBlockKeys
@@ -122,6 +120,7 @@ export class ClusterSimulation {
     this.#decode = new DecodeBatches(ctx, this.#host)
     this.#transfers = new KvTransfers(ctx, this.#host, this.#faults, this.#decode)
     this.#prefill = new PrefillServers(ctx, this.#host, this.#decode, this.#transfers)
+    this.#prealloc = new PreallocQueues(ctx, this.#host, this.#prefill)
     this.#admission = new DecodeAdmission(ctx, this.#host)
     this.#injector = new FaultInjector(ctx, this.#host, this.#faults, factory, this.#transfers)
     this.#keys = new SessionBlockKeys(config.pageSize)
@@ -268,6 +267,9 @@ export class ClusterSimulation {
       case EV_REAP:
         reapIdleSessions(ctx, this.#host, ctx.config.reaper!)
         break
+      case EV_PREALLOC_TIMEOUT:
+        this.#prealloc.timeout(ctx.turns[a]!, b)
+        break
     }
   }
 
@@ -334,13 +336,20 @@ export class ClusterSimulation {
     const prompt = ctx.config.workload.promptTokens(turn.id)
     turn.prompt = prompt
     turn.keys = this.#keys.keysFor(turn.spec.session, prompt)
+    const request = {
+      sessionId: turn.key,
+      turnId: `t${turn.id}`,
+      promptTokens: prompt.length,
+      blocks: turn.keys,
+    }
+    const gateway = ctx.config.gateway
     try {
-      turn.dispatch = this.router.dispatch({
-        sessionId: turn.key,
-        turnId: `t${turn.id}`,
-        promptTokens: prompt.length,
-        blocks: turn.keys,
-      })
+      // A baseline's turn goes through its own router's handling (no kvc mechanism); kvc's
+      // through the router's Dispatch.
+      turn.dispatch =
+        gateway === undefined
+          ? this.router.dispatch(request)
+          : new GatewayTurn(this.router.context, this.policy, request, gateway)
     } catch (err) {
       turn.lastError = (err as Error).message
       this.#finalize(turn, 'failed', 'router_error')
@@ -358,7 +367,7 @@ export class ClusterSimulation {
       return
     }
     turn.waiting = false
-    let action: DispatchAction
+    let action: SimAction
     try {
       action = turn.dispatch!.next(outcome)
     } catch (err) {
@@ -390,9 +399,20 @@ export class ClusterSimulation {
     ctx.q.push(Math.max(at, ctx.now), EV_STEP, turn.id, turn.stepSeq)
   }
 
-  #handle(turn: Turn, a: DispatchAction): void {
+  #handle(turn: Turn, a: SimAction): void {
     const ctx = this.#ctx
     switch (a.type) {
+      case 'pdPair': {
+        turn.seq++
+        const p = ctx.byId.get(a.prefillId)
+        const d = ctx.byId.get(a.decodeId)
+        if (p === undefined || d === undefined || !p.alive || !d.alive) {
+          this.#schedule(turn, ctx.now, { type: 'failed', cause: 'worker_unreachable' })
+          return
+        }
+        this.#prealloc.enqueue(p, d, turn)
+        return
+      }
       case 'admit':
         this.#sendAdmit(turn, a)
         return
@@ -416,11 +436,14 @@ export class ClusterSimulation {
           this.#schedule(turn, ctx.now, { type: 'failed', cause: 'worker_unreachable' })
           return
         }
-        this.#prefill.enqueue(p, turn, 'pfill', d.idx, a.leaseId)
+        // `seedPath=pd` (v5's fallback through the P/D router): the D preallocates first.
+        if (ctx.config.spec.seedPath === 'pd') this.#prealloc.enqueue(p, d, turn)
+        else this.#prefill.enqueue(p, turn, 'pfill', d.idx, a.leaseId)
         return
       }
       case 'wait':
         turn.waiting = true
+        if (ctx.config.gateway !== undefined) ctx.counters.retries++
         this.#schedule(turn, a.untilMs, { type: 'waited' })
         return
       case 'done': {
@@ -439,7 +462,7 @@ export class ClusterSimulation {
   }
 
   /** Send the admission RPC: it reaches the D after half its latency, or times out. */
-  #sendAdmit(turn: Turn, a: Extract<DispatchAction, { type: 'admit' }>): void {
+  #sendAdmit(turn: Turn, a: Extract<SimAction, { type: 'admit' }>): void {
     const ctx = this.#ctx
     turn.seq++
     ctx.counters.admissions++
@@ -547,8 +570,13 @@ export class ClusterSimulation {
     const w1 = turn.w1
     const w2 = turn.w2
     switch (turn.stage) {
+      case 'prealloc':
+      case 'queued':
+        this.#prealloc.release(turn)
+        break
       case 'prefill':
         this.#prefill.abandon(turn, w1)
+        this.#prealloc.release(turn)
         break
       case 'transferWait':
       case 'wire':
@@ -574,6 +602,7 @@ export class ClusterSimulation {
   #kick(w: SimWorker): void {
     if (!w.alive) return
     if (w.transferWait.length > 0) this.#transfers.retry(w)
+    if (w.preallocWait.length > 0) this.#prealloc.retry(w)
     if (w.running === undefined && w.qHead < w.queue.length) this.#prefill.tryStart(w)
   }
 }

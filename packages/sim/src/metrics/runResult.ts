@@ -48,6 +48,10 @@ export interface RunCounters {
   readonly admissionReleases: number
   /** Waiting turns woken early because a seed ended and its pending-seed slot was theirs. */
   readonly seedWakes: number
+  /** Classic P/D baselines: requests whose D never preallocated their KV within the bootstrap timeout. */
+  readonly preallocTimeouts: number
+  /** Baselines: requests their router sent again after a failure. */
+  readonly retries: number
   /** D→P sync (`sync=on`): bytes sent and tokens P ingested. */
   readonly syncBytes: number
   readonly syncIngestedTokens: number
