@@ -61,10 +61,31 @@ export {
   e2eOf,
   elapsedOf,
   fastPathBucket,
+  type ItlStats,
+  itlStats,
   latencyOf,
   type RunMetrics,
+  tpotStats,
   ttftOf,
 } from './metrics/runMetrics.js'
+export {
+  DEFAULT_SLO,
+  meetsSlo,
+  type SessionTask,
+  sessionTasks,
+  type Slo,
+  tpotOf,
+} from './metrics/slo.js'
+export {
+  type DecodeGapHistograms,
+  DecodeGapRecorder,
+  GAP_BUCKETS,
+  GAP_BUCKETS_PER_OCTAVE,
+  GAP_MIN_MS,
+  gapBucket,
+  gapBucketMs,
+  gapHistogramQuantiles,
+} from './metrics/decodeGaps.js'
 export {
   CI_METRICS,
   type CiMetric,
