@@ -95,7 +95,9 @@ export {
   type PairedEstimate,
   type PolicyColumns,
   pairedBootstrap,
+  stratumBootstrap,
 } from './protocol/bootstrap.js'
+export { clusterLayout, policyColumns } from './protocol/columns.js'
 export {
   buildWorkload,
   type ExperimentConfig,
@@ -111,7 +113,22 @@ export {
   type Stratum,
   type WorkloadSource,
 } from './protocol/experiment.js'
+export {
+  type Crossover,
+  type CrossoverSegment,
+  runSweep,
+  SWEEP_AXES,
+  SWEEP_METRICS,
+  type SweepAxis,
+  type SweepConfig,
+  type SweepPoint,
+  type SweepPolicyPoint,
+  type SweepResult,
+  sweepCrossovers,
+} from './protocol/sweep.js'
 export { toStableJson } from './report/json.js'
 export { renderHtmlReport } from './report/html.js'
-export { renderComparisonTable } from './report/table.js'
-export { parseCapacity, parseCount, parsePositive, parseSeeds } from './cli/args.js'
+export { renderSweepReport } from './report/sweepHtml.js'
+export { renderComparisonTable, renderSweepTable } from './report/table.js'
+export { experimentVerdict, sweepVerdict, type Verdict, verdictText } from './report/verdict.js'
+export { parseCapacity, parseCount, parsePositive, parseSeeds, parseSlo } from './cli/args.js'

@@ -98,7 +98,7 @@ export function gapHistogramQuantiles(hist: Float64Array, total: number, qs: rea
   // Nearest rank over fractional counts: the first bucket whose cumulative count reaches q·total.
   for (let b = 0; b < hist.length && q < qs.length; b++) {
     cum += hist[b]!
-    while (q < qs.length && cum >= Math.max(qs[q]! * total, 1e-9) - 1e-9) out[q++] = gapBucketMs(b) / 1000
+    while (q < qs.length && cum >= qs[q]! * total * (1 - 1e-9)) out[q++] = gapBucketMs(b) / 1000
   }
   while (q < qs.length) out[q++] = gapBucketMs(hist.length - 1) / 1000
   return out
