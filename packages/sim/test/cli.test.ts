@@ -170,7 +170,7 @@ describe('kvc-sim command line', () => {
       await runCli(['sweep', ...argv, '--axis', 'capacity', '--values', '60k,200k', '--out', out], c.io),
     ).toBe(0)
     const text = c.out.join('\n')
-    expect(text).toMatch(/^Verdict: Highest goodput: /)
+    expect(text).toMatch(/^Verdict: At capacity 60K, .+ on goodput.*; at capacity 200K, /)
     expect(text).toMatch(/KV capacity\s+policy\s+goodput \[95% CI\]/)
     expect(text).toMatch(/^60K\s+kvc/m)
     expect(text).toMatch(/8 runs in [\d.]+ s wall on 1 threads?/)

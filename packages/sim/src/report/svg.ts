@@ -78,7 +78,7 @@ function logScale(lo: number, hi: number, a: number, b: number): Scale {
 
 function tickLabel(v: number): string {
   if (v === 0) return '0'
-  if (v >= 100_000 || v < 0.01) return v.toExponential(0)
+  if (Math.abs(v) >= 100_000 || Math.abs(v) < 0.001) return v.toExponential(0)
   return String(Number(v.toPrecision(3)))
 }
 

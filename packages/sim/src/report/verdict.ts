@@ -239,26 +239,39 @@ export function experimentVerdict(r: ExperimentResult, sweep?: SweepResult): Ver
  */
 export function sweepVerdict(s: SweepResult): Verdict {
   const c = s.config
-  const best = (i: number) => {
+  /** Who leads on goodput at point `i`: a policy significantly ahead of all others, or the tied group. */
+  const atPoint = (i: number) => {
     const pt = s.points[i]!
     const ranked = [...pt.policies].sort((a, b) => b.estimates.goodput.value - a.estimates.goodput.value)
-    return `${ranked[0]!.policy} (${pct(ranked[0]!.estimates.goodput.value)}) at ${pt.label}`
+    const top = ranked[0]!
+    const tied = ranked
+      .slice(1)
+      .filter(
+        (p) =>
+          compare(
+            pt.pairwise.find((x) => x.policy === top.policy && x.other === p.policy)?.metrics.goodput,
+            'goodput',
+          ) !== 'better',
+      )
+    return tied.length === 0
+      ? `at ${pt.label}, ${top.policy} leads on goodput (${pct(top.estimates.goodput.value)})`
+      : `at ${pt.label}, ${[top, ...tied].map((p) => `${p.policy} (${pct(p.estimates.goodput.value)})`).join(', ')} tie on goodput`
   }
-  const first = best(0)
-  const last = best(s.points.length - 1)
+  const ends = `${atPoint(0)}; ${atPoint(s.points.length - 1)}`
   const goodputFlips = s.crossovers.filter((x) => x.metric === 'goodput' && x.crossings.length > 0)
   const headline =
     goodputFlips.length === 0
-      ? `Highest goodput: ${first} and ${last}; on goodput, no lead between ${c.reference} and another policy changes hands along the ${c.axisLabel} axis.`
-      : `Highest goodput: ${first}, ${last}; the lead on goodput changes hands between ${goodputFlips
+      ? `${ends[0]!.toUpperCase()}${ends.slice(1)}; the goodput lead between ${c.reference} and each other policy never changes hands along the ${c.axisLabel} axis.`
+      : `${ends[0]!.toUpperCase()}${ends.slice(1)}; the goodput lead changes hands between ${goodputFlips
           .map((x) => `${x.policy} and ${x.other}`)
-          .join(', ')}.`
+          .join(', ')} (below).`
   const pts = s.points
   const turns = pts.flatMap((p) => p.turnsPerTrial)
   const conditionsText =
     `Conditions: ${c.workload.kind === 'agentic' ? 'built-in agentic workload' : `trace ${c.workload.name}`} ` +
-    `(${turnsPerTrialText(turns)}); ${c.axisLabel} varied over ${pts.map((p) => p.value).join(', ')}; ` +
-    `${c.axis === 'pd-ratio' ? 'the same GPUs at every point' : `topology ${c.topology}`}` +
+    `(${turnsPerTrialText(turns)}${c.workload.sessions > 0 && c.axis !== 'sessions' ? ` in ${c.workload.sessions} sessions` : ''}); ` +
+    `${c.axisLabel} varied over ${pts.map((p) => p.value).join(', ')}; ` +
+    `${c.axis === 'pd-ratio' ? 'the same GPUs at every point' : topologyNote(pts[0]!.policies)}` +
     `${c.axis === 'time-scale' ? '' : `, time scale ${c.timeScale}`}` +
     `${c.axis === 'max-concurrent-sessions' ? '' : c.maxConcurrentSessions === undefined ? ', no session cap' : `, at most ${c.maxConcurrentSessions} sessions at once`}` +
     `${c.axis === 'capacity' ? '' : `, KV capacity ${c.capacityTokens === 'unlimited' ? 'unlimited' : `${c.capacityTokens.toLocaleString('en')} tokens`} per worker`}; ` +
