@@ -296,6 +296,8 @@ export function lineChart(
     /** Tick positions and their labels (default: nice numbers). */
     readonly xTicks?: readonly (readonly [number, string])[]
     readonly yMax?: number
+    /** Bottom of a linear y axis (default 0). */
+    readonly yMin?: number
     /** Log-scale the y axis (when the data spans more than 20×). */
     readonly yLog?: boolean
     readonly percentY?: boolean

@@ -37,6 +37,15 @@ export function renderSweepReport(s: SweepResult): string {
   const xTicks = pts.map(
     (p) => [p.x, c.axis === 'capacity' ? p.label.replace(/^capacity /, '') : String(p.value)] as const,
   )
+  /** A rate's axis: from 0, or zoomed to the tenths that hold the data when it all sits above 50%. */
+  const rateAxis = (m: CiMetric) => {
+    const lows = pts.flatMap((pt) => pt.policies.map((p) => p.estimates[m].lo)).filter(Number.isFinite)
+    const highs = pts.flatMap((pt) => pt.policies.map((p) => p.estimates[m].hi)).filter(Number.isFinite)
+    const lo = Math.min(1, ...lows)
+    const hi = Math.max(0, ...highs)
+    if (lo > 0.5) return { yMin: Math.floor(lo * 10 - 0.5) / 10, yMax: 1, percentY: true }
+    return { yMax: Math.min(1, Math.max(0.05, Math.ceil(hi * 20) / 20)), percentY: true }
+  }
   const chart = (m: CiMetric, title: string, yLabel: string, rate: boolean) =>
     lineChart({
       title,
@@ -53,7 +62,7 @@ export function renderSweepReport(s: SweepResult): string {
       xLabel: c.axisLabel,
       xTicks,
       yLabel,
-      ...(rate ? { yMax: 1, percentY: true } : { yLog: true }),
+      ...(rate ? rateAxis(m) : { yLog: true }),
       markers: true,
     })
   const charts = [
