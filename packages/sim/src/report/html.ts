@@ -143,7 +143,7 @@ function pairedCell(d: PairedEstimate, m: CiMetric, ms: boolean): string {
 
 /** A row of paired latency differences reads in ms when every difference is below a second. */
 function rowInMs(ds: readonly PairedEstimate[]): boolean {
-  return ds.every((d) => !Number.isFinite(d.diff) || Math.abs(d.diff) < 1)
+  return ds.every((d) => [d.diff, d.lo, d.hi].every((x) => !Number.isFinite(x) || Math.abs(x) < 1))
 }
 
 const PAIRED_ROWS: readonly CiMetric[] = [

@@ -126,6 +126,9 @@ function latencyFact(
     .sort((a, b) => a.estimates[m].value - b.estimates[m].value)
   if (ranked.length < 2) return undefined
   const a = ranked[0]!
+  if (a.estimates[m].value === Number.POSITIVE_INFINITY) {
+    return `On ${words}, failed turns reach the percentile under every policy (more than ${m.endsWith('p99') ? '1' : '10'}% failed).`
+  }
   const b = a === top ? ranked[1]! : top
   const d = pairOf(r, a.policy, b.policy, m)
   const va = secs(a.estimates[m].value)
