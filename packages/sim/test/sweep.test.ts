@@ -93,9 +93,9 @@ describe('sweep crossovers come from the paired intervals', () => {
     expect(t.segments.map((s) => s.leader)).toEqual(['kvc', undefined, 'dp'])
     expect(t.crossings).toHaveLength(1)
     expect(t.text).toMatch(
-      /^On TTFT p90, kvc ≥ dp up to time scale 4 \(kvc leads at time scale 1–2 by 0\.100–0\.200 s/,
+      /^On TTFT p90, kvc ≥ dp up to time scale 4 \(kvc leads at time scale 1–2 by 100–200 ms/,
     )
-    expect(t.text).toMatch(/beyond it dp leads at time scale 6–8 by 0\.300–0\.900 s\.$/)
+    expect(t.text).toMatch(/beyond it dp leads at time scale 6–8 by 300–900 ms\.$/)
   })
 
   it('says so when an interval always includes zero', () => {

@@ -440,23 +440,14 @@ const METRIC_WORDS: Record<(typeof SWEEP_METRICS)[number], string> = {
   tpot_p90: 'TPOT p90',
 }
 
+/** The size of a lead over a run of points, in one unit: `2.0–3.1 pp`, `4.6–13 ms`, `0.30–1.2 s`. */
 function amount(metric: (typeof SWEEP_METRICS)[number], lo: number, hi: number): string {
+  if (!Number.isFinite(hi) || !Number.isFinite(lo)) return 'a percentile failed turns reach'
+  const [k, unit, digits] =
+    metric === 'goodput' ? [100, 'pp', 1] : hi < 1 ? [1000, 'ms', -1] : [1, 's', -1]
   const one = (x: number) =>
-    !Number.isFinite(x)
-      ? 'a failed percentile'
-      : metric === 'goodput'
-        ? `${(x * 100).toFixed(1)}`
-        : x >= 1
-          ? x.toFixed(2)
-          : x >= 0.01
-            ? x.toFixed(3)
-            : (x * 1000).toFixed(1)
-  const unit = metric === 'goodput' ? ' pp' : lo >= 0.01 || !Number.isFinite(lo) ? ' s' : ' ms'
-  const unitHi = metric === 'goodput' ? ' pp' : hi >= 0.01 || !Number.isFinite(hi) ? ' s' : ' ms'
-  if (!Number.isFinite(hi)) return 'a failed percentile'
-  if (one(lo) === one(hi) && unit === unitHi) return `${one(lo)}${unit}`
-  if (unit === unitHi) return `${one(lo)}–${one(hi)}${unit}`
-  return `${one(lo)}${unit}–${one(hi)}${unitHi}`
+    digits > 0 ? (x * k).toFixed(digits) : String(Number((x * k).toPrecision(x * k >= 100 ? 3 : 2)))
+  return one(lo) === one(hi) ? `${one(lo)} ${unit}` : `${one(lo)}–${one(hi)} ${unit}`
 }
 
 /**
