@@ -445,8 +445,10 @@ function amount(metric: (typeof SWEEP_METRICS)[number], lo: number, hi: number):
   if (!Number.isFinite(hi) || !Number.isFinite(lo)) return 'a percentile failed turns reach'
   const [k, unit, digits] =
     metric === 'goodput' ? [100, 'pp', 1] : hi < 1 ? [1000, 'ms', -1] : [1, 's', -1]
-  const one = (x: number) =>
-    digits > 0 ? (x * k).toFixed(digits) : String(Number((x * k).toPrecision(x * k >= 100 ? 3 : 2)))
+  const one = (x: number) => {
+    const v = x * k
+    return digits > 0 ? v.toFixed(digits) : v >= 100 ? v.toFixed(0) : v.toPrecision(2)
+  }
   return one(lo) === one(hi) ? `${one(lo)} ${unit}` : `${one(lo)}–${one(hi)} ${unit}`
 }
 
