@@ -153,7 +153,7 @@ describe('decode gap recorder (ITL without per-token work)', () => {
     fc.assert(
       fc.property(fc.commands(commands, { maxCommands: 120 }), (cmds) => {
         const model: Model = { ref: new ReferenceBatch(), next: 0 }
-        const real: Real = { rec: new DecodeGapRecorder(1, 40) }
+        const real: Real = { rec: new DecodeGapRecorder(40) }
         fc.modelRun(() => ({ model, real }), cmds)
         const h = real.rec.histograms((t) => model.ref.done.has(t))
         for (let t = 0; t < 40; t++) {

@@ -23,7 +23,7 @@ export class DecodeBatches {
   constructor(ctx: SimContext, host: SimHost) {
     this.#ctx = ctx
     this.#host = host
-    this.gaps = new DecodeGapRecorder(ctx.workers.length, ctx.turns.length)
+    this.gaps = new DecodeGapRecorder(ctx.turns.length)
   }
 
   /** Count the steps `w`'s batch made since it last advanced. */

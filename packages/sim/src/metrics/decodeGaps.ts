@@ -111,7 +111,7 @@ export function gapHistogramQuantiles(hist: Float64Array, total: number, qs: rea
  * @example
  * ```ts
  * import { DecodeGapRecorder, gapBucket } from '@kvc/sim'
- * const r = new DecodeGapRecorder(1, 1)
+ * const r = new DecodeGapRecorder(1)
  * r.join(0, 0)
  * r.advance(0, 100, 10, 1) // 10 steps of 10 ms
  * r.advance(0, 500, Infinity, 1) // a prefill stalls the batch for 500 ms
@@ -135,8 +135,8 @@ export class DecodeGapRecorder {
   #counts = new Float32Array(1024)
   #used = 0
 
-  /** For `turns` turns (ids `0..turns-1`); workers are numbered from 0 and may be added at any time. */
-  constructor(_workers: number, turns: number) {
+  /** For `turns` turns (ids `0..turns-1`); workers are numbered from 0, as many as come. */
+  constructor(turns: number) {
     this.#snap = new Array(turns).fill(undefined)
     this.#rowStart = new Int32Array(turns)
     this.#rowLen = new Int32Array(turns)

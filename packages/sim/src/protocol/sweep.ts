@@ -443,8 +443,7 @@ const METRIC_WORDS: Record<(typeof SWEEP_METRICS)[number], string> = {
 /** The size of a lead over a run of points, in one unit: `2.0–3.1 pp`, `4.6–13 ms`, `0.30–1.2 s`. */
 function amount(metric: (typeof SWEEP_METRICS)[number], lo: number, hi: number): string {
   if (!Number.isFinite(hi) || !Number.isFinite(lo)) return 'a percentile failed turns reach'
-  const [k, unit, digits] =
-    metric === 'goodput' ? [100, 'pp', 1] : hi < 1 ? [1000, 'ms', -1] : [1, 's', -1]
+  const [k, unit, digits] = metric === 'goodput' ? [100, 'pp', 1] : hi < 1 ? [1000, 'ms', -1] : [1, 's', -1]
   const one = (x: number) => {
     const v = x * k
     return digits > 0 ? v.toFixed(digits) : v >= 100 ? v.toFixed(0) : v.toPrecision(2)
