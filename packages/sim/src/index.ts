@@ -72,10 +72,31 @@ export {
   e2eOf,
   elapsedOf,
   fastPathBucket,
+  type ItlStats,
+  itlStats,
   latencyOf,
   type RunMetrics,
+  tpotStats,
   ttftOf,
 } from './metrics/runMetrics.js'
+export {
+  DEFAULT_SLO,
+  meetsSlo,
+  type SessionTask,
+  sessionTasks,
+  type Slo,
+  tpotOf,
+} from './metrics/slo.js'
+export {
+  type DecodeGapHistograms,
+  DecodeGapRecorder,
+  GAP_BUCKETS,
+  GAP_BUCKETS_PER_OCTAVE,
+  GAP_MIN_MS,
+  gapBucket,
+  gapBucketMs,
+  gapHistogramQuantiles,
+} from './metrics/decodeGaps.js'
 export {
   CI_METRICS,
   type CiMetric,
@@ -85,7 +106,9 @@ export {
   type PairedEstimate,
   type PolicyColumns,
   pairedBootstrap,
+  stratumBootstrap,
 } from './protocol/bootstrap.js'
+export { clusterLayout, policyColumns } from './protocol/columns.js'
 export {
   buildWorkload,
   type ExperimentConfig,
@@ -101,7 +124,22 @@ export {
   type Stratum,
   type WorkloadSource,
 } from './protocol/experiment.js'
+export {
+  type Crossover,
+  type CrossoverSegment,
+  runSweep,
+  SWEEP_AXES,
+  SWEEP_METRICS,
+  type SweepAxis,
+  type SweepConfig,
+  type SweepPoint,
+  type SweepPolicyPoint,
+  type SweepResult,
+  sweepCrossovers,
+} from './protocol/sweep.js'
 export { toStableJson } from './report/json.js'
 export { renderHtmlReport } from './report/html.js'
-export { renderComparisonTable } from './report/table.js'
-export { parseCapacity, parseCount, parsePositive, parseSeeds } from './cli/args.js'
+export { renderSweepReport } from './report/sweepHtml.js'
+export { renderComparisonTable, renderSweepTable } from './report/table.js'
+export { experimentVerdict, sweepVerdict, type Verdict, verdictText } from './report/verdict.js'
+export { parseCapacity, parseCount, parsePositive, parseSeeds, parseSlo } from './cli/args.js'

@@ -181,6 +181,7 @@ export class ClusterSimulation {
       events,
       firstArrivalMs: this.#firstArrival,
       lastEndMs: this.#lastEnd,
+      decodeGaps: this.#decode.gaps.histograms((t) => this.#records[t]?.status === 'completed'),
       wallStart,
     })
   }

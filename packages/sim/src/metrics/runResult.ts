@@ -1,3 +1,4 @@
+import type { DecodeGapHistograms } from './decodeGaps.js'
 import type { EvictionStats, TurnRecord, UsageSeries } from './types.js'
 
 /**
@@ -76,6 +77,11 @@ export interface RunResult {
   readonly pageSize: number
   readonly capacityTokens: number
   readonly records: readonly TurnRecord[]
+  /**
+   * Every completed turn's inter-token gaps, rows by record index (absent where the runner cannot
+   * see tokens, as in a replay without streaming: ITL statistics are then `NaN`).
+   */
+  readonly decodeGaps?: DecodeGapHistograms
   /** Simulated time from the first arrival to the last turn's end, seconds. */
   readonly makespanS: number
   readonly usage: readonly UsageSeries[]
