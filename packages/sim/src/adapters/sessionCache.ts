@@ -42,6 +42,12 @@ export interface WorkerCacheOptions {
   readonly now: () => number
   /** KV events of the tree (D workers under KVC feed the router's residency index). */
   readonly onEvent?: (event: KvEvent) => void
+  /**
+   * Put the pages' token ids in `BlockStored` events (default `false`: the router's residency
+   * index reads block hashes only; a consumer that rebuilds pages from events, such as the D→P
+   * sync's `SyncSink`, asks for them).
+   */
+  readonly eventTokenIds?: boolean
   /** Called with the tokens freed by each eviction (tree eviction or legacy session drop). */
   readonly onEviction?: (freedTokens: number) => void
 }
@@ -75,7 +81,9 @@ export function createWorkerKv(o: WorkerCacheOptions): WorkerKv {
     now: o.now,
     ...(o.evictionPolicy === undefined ? {} : { evictionPolicy: o.evictionPolicy }),
     ...(o.evictGranularity === undefined ? {} : { evictGranularity: o.evictGranularity }),
-    ...(o.onEvent === undefined ? {} : { onEvent: o.onEvent, blockHasher: simBlockHasher }),
+    ...(o.onEvent === undefined
+      ? {}
+      : { onEvent: o.onEvent, blockHasher: simBlockHasher, eventTokenIds: o.eventTokenIds === true }),
   })
   const onEviction = o.onEviction
   const sessions = new SessionCache({

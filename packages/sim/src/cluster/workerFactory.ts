@@ -97,6 +97,8 @@ export class WorkerFactory {
       ...(opts.evictionPolicy === undefined ? {} : { evictionPolicy: opts.evictionPolicy }),
       ...(opts.evictGranularity === undefined ? {} : { evictGranularity: opts.evictGranularity }),
       ...(onEvent === undefined ? {} : { onEvent }),
+      // Only the D→P sync rebuilds pages from a P's events; the router reads hashes.
+      eventTokenIds: retention !== 'sessions',
       onEviction: (freed) => {
         const w = holder.w
         if (w === undefined) return
