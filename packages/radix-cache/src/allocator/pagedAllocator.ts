@@ -74,23 +74,9 @@ export class PagedAllocator implements KvAllocator {
   alloc(numTokens: number): Int32Array {
     this.#checkCount(numTokens)
     if (numTokens === 0) return EMPTY
-    const ps = this.pageSize
-    const pages = Math.ceil(numTokens / ps)
-    if (pages > this.#freeTop) {
-      throw new RadixCacheError(
-        RadixCacheErrorCode.OutOfMemory,
-        `cannot allocate ${numTokens} tokens (${pages} pages): ${this.#freeTop} pages free`,
-        numTokens,
-      )
-    }
+    this.#checkPages(numTokens, Math.ceil(numTokens / this.pageSize))
     const out = new Int32Array(numTokens)
-    let k = 0
-    for (let p = 0; p < pages; p++) {
-      const page = this.#freePages[--this.#freeTop]!
-      this.#isFree[page] = 0
-      const base = page * ps
-      for (let j = 0; j < ps && k < numTokens; j++) out[k++] = base + j
-    }
+    this.#fill(out, 0, numTokens)
     return out
   }
 
@@ -114,11 +100,12 @@ export class PagedAllocator implements KvAllocator {
     }
     const inPage = Math.min(numTokens, ps - 1 - (lastLoc % ps))
     const rest = numTokens - inPage
-    const fresh = rest > 0 ? this.alloc(rest) : EMPTY
-    if (inPage === 0) return fresh
+    if (rest > 0) this.#checkPages(rest, Math.ceil(rest / ps))
+    if (numTokens === 0) return EMPTY
+    // One array: the rest of lastLoc's page, then fresh pages written in place.
     const out = new Int32Array(numTokens)
     for (let j = 0; j < inPage; j++) out[j] = lastLoc + 1 + j
-    out.set(fresh, inPage)
+    if (rest > 0) this.#fill(out, inPage, rest)
     return out
   }
 
@@ -129,30 +116,41 @@ export class PagedAllocator implements KvAllocator {
   free(indices: Int32Array): void {
     const ps = this.pageSize
     const n = indices.length
-    // Validate everything first so that a refused free changes nothing.
+    const isFree = this.#isFree
+    // Validate everything first so that a refused free changes nothing. Slots of one page come
+    // in runs (idx, idx + 1, …): a run is checked by comparing each slot with the next expected
+    // one, and its page once.
     let prevPage = -1
-    for (let i = 0; i < n; i++) {
+    for (let i = 0; i < n; ) {
       const idx = indices[i]!
       this.#checkIndex(idx)
       const page = (idx / ps) | 0
-      if (page === prevPage) continue
-      if (this.#isFree[page] === 1) {
-        throw new RadixCacheError(
-          RadixCacheErrorCode.DoubleFree,
-          `slot ${idx} (page ${page}) is already free`,
-          idx,
-        )
+      if (page !== prevPage) {
+        if (isFree[page] === 1) {
+          throw new RadixCacheError(
+            RadixCacheErrorCode.DoubleFree,
+            `slot ${idx} (page ${page}) is already free`,
+            idx,
+          )
+        }
+        prevPage = page
       }
-      prevPage = page
+      i = runEnd(indices, i, idx, (page + 1) * ps)
     }
     prevPage = -1
-    for (let i = 0; i < n; i++) {
-      const page = (indices[i]! / ps) | 0
-      if (page === prevPage || this.#isFree[page] === 1) continue
-      this.#isFree[page] = 1
-      this.#freePages[this.#freeTop++] = page
-      prevPage = page
+    const freePages = this.#freePages
+    let top = this.#freeTop
+    for (let i = 0; i < n; ) {
+      const idx = indices[i]!
+      const page = (idx / ps) | 0
+      if (page !== prevPage && isFree[page] === 0) {
+        isFree[page] = 1
+        freePages[top++] = page
+        prevPage = page
+      }
+      i = runEnd(indices, i, idx, (page + 1) * ps)
     }
+    this.#freeTop = top
   }
 
   /** Whether the page holding slot `index` is free. */
@@ -180,6 +178,35 @@ export class PagedAllocator implements KvAllocator {
     }
   }
 
+  /** Throw `OUT_OF_MEMORY` (changing nothing) when fewer than `pages` pages are free. */
+  #checkPages(numTokens: number, pages: number): void {
+    if (pages > this.#freeTop) {
+      throw new RadixCacheError(
+        RadixCacheErrorCode.OutOfMemory,
+        `cannot allocate ${numTokens} tokens (${pages} pages): ${this.#freeTop} pages free`,
+        numTokens,
+      )
+    }
+  }
+
+  /** Write the slots of `ceil(count / pageSize)` fresh pages into `out[from, from + count)`. */
+  #fill(out: Int32Array, from: number, count: number): void {
+    const ps = this.pageSize
+    const freePages = this.#freePages
+    const isFree = this.#isFree
+    let top = this.#freeTop
+    let k = from
+    const end = from + count
+    while (k < end) {
+      const page = freePages[--top]!
+      isFree[page] = 0
+      const base = page * ps - k
+      const stop = Math.min(end, k + ps)
+      for (; k < stop; k++) out[k] = base + k
+    }
+    this.#freeTop = top
+  }
+
   #checkIndex(idx: number): void {
     if (!Number.isInteger(idx) || idx < 0 || idx >= this.size) {
       throw new RadixCacheError(
@@ -189,4 +216,19 @@ export class PagedAllocator implements KvAllocator {
       )
     }
   }
+}
+
+/**
+ * End (exclusive) of the run of consecutive slots `idx, idx + 1, …` that starts at `indices[i]`
+ * and stays below `limit` (the end of `idx`'s page): those slots are valid and share its page.
+ */
+function runEnd(indices: ArrayLike<number>, i: number, idx: number, limit: number): number {
+  const n = indices.length
+  let j = i + 1
+  let expect = idx + 1
+  while (j < n && expect < limit && indices[j] === expect) {
+    j++
+    expect++
+  }
+  return j
 }
