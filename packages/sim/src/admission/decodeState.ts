@@ -1,24 +1,44 @@
 import {
   type AdmitWorkerState,
   type CapacityReport,
+  type DecodePoolView,
+  type DecodeSessionsView,
   type DecodeStateSource,
   admitWorkerState,
   decodeCapacityReport,
 } from '../adapters/router.js'
 import type { SimWorker } from '../cluster/worker.js'
+import type { KvGeometry } from '../granularity/kvGeometry.js'
 
 /**
  * A D's KV state and queues, as the router's one builder of a D's admission state reads them.
  * Releasable sessions: idle ones (`release=pressure`), or those idle for the reaper's TTL
- * (`release=reaper`: the engine lets go of nothing else).
+ * (`release=reaper`: the engine lets go of nothing else). At block granularity the pool and the
+ * session cache count units: the views give the router tokens.
  */
-function decodeStateOf(w: SimWorker, reaperIdleMs: number | undefined): DecodeStateSource {
+function decodeStateOf(w: SimWorker, reaperIdleMs: number | undefined, g: KvGeometry): DecodeStateSource {
+  const tokenLevel = g.tokenLevel
   return {
-    pool: w.pool,
-    sessions: w.cache,
+    pool: tokenLevel ? w.pool : tokenPool(w.pool, g),
+    sessions: tokenLevel || w.cache === undefined ? w.cache : tokenSessions(w.cache, g),
     idleTtlMs: reaperIdleMs,
     transferQueueDepth: w.transferWait.length + w.transfersOnWire,
     retractedQueueDepth: Number.isNaN(w.blockedSince) ? 0 : 1,
+  }
+}
+
+/** A pool that counts units, seen in tokens. */
+function tokenPool(pool: DecodePoolView, g: KvGeometry): DecodePoolView {
+  return { size: g.tokens(pool.size), availableSize: () => g.tokens(pool.availableSize()) }
+}
+
+/** A session cache that counts units, seen in tokens. */
+function tokenSessions(sc: DecodeSessionsView, g: KvGeometry): DecodeSessionsView {
+  return {
+    cache: { evictableSize: () => g.tokens(sc.cache.evictableSize()) },
+    listSessionStatuses: () =>
+      Array.from(sc.listSessionStatuses(), (s) => ({ ...s, residentTokens: g.tokens(s.residentTokens) })),
+    releasableTokens: (options) => g.tokens(sc.releasableTokens(options)),
   }
 }
 
@@ -31,8 +51,12 @@ export function buildAdmitWorkerState(
   d: SimWorker,
   nowMs: number,
   reaperIdleMs: number | undefined,
+  g: KvGeometry,
 ): AdmitWorkerState {
-  return admitWorkerState(decodeStateOf(d, reaperIdleMs), { now: nowMs, leases: d.leases?.live(nowMs) ?? [] })
+  return admitWorkerState(decodeStateOf(d, reaperIdleMs, g), {
+    now: nowMs,
+    leases: d.leases?.live(nowMs) ?? [],
+  })
 }
 
 /**
@@ -45,7 +69,8 @@ export function buildCapacityReport(
   w: SimWorker,
   nowMs: number,
   reaperIdleMs: number | undefined,
+  g: KvGeometry,
 ): CapacityReport {
   const reserved = (w.leases?.reservedTokens(nowMs) ?? 0) + w.reservedOutputs
-  return decodeCapacityReport(decodeStateOf(w, reaperIdleMs), reserved)
+  return decodeCapacityReport(decodeStateOf(w, reaperIdleMs, g), reserved)
 }

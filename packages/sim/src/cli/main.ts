@@ -4,7 +4,7 @@ import { join, resolve } from 'node:path'
 import { SingleBar } from 'cli-progress'
 import { Command, CommanderError, Option } from 'commander'
 import { POLICY_NAMES, parsePolicySpec } from '../adapters/router.js'
-import type { RunResult } from '../metrics/runResult.js'
+import { type RunResult, peakRssMB } from '../metrics/runResult.js'
 import { parseTopology } from '../cluster/topology.js'
 import { DEFAULT_COST_MODEL } from '../cost/costModel.js'
 import { SimError } from '../errors/simError.js'
@@ -18,7 +18,8 @@ import {
 import { renderHtmlReport } from '../report/html.js'
 import { toStableJson } from '../report/json.js'
 import { renderComparisonTable } from '../report/table.js'
-import { TRACE_FORMATS, type TraceFormat, loadTrace } from '../workload/loadTrace.js'
+import { type SimGranularity, autoGranularity } from '../granularity/kvGeometry.js'
+import { TRACE_FORMATS, type TraceFormat, detectTraceFormat, loadTrace } from '../workload/loadTrace.js'
 import { computeTraceStats } from '../workload/stats.js'
 import { parseCapacity, parseCount, parsePositive, parseSeeds } from './args.js'
 import { defaultJobs, threadRunner } from './parallel.js'
@@ -34,6 +35,7 @@ export const DEFAULT_COMPARE_POLICIES = [
 interface CommonOpts {
   trace?: string
   format: string
+  granularity: string
   topology: string
   seeds: string
   timeScale: string
@@ -54,6 +56,14 @@ function addCommon(cmd: Command, defaults: { seeds: string }): Command {
   return cmd
     .option('--trace <path>', 'replay a trace instead of the built-in agentic workload')
     .addOption(new Option('--format <format>', 'trace format').choices([...TRACE_FORMATS]).default('auto'))
+    .addOption(
+      new Option(
+        '--granularity <unit>',
+        'what the caches count: token, block (hash-id traces: one unit per half block, the same pages), or auto (block when a hash-id trace allows it)',
+      )
+        .choices(['auto', 'token', 'block'])
+        .default('auto'),
+    )
     .option('--topology <shape>', 'cluster shape: nPmD (2P6D) or NxDP (8xDP)', '2P6D')
     .option('--seeds <seeds>', 'trial seeds: a count (3), a list (1,5,9) or a range (1..5)', defaults.seeds)
     .option('--time-scale <x>', 'divide think times and arrival gaps by x (10 = 10x compressed)', '1')
@@ -86,6 +96,7 @@ function buildConfig(o: CommonOpts, policies: readonly string[]): ExperimentConf
   const timeScale = parsePositive('--time-scale', o.timeScale)
   const capacity = parseCapacity(o.capacity)
   const faults = parseFaults(o.faults)
+  const pageSize = o.pageSize === undefined ? undefined : parseCount('--page-size', o.pageSize, 1)
   const workload: WorkloadSource =
     o.trace === undefined
       ? {
@@ -101,7 +112,26 @@ function buildConfig(o: CommonOpts, policies: readonly string[]): ExperimentConf
                 },
               }),
         }
-      : { kind: 'trace', path: o.trace, format: o.format as TraceFormat }
+      : {
+          kind: 'trace',
+          path: o.trace,
+          format: o.format as TraceFormat,
+          granularity:
+            o.granularity === 'auto'
+              ? autoGranularity({
+                  format: o.format === 'auto' ? detectTraceFormat(o.trace) : o.format,
+                  pageSize,
+                  sync: policies.some((p) => parsePolicySpec(p).sync !== undefined),
+                })
+              : (o.granularity as SimGranularity),
+        }
+  if (o.trace === undefined && o.granularity === 'block') {
+    throw new SimError(
+      'INVALID_OPTION',
+      '--granularity block needs a hash-id trace (--trace, Mooncake format); the built-in workload is token-level',
+      o.granularity,
+    )
+  }
   if (o.trace === undefined && o.format !== 'auto') {
     throw new SimError(
       'INVALID_OPTION',
@@ -126,7 +156,7 @@ function buildConfig(o: CommonOpts, policies: readonly string[]): ExperimentConf
     costModel: { capacityTokens: capacity },
     faults,
     bootstrapResamples: parseCount('--bootstrap', o.bootstrap),
-    ...(o.pageSize === undefined ? {} : { pageSize: parseCount('--page-size', o.pageSize, 1) }),
+    ...(pageSize === undefined ? {} : { pageSize }),
     ...(o.maxConcurrentSessions === undefined
       ? {}
       : { maxConcurrentSessions: parseCount('--max-concurrent-sessions', o.maxConcurrentSessions, 1) }),
@@ -180,14 +210,28 @@ async function execute(
   return result
 }
 
-function writeOutputs(outDir: string, result: ExperimentResult, io: Io): void {
+/**
+ * What running the command took (not deterministic, unlike the rest of `results.json`): wall
+ * time and the process's peak resident set size (every worker thread included).
+ */
+interface Resources {
+  readonly wallS: number
+  readonly peakRssMB: number
+}
+
+function writeOutputs(outDir: string, result: ExperimentResult, io: Io, started: number): void {
   const dir = resolve(outDir)
   mkdirSync(dir, { recursive: true })
-  writeFileSync(join(dir, 'results.json'), toStableJson(result))
+  const resources: Resources = {
+    wallS: Math.round(performance.now() - started) / 1000,
+    peakRssMB: peakRssMB(),
+  }
+  writeFileSync(join(dir, 'results.json'), toStableJson({ ...result, resources }))
   writeFileSync(join(dir, 'report.html'), renderHtmlReport(result))
   io.out('')
   io.out(`report:  ${join(outDir, 'report.html')}`)
   io.out(`metrics: ${join(outDir, 'results.json')}`)
+  io.out(`took:    ${resources.wallS.toFixed(1)} s, peak RSS ${resources.peakRssMB} MB`)
 }
 
 /** Where the CLI writes (replaceable in tests). */
@@ -239,10 +283,11 @@ export function buildProgram(io: Io = defaultIo): Command {
       .split(',')
       .map((s) => s.trim())
       .filter((s) => s !== '')
+    const started = performance.now()
     const config = buildConfig(o, policies)
     const result = await execute(o, config, io)
     io.out(renderComparisonTable(result))
-    writeOutputs(o.out, result, io)
+    writeOutputs(o.out, result, io, started)
   })
 
   addCommon(
@@ -257,13 +302,14 @@ export function buildProgram(io: Io = defaultIo): Command {
       .option('--records', 'also write every turn of every run to records.jsonl'),
     { seeds: '1' },
   ).action(async (o: CommonOpts & { policy: string; records?: boolean }) => {
+    const started = performance.now()
     const config = buildConfig(o, [o.policy])
     let runs: readonly RunResult[] = []
     const result = await execute(o, config, io, (r) => {
       runs = r
     })
     io.out(renderComparisonTable(result))
-    writeOutputs(o.out, result, io)
+    writeOutputs(o.out, result, io, started)
     if (o.records === true) {
       const lines: string[] = []
       for (const r of runs) for (const rec of r.records) lines.push(JSON.stringify({ seed: r.seed, ...rec }))
@@ -296,11 +342,14 @@ export function buildProgram(io: Io = defaultIo): Command {
             'trace stats needs a trace path (argument or --trace)',
             undefined,
           )
-        const w = loadTrace(p, { format: o.format as TraceFormat })
-        const s = computeTraceStats(
-          w,
-          o.pageSize === undefined ? undefined : parseCount('--page-size', o.pageSize, 1),
-        )
+        const pageSize = o.pageSize === undefined ? undefined : parseCount('--page-size', o.pageSize, 1)
+        // Block granularity when the trace allows it: the same figures from far fewer entries.
+        const granularity = autoGranularity({
+          format: o.format === 'auto' ? detectTraceFormat(p) : o.format,
+          pageSize,
+        })
+        const w = loadTrace(p, { format: o.format as TraceFormat, granularity })
+        const s = computeTraceStats(w, pageSize)
         if (o.json === true) {
           io.out(toStableJson({ ...s, notes: w.notes }).trimEnd())
           return

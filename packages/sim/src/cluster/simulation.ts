@@ -124,7 +124,7 @@ export class ClusterSimulation {
     this.#prefill = new PrefillServers(ctx, this.#host, this.#decode, this.#transfers)
     this.#admission = new DecodeAdmission(ctx, this.#host)
     this.#injector = new FaultInjector(ctx, this.#host, this.#faults, factory, this.#transfers)
-    this.#keys = new SessionBlockKeys(config.pageSize)
+    this.#keys = new SessionBlockKeys(config.geometry.pageUnits)
     this.#records = new Array(ctx.turns.length)
   }
 
@@ -296,7 +296,7 @@ export class ClusterSimulation {
     for (const w of dirty) {
       w.dirty = false
       if (!w.alive) continue
-      ctx.router.cluster.reportCapacity(w.id, buildCapacityReport(w, ctx.now, reaperIdleMs))
+      ctx.router.cluster.reportCapacity(w.id, buildCapacityReport(w, ctx.now, reaperIdleMs, ctx.config.geometry))
     }
     dirty.length = 0
   }
@@ -338,7 +338,7 @@ export class ClusterSimulation {
       turn.dispatch = this.router.dispatch({
         sessionId: turn.key,
         turnId: `t${turn.id}`,
-        promptTokens: prompt.length,
+        promptTokens: ctx.config.geometry.promptTokens(prompt.length),
         blocks: turn.keys,
       })
     } catch (err) {

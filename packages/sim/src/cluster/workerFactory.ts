@@ -1,5 +1,11 @@
 import { LeaseBook } from '../adapters/router.js'
-import { type KvEvent, type WorkerKv, createWorkerKv, createWorkerPool } from '../adapters/sessionCache.js'
+import {
+  type KvEvent,
+  type PagedAllocator,
+  type WorkerKv,
+  createWorkerKv,
+  createWorkerPool,
+} from '../adapters/sessionCache.js'
 import type { WorkerPlan } from '../config/runConfig.js'
 import type { ActiveFaults } from '../faults/activeFaults.js'
 import type { SimContext } from './context.js'
@@ -34,7 +40,7 @@ export class WorkerFactory {
     ctx.router.cluster.addWorker({
       id: plan.id,
       role: plan.role === 'prefill' ? 'prefill' : 'decode',
-      capacityTokens: w.pool.size,
+      capacityTokens: ctx.config.geometry.tokens(w.pool.size),
       publishesEvents: plan.retention === 'sessions',
     })
   }
@@ -42,7 +48,7 @@ export class WorkerFactory {
   #makeWorker(idx: number, plan: WorkerPlan): SimWorker {
     const { id, role, retention } = plan
     if (retention === 'none') {
-      const pool = createWorkerPool(this.#ctx.config.capacity, this.#ctx.config.pageSize)
+      const pool = this.#pool()
       return new SimWorker(idx, id, role, retention, undefined, pool, undefined)
     }
     const holder: { w?: SimWorker } = {}
@@ -63,7 +69,7 @@ export class WorkerFactory {
   /** A restarted worker comes back empty: a new pool (and cache, and lease book). */
   renewKv(w: SimWorker): void {
     if (w.retention === 'none') {
-      w.pool = createWorkerPool(this.#ctx.config.capacity, this.#ctx.config.pageSize)
+      w.pool = this.#pool()
     } else {
       const holder: { w?: SimWorker } = { w }
       const kv = this.#makeKv(w.retention, holder, w.role)
@@ -71,6 +77,12 @@ export class WorkerFactory {
       w.pool = kv.pool
       if (w.leases !== undefined) w.leases = new LeaseBook()
     }
+  }
+
+  /** A bare pool of the configured capacity, in cache units. */
+  #pool(): PagedAllocator {
+    const g = this.#ctx.config.geometry
+    return createWorkerPool(g.wholeUnits(this.#ctx.config.capacity), g.pageUnits)
   }
 
   #makeKv(retention: Retention, holder: { w?: SimWorker }, role: SimWorker['role']): WorkerKv {
@@ -89,9 +101,10 @@ export class WorkerFactory {
               if (w !== undefined) ctx.sync?.observePrefill(w.id, e)
             }
           : undefined
+    const g = config.geometry
     return createWorkerKv({
-      capacityTokens: config.capacity,
-      pageSize: config.pageSize,
+      capacityTokens: g.wholeUnits(config.capacity),
+      pageSize: g.pageUnits,
       granularity: config.spec.granularity,
       now: () => ctx.now,
       ...(opts.evictionPolicy === undefined ? {} : { evictionPolicy: opts.evictionPolicy }),
@@ -99,9 +112,10 @@ export class WorkerFactory {
       ...(onEvent === undefined ? {} : { onEvent }),
       // Only the D→P sync rebuilds pages from a P's events; the router reads hashes.
       eventTokenIds: retention !== 'sessions',
-      onEviction: (freed) => {
+      onEviction: (freedUnits) => {
         const w = holder.w
         if (w === undefined) return
+        const freed = g.tokens(freedUnits)
         w.evictions++
         w.evictedTokens += freed
         if (freed > w.maxEviction) w.maxEviction = freed

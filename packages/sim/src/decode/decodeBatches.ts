@@ -64,10 +64,13 @@ export class DecodeBatches {
     }
   }
 
-  /** The turn's output tokens: the workload's, else unique ones. */
+  /** The turn's output tokens (cache units at block granularity): the workload's, else unique ones. */
   outputTokens(turn: Turn): Uint32Array {
-    const w = this.#ctx.config.workload
-    return w.outputTokens(turn.id) ?? uniqueTokens(0x7fff0000 ^ turn.id, turn.spec.outputLength)
+    const config = this.#ctx.config
+    return (
+      config.workload.outputTokens(turn.id) ??
+      uniqueTokens(0x7fff0000 ^ turn.id, config.geometry.units(turn.spec.outputLength))
+    )
   }
 
   /**
@@ -79,8 +82,9 @@ export class DecodeBatches {
     w.reservedOutputs = Math.max(0, w.reservedOutputs - out)
     if (req !== undefined) {
       const toks = this.outputTokens(turn)
+      const steps = this.#ctx.config.geometry.units(out)
       try {
-        for (let i = 0; i < out; i++) w.cache!.decode(req, toks[i]!)
+        for (let i = 0; i < steps; i++) w.cache!.decode(req, toks[i]!)
       } catch (err) {
         if (!isOom(err)) throw err
         w.cache!.abortReq(req)
@@ -105,7 +109,7 @@ export class DecodeBatches {
       turn,
       seq: turn.seq,
       finishStep: w.stepsDone + out - 1,
-      ctx0: turn.prompt!.length,
+      ctx0: this.#ctx.config.geometry.promptTokens(turn.prompt!.length),
       joinStep: w.stepsDone,
     })
     this.refresh(w)
@@ -130,7 +134,10 @@ export class DecodeBatches {
       sync.commit(w.id, turn.key, history)
     }
     if (turn.slots2 !== undefined) w.pool.free(turn.slots2)
-    const committed = (turn.prompt?.length ?? 0) + turn.spec.outputLength - 1
+    const committed =
+      (turn.prompt === undefined ? 0 : ctx.config.geometry.promptTokens(turn.prompt.length)) +
+      turn.spec.outputLength -
+      1
     turn.req2 = undefined
     turn.slots2 = undefined
     turn.req1 = undefined

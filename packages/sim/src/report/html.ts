@@ -254,7 +254,7 @@ export function renderHtmlReport(r: ExperimentResult): string {
 <h1>kvc-sim: ${esc(labels.join(' vs '))}</h1>
 <p class="note">Workload <b>${esc(w.name)}</b> (${esc(w.source)}) · ${w.requests} turns${w.sessions > 0 ? ` in ${w.sessions} sessions` : ''} per trial ·
 topology <b>${esc(c.topology)}</b> · <b>time scale ${c.timeScale}</b>${c.timeScale !== 1 ? ' (think times and arrivals compressed: the research prototype found this can flip verdicts)' : ''} ·${c.maxConcurrentSessions === undefined ? '' : ` at most ${c.maxConcurrentSessions} sessions at once ·`}
-seeds ${c.seeds.join(', ')} · KV capacity ${c.capacityTokens === 'unlimited' ? 'unlimited' : `${c.capacityTokens.toLocaleString('en')} tokens`} per worker · page ${c.pageSize} tokens ·
+seeds ${c.seeds.join(', ')} · KV capacity ${c.capacityTokens === 'unlimited' ? 'unlimited' : `${c.capacityTokens.toLocaleString('en')} tokens`} per worker · page ${c.pageSize} tokens${c.granularity === 'block' ? ' (block granularity)' : ''} ·
 faults: ${esc(c.faults)} · kvc-sim ${esc(r.tool.version)}</p>
 
 <h2>How to read this report</h2>

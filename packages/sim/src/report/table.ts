@@ -64,7 +64,7 @@ export function renderComparisonTable(r: ExperimentResult): string {
   const sep = widths.map((w) => '─'.repeat(w)).join('  ')
   const c = r.config
   const foot =
-    `${c.seeds.length} seeds × ${c.policies.length} policies on ${c.workload.name} (${c.workload.requests} turns per trial), ` +
+    `${c.seeds.length} seeds × ${c.policies.length} policies on ${c.workload.name} (${c.workload.requests} turns per trial${c.granularity === 'block' ? ', block granularity' : ''}), ` +
     `time scale ${c.timeScale}${c.maxConcurrentSessions === undefined ? '' : `, at most ${c.maxConcurrentSessions} sessions at once`}, capacity ${c.capacityTokens === 'unlimited' ? 'unlimited' : c.capacityTokens} tokens/worker. ` +
     'Failed turns count as infinitely slow in percentiles ("failed").'
   return [line(head), sep, ...rows.map(line), '', foot].join('\n')

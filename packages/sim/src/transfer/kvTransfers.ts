@@ -97,12 +97,13 @@ export class KvTransfers {
   #alloc(d: SimWorker, turn: Turn, t: Transfer): boolean {
     const config = this.#ctx.config
     const out = turn.spec.outputLength
-    const prompt = turn.prompt!
+    const g = config.geometry
+    const promptTokens = g.promptTokens(turn.prompt!.length)
     if (d.retention === 'none') {
-      const need = prompt.length + out
-      if (d.pool.availableSize() < need) return false
-      turn.slots2 = d.pool.alloc(need)
-      t.tokens = prompt.length
+      const need = promptTokens + out
+      if (g.tokens(d.pool.availableSize()) < need) return false
+      turn.slots2 = d.pool.alloc(g.units(need))
+      t.tokens = promptTokens
     } else {
       // `seedSlot=off` (v5): the seed lands as a plain request, outside the session's slot.
       const intoSlot = config.spec.seedSlot !== false && d.retention === 'sessions' && turn.spec.session >= 0
@@ -110,7 +111,7 @@ export class KvTransfers {
       if (opened === undefined) return false
       d.reservedOutputs += out
       turn.req2 = opened.req
-      t.tokens = prompt.length - opened.cached
+      t.tokens = promptTokens - opened.cached
     }
     if (t.leaseId !== undefined) d.leases?.release(t.leaseId)
     this.#ctx.touch(d)
