@@ -97,6 +97,28 @@ function buildConfig(o: CommonOpts, policies: readonly string[]): ExperimentConf
   const capacity = parseCapacity(o.capacity)
   const faults = parseFaults(o.faults)
   const pageSize = o.pageSize === undefined ? undefined : parseCount('--page-size', o.pageSize, 1)
+  if (o.trace === undefined && o.granularity === 'block') {
+    throw new SimError(
+      'INVALID_OPTION',
+      '--granularity block needs a hash-id trace (--trace, Mooncake format); the built-in workload is token-level',
+      o.granularity,
+    )
+  }
+  if (o.trace === undefined && o.format !== 'auto') {
+    throw new SimError(
+      'INVALID_OPTION',
+      '--format needs --trace (the built-in workload has no format)',
+      o.format,
+    )
+  }
+  for (const [flag, v] of [
+    ['--sessions', o.sessions],
+    ['--shared-prefix', o.sharedPrefix],
+  ] as const) {
+    if (o.trace !== undefined && v !== undefined) {
+      throw new SimError('INVALID_OPTION', `${flag} applies to the built-in workload only, not to --trace`, v)
+    }
+  }
   const workload: WorkloadSource =
     o.trace === undefined
       ? {
@@ -125,28 +147,6 @@ function buildConfig(o: CommonOpts, policies: readonly string[]): ExperimentConf
                 })
               : (o.granularity as SimGranularity),
         }
-  if (o.trace === undefined && o.granularity === 'block') {
-    throw new SimError(
-      'INVALID_OPTION',
-      '--granularity block needs a hash-id trace (--trace, Mooncake format); the built-in workload is token-level',
-      o.granularity,
-    )
-  }
-  if (o.trace === undefined && o.format !== 'auto') {
-    throw new SimError(
-      'INVALID_OPTION',
-      '--format needs --trace (the built-in workload has no format)',
-      o.format,
-    )
-  }
-  for (const [flag, v] of [
-    ['--sessions', o.sessions],
-    ['--shared-prefix', o.sharedPrefix],
-  ] as const) {
-    if (o.trace !== undefined && v !== undefined) {
-      throw new SimError('INVALID_OPTION', `${flag} applies to the built-in workload only, not to --trace`, v)
-    }
-  }
   return {
     workload,
     topology,
