@@ -180,8 +180,8 @@ export class SessionCache {
   readonly #onEviction: ((event: EvictionEvent) => void) | undefined
   readonly #releasedMemory: number
   readonly #slots = new Map<string, Slot>()
-  /** Scratch of `releasableTokens`: idle-session locks per node. */
-  readonly #lockScratch = new Map<NodeHandle, number>()
+  /** Scratch of `releasableTokens`: the counted sessions' lock holders. */
+  readonly #holderScratch: NodeHandle[] = []
   /** Recently dropped sessions: why, and (evicted ones) how many tokens they had committed. */
   readonly #released = new Map<string, { why: 'released' | 'evicted'; committed: number }>()
   readonly #requests = new Map<string, RequestState>()
@@ -558,25 +558,22 @@ export class SessionCache {
       fail('INVALID_OPTION', `sessionId must be a non-empty string, got ${String(sessionId)}`, sessionId)
     }
     const now = idleMs === undefined ? 0 : this.#now()
-    const locks = this.#lockScratch
-    locks.clear()
+    const holders = this.#holderScratch
     let tokens = 0
     const one = sessionId === undefined ? undefined : this.#slots.get(sessionId)
     if (sessionId !== undefined && one === undefined) return 0
     for (const s of one === undefined ? this.#slots.values() : [one]) {
       if (s.activeRid !== undefined || (idleMs !== undefined && now - s.lastAccessTime < idleMs)) continue
       tokens += this.#heldBySlot(s)
-      for (let n = s.lastNode; n !== undefined; n = this.cache.parentOf(n)) {
-        locks.set(n, (locks.get(n) ?? 0) + 1)
-      }
+      if (s.lastNode !== undefined) holders.push(s.lastNode)
     }
-    for (const [n, count] of locks) {
-      if (this.cache.lockRefOf(n) !== count) continue
-      const parent = this.cache.parentOf(n)
-      tokens += this.cache.tokensUnder(n) - (parent === undefined ? 0 : this.cache.tokensUnder(parent))
+    if (holders.length === 0) return tokens
+    try {
+      // The tree's tokens these sessions' locks alone protect (shared prefixes once).
+      return tokens + this.cache.tokensLockedOnlyBy(holders)
+    } finally {
+      holders.length = 0
     }
-    locks.clear()
-    return tokens
   }
 
   // ---------------------------------------------------------------------------------------------

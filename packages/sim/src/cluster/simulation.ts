@@ -296,7 +296,10 @@ export class ClusterSimulation {
     for (const w of dirty) {
       w.dirty = false
       if (!w.alive) continue
-      ctx.router.cluster.reportCapacity(w.id, buildCapacityReport(w, ctx.now, reaperIdleMs, ctx.config.geometry))
+      ctx.router.cluster.reportCapacity(
+        w.id,
+        buildCapacityReport(w, ctx.now, reaperIdleMs, ctx.config.geometry),
+      )
     }
     dirty.length = 0
   }
