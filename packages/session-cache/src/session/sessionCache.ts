@@ -829,7 +829,11 @@ export class SessionCache {
     }
     const aligned = res.alignedLen
     if (aligned > p) {
-      const m = this.cache.matchPrefix(tokens.subarray(0, aligned), { extraKey: r.ns })
+      // Re-match (as SGLang does) to adopt the tree's canonical slots for [p, aligned).
+      const m = this.cache.matchPrefix(tokens.subarray(0, aligned), {
+        extraKey: r.ns,
+        into: this.#matchScratch(aligned),
+      })
       if (m.length !== aligned) {
         throw new Error(`session-cache: re-match found ${m.length} of ${aligned} just-inserted tokens`)
       }
@@ -1115,6 +1119,14 @@ export class SessionCache {
     fail('UNKNOWN_SESSION', `session ${String(sessionId)} was never opened`, sessionId)
   }
 
+  /** A reusable buffer for `n` match indices (a re-match's are copied out at once). */
+  #matchScratch(n: number): Int32Array {
+    if (this.#scratch.length < n) this.#scratch = new Int32Array(Math.max(n, this.#scratch.length * 2))
+    return this.#scratch
+  }
+
+  #scratch: Int32Array = EMPTY_I32
+
   #ensureRow(r: RequestState, n: number): void {
     const row = r.reqToToken
     if (row.length >= n) return
@@ -1156,7 +1168,10 @@ export class SessionCache {
 
   #rematch(r: RequestState): SessionMatchResult {
     if (!r.restored) {
-      const m = this.cache.matchPrefix(r.buf.subarray(0, r.len - 1), { extraKey: r.ns })
+      const m = this.cache.matchPrefix(r.buf.subarray(0, r.len - 1), {
+        extraKey: r.ns,
+        into: this.#matchScratch(r.len - 1),
+      })
       if (m.length > r.kvCommittedLen) {
         // Another request inserted more of our tokens: adopt the tree's slots.
         const p = r.cacheProtectedLen
