@@ -58,6 +58,26 @@ class NaiveAllocator {
     }
   }
 
+  allocPages(n: number): number[] {
+    if (!Number.isInteger(n) || n < 0) throw code('INVALID_OPTION')
+    return this.alloc(n * this.pageSize)
+      .filter((_, i) => i % this.pageSize === 0)
+      .map((s) => s / this.pageSize)
+  }
+
+  freePages(pages: readonly number[]): void {
+    const seen = new Set<number>()
+    for (const p of pages) {
+      if (!Number.isInteger(p) || p < 0 || p >= this.isFree.length) throw code('INVALID_INDEX')
+      if (this.isFree[p] || seen.has(p)) throw code('DOUBLE_FREE')
+      seen.add(p)
+    }
+    for (const p of pages) {
+      this.isFree[p] = true
+      this.free.push(p)
+    }
+  }
+
   #check(idx: number): void {
     if (!Number.isInteger(idx) || idx < 0 || idx >= this.size) throw code('INVALID_INDEX')
   }
@@ -84,6 +104,8 @@ type Op =
   | { kind: 'free'; owner: number; from: number; to: number }
   | { kind: 'freeMixed'; owners: number[]; junk: number }
   | { kind: 'freeOf'; indices: number[] }
+  | { kind: 'allocPages'; n: number }
+  | { kind: 'freePages'; owner: number; extra: number[] }
 
 const op: fc.Arbitrary<Op> = fc.oneof(
   fc.record({ kind: fc.constant('alloc' as const), n: fc.nat(40) }),
@@ -98,9 +120,15 @@ const op: fc.Arbitrary<Op> = fc.oneof(
     kind: fc.constant('freeOf' as const),
     indices: fc.array(fc.integer({ min: -1, max: 70 }), { maxLength: 12 }),
   }),
+  fc.record({ kind: fc.constant('allocPages' as const), n: fc.nat(6) }),
+  fc.record({
+    kind: fc.constant('freePages' as const),
+    owner: fc.nat(20),
+    extra: fc.array(fc.integer({ min: -1, max: 70 }), { maxLength: 2 }),
+  }),
 )
 
-describe('PagedAllocator agrees with the naive per-slot allocator', () => {
+describe('PagedAllocator (slots, runs and whole pages) agrees with the naive per-slot allocator', () => {
   for (const [size, pageSize] of [
     [64, 1],
     [64, 4],
@@ -114,10 +142,33 @@ describe('PagedAllocator agrees with the naive per-slot allocator', () => {
           const naive = new NaiveAllocator(size, pageSize)
           // Slot sequences handed out and not freed yet (the same in both).
           const owned: number[][] = []
+          // Page lists handed out by allocPages and not freed yet.
+          const pageOwned: number[][] = []
           for (const o of ops) {
             let a: ReturnType<typeof outcome<number[]>>
             let b: ReturnType<typeof outcome<number[]>>
-            if (o.kind === 'alloc') {
+            if (o.kind === 'allocPages') {
+              a = outcome(() => Array.from(real.allocPages(o.n)))
+              b = outcome(() => naive.allocPages(o.n))
+              if ('ok' in b && b.ok.length > 0) pageOwned.push(b.ok)
+            } else if (o.kind === 'freePages') {
+              const list = pageOwned.length === 0 ? [] : pageOwned[o.owner % pageOwned.length]!
+              const pages = [...list, ...o.extra]
+              a = outcome(() => real.freePages(Int32Array.from(pages)) ?? [])
+              b = outcome(() => {
+                naive.freePages(pages)
+                return []
+              })
+              if ('ok' in b) {
+                const freed = new Set(pages)
+                for (let i = pageOwned.length - 1; i >= 0; i--) {
+                  if (pageOwned[i]!.some((p) => freed.has(p))) pageOwned.splice(i, 1)
+                }
+                for (let i = owned.length - 1; i >= 0; i--) {
+                  if (owned[i]!.some((x) => freed.has(Math.floor(x / pageSize)))) owned.splice(i, 1)
+                }
+              }
+            } else if (o.kind === 'alloc') {
               a = outcome(() => Array.from(real.alloc(o.n)))
               b = outcome(() => naive.alloc(o.n))
               if ('ok' in b && b.ok.length > 0) owned.push(b.ok)
@@ -151,6 +202,9 @@ describe('PagedAllocator agrees with the naive per-slot allocator', () => {
                 const freed = new Set(idx.map((i) => Math.floor(i / pageSize)))
                 for (let i = owned.length - 1; i >= 0; i--) {
                   if (owned[i]!.some((s) => freed.has(Math.floor(s / pageSize)))) owned.splice(i, 1)
+                }
+                for (let i = pageOwned.length - 1; i >= 0; i--) {
+                  if (pageOwned[i]!.some((p) => freed.has(p))) pageOwned.splice(i, 1)
                 }
               }
             }

@@ -153,6 +153,68 @@ export class PagedAllocator implements KvAllocator {
     this.#freeTop = top
   }
 
+  /**
+   * Allocate `numPages` whole pages and return their page numbers (page `p` holds slots
+   * `p·pageSize … p·pageSize + pageSize − 1`): the pages `alloc(numPages · pageSize)` would take,
+   * in the same order, for a caller that only needs to hold memory (O(pages), not O(slots)).
+   * Throws `OUT_OF_MEMORY` (and allocates nothing) when not enough pages are free.
+   *
+   * @example
+   * ```ts
+   * const pool = new PagedAllocator({ size: 64, pageSize: 16 })
+   * const pages = pool.allocPages(2) // Int32Array [0, 1]
+   * pool.freePages(pages)
+   * ```
+   */
+  allocPages(numPages: number): Int32Array {
+    this.#checkCount(numPages)
+    if (numPages === 0) return EMPTY
+    this.#checkPages(numPages * this.pageSize, numPages)
+    const out = new Int32Array(numPages)
+    const freePages = this.#freePages
+    const isFree = this.#isFree
+    let top = this.#freeTop
+    for (let i = 0; i < numPages; i++) {
+      const page = freePages[--top]!
+      isFree[page] = 0
+      out[i] = page
+    }
+    this.#freeTop = top
+    return out
+  }
+
+  /**
+   * Return whole pages (page numbers, as {@link PagedAllocator.allocPages} gives them) to the
+   * pool, in order: the same as freeing all their slots with {@link PagedAllocator.free}.
+   * Refuses (throws, frees nothing) a page number outside the pool (`INVALID_INDEX`) or a page
+   * that is free or listed twice (`DOUBLE_FREE`).
+   */
+  freePages(pages: Int32Array): void {
+    const n = pages.length
+    const isFree = this.#isFree
+    // Pages are marked free as they are checked, so that one listed twice is caught; a refusal
+    // unmarks the ones before it.
+    for (let i = 0; i < n; i++) {
+      const page = pages[i]!
+      const outside = !Number.isInteger(page) || page < 0 || page >= this.#numPages
+      if (outside || isFree[page] === 1) {
+        for (let j = 0; j < i; j++) isFree[pages[j]!] = 0
+        throw outside
+          ? new RadixCacheError(
+              RadixCacheErrorCode.InvalidIndex,
+              `page ${page} is outside the pool [0, ${this.#numPages})`,
+              page,
+            )
+          : new RadixCacheError(RadixCacheErrorCode.DoubleFree, `page ${page} is already free`, page)
+      }
+      isFree[page] = 1
+    }
+    const freePages = this.#freePages
+    let top = this.#freeTop
+    for (let i = 0; i < n; i++) freePages[top++] = pages[i]!
+    this.#freeTop = top
+  }
+
   /** Whether the page holding slot `index` is free. */
   isFree(index: number): boolean {
     this.#checkIndex(index)

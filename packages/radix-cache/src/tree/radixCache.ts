@@ -552,7 +552,9 @@ export class RadixCache {
     let k = 0
     for (let i = 0; i < nodes.length; i++) {
       for (let n = nodes[i]! & SLOT_MASK; isRoot[n] === 0; n = parent[n]!) {
-        if (count[n]++ === 0) {
+        const c = count[n]!
+        count[n] = c + 1
+        if (c === 0) {
           if (k === seen.length) {
             const grown = new Int32Array(seen.length * 2)
             grown.set(seen)

@@ -568,7 +568,7 @@ export class ClusterSimulation {
     turn.stage = 'idle'
     turn.req1 = undefined
     turn.req2 = undefined
-    turn.slots2 = undefined
+    turn.pages2 = undefined
     turn.transfer = undefined
     turn.seq++
   }

@@ -133,13 +133,13 @@ export class DecodeBatches {
       history.set(out, turn.prompt.length)
       sync.commit(w.id, turn.key, history)
     }
-    if (turn.slots2 !== undefined) w.pool.free(turn.slots2)
+    if (turn.pages2 !== undefined) w.pool.freePages(turn.pages2)
     const committed =
       (turn.prompt === undefined ? 0 : ctx.config.geometry.promptTokens(turn.prompt.length)) +
       turn.spec.outputLength -
       1
     turn.req2 = undefined
-    turn.slots2 = undefined
+    turn.pages2 = undefined
     turn.req1 = undefined
     turn.stage = 'idle'
     w.holders.delete(turn)
@@ -161,7 +161,7 @@ export class DecodeBatches {
       this.advance(w2)
       w2.removeDecode(turn)
       if (turn.req2 !== undefined) w2.cache!.abortReq(turn.req2)
-      if (turn.slots2 !== undefined) w2.pool.free(turn.slots2)
+      if (turn.pages2 !== undefined) w2.pool.freePages(turn.pages2)
       this.refresh(w2)
       this.#ctx.touch(w2)
       this.#host.kick(w2)

@@ -102,7 +102,7 @@ export class KvTransfers {
     if (d.retention === 'none') {
       const need = promptTokens + out
       if (g.tokens(d.pool.availableSize()) < need) return false
-      turn.slots2 = d.pool.alloc(g.units(need))
+      turn.pages2 = d.pool.allocPages(Math.ceil(g.units(need) / d.pool.pageSize))
       t.tokens = promptTokens
     } else {
       // `seedSlot=off` (v5): the seed lands as a plain request, outside the session's slot.
@@ -210,7 +210,7 @@ export class KvTransfers {
         w2.cache!.abortReq(turn.req2)
         w2.reservedOutputs = Math.max(0, w2.reservedOutputs - out)
       }
-      if (turn.slots2 !== undefined) w2.pool.free(turn.slots2)
+      if (turn.pages2 !== undefined) w2.pool.freePages(turn.pages2)
       this.#ctx.touch(w2)
       this.#host.kick(w2)
     }
