@@ -48,6 +48,11 @@ export interface WorkerCacheOptions {
    * sync's `SyncSink`, asks for them).
    */
   readonly eventTokenIds?: boolean
+  /**
+   * `page` (default, SGLang's): one KV event per page. `node`: one per inserted or evicted tree
+   * node, carrying all its pages (the same hashes, far fewer event objects).
+   */
+  readonly eventBatching?: 'page' | 'node'
   /** Called with the tokens freed by each eviction (tree eviction or legacy session drop). */
   readonly onEviction?: (freedTokens: number) => void
 }
@@ -83,7 +88,12 @@ export function createWorkerKv(o: WorkerCacheOptions): WorkerKv {
     ...(o.evictGranularity === undefined ? {} : { evictGranularity: o.evictGranularity }),
     ...(o.onEvent === undefined
       ? {}
-      : { onEvent: o.onEvent, blockHasher: simBlockHasher, eventTokenIds: o.eventTokenIds === true }),
+      : {
+          onEvent: o.onEvent,
+          blockHasher: simBlockHasher,
+          eventTokenIds: o.eventTokenIds === true,
+          eventBatching: o.eventBatching ?? 'page',
+        }),
   })
   const onEviction = o.onEviction
   const sessions = new SessionCache({

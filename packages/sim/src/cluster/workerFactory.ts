@@ -20,9 +20,13 @@ export class WorkerFactory {
   readonly #ctx: SimContext
   readonly #faults: ActiveFaults
 
+  /** A `lost-kv-events` fault is configured: every page's event must be its own. */
+  readonly #losesEvents: boolean
+
   constructor(ctx: SimContext, faults: ActiveFaults) {
     this.#ctx = ctx
     this.#faults = faults
+    this.#losesEvents = ctx.config.faults.some((f) => f.kind === 'lost-kv-events')
   }
 
   /** Create the configured workers, in order, and register each with the router. */
@@ -110,8 +114,10 @@ export class WorkerFactory {
       ...(opts.evictionPolicy === undefined ? {} : { evictionPolicy: opts.evictionPolicy }),
       ...(opts.evictGranularity === undefined ? {} : { evictGranularity: opts.evictGranularity }),
       ...(onEvent === undefined ? {} : { onEvent }),
-      // Only the D→P sync rebuilds pages from a P's events; the router reads hashes.
+      // Only the D→P sync rebuilds pages from a P's events; the router reads hashes, and takes
+      // a node's pages in one event, unless events get lost (a fault loses one page's event).
       eventTokenIds: retention !== 'sessions',
+      eventBatching: retention === 'sessions' && !this.#losesEvents ? 'node' : 'page',
       onEviction: (freedUnits) => {
         const w = holder.w
         if (w === undefined) return
@@ -125,7 +131,8 @@ export class WorkerFactory {
 
   #onKvEvent(w: SimWorker, e: KvEvent): void {
     const c = this.#ctx.counters
-    c.kvEvents++
+    // Counted per page, as SGLang publishes them, however they are batched here.
+    c.kvEvents += e.type === 'AllBlocksCleared' ? 1 : e.blockHashes.length
     w.lastEventId = e.eventId
     if (this.#faults.lostEvent(w)) {
       c.kvEventsLost++
