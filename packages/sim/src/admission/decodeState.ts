@@ -17,29 +17,55 @@ import type { KvGeometry } from '../granularity/kvGeometry.js'
  * session cache count units: the views give the router tokens.
  */
 function decodeStateOf(w: SimWorker, reaperIdleMs: number | undefined, g: KvGeometry): DecodeStateSource {
-  const tokenLevel = g.tokenLevel
   return {
-    pool: tokenLevel ? w.pool : tokenPool(w.pool, g),
-    sessions: tokenLevel || w.cache === undefined ? w.cache : tokenSessions(w.cache, g),
+    pool: g.tokenLevel ? w.pool : tokenView(w, g).pool,
+    sessions: g.tokenLevel || w.cache === undefined ? w.cache : tokenView(w, g).sessions,
     idleTtlMs: reaperIdleMs,
     transferQueueDepth: w.transferWait.length + w.transfersOnWire,
     retractedQueueDepth: Number.isNaN(w.blockedSince) ? 0 : 1,
   }
 }
 
-/** A pool that counts units, seen in tokens. */
-function tokenPool(pool: DecodePoolView, g: KvGeometry): DecodePoolView {
-  return { size: g.tokens(pool.size), availableSize: () => g.tokens(pool.availableSize()) }
+/** A worker's pool and session cache, which count units, seen in tokens (one per pool and cache). */
+class TokenView {
+  readonly pool: DecodePoolView
+  readonly sessions: DecodeSessionsView | undefined
+  constructor(
+    readonly of: SimWorker['pool'],
+    readonly cache: SimWorker['cache'],
+    g: KvGeometry,
+  ) {
+    const pool = of
+    this.pool = {
+      size: g.tokens(pool.size),
+      availableSize: () => g.tokens(pool.availableSize()),
+    }
+    const sc = cache
+    this.sessions =
+      sc === undefined
+        ? undefined
+        : {
+            cache: { evictableSize: () => g.tokens(sc.cache.evictableSize()) },
+            listSessionStatuses: () =>
+              Array.from(sc.listSessionStatuses(), (s) => ({
+                ...s,
+                residentTokens: g.tokens(s.residentTokens),
+              })),
+            releasableTokens: (options) => g.tokens(sc.releasableTokens(options)),
+          }
+  }
 }
 
-/** A session cache that counts units, seen in tokens. */
-function tokenSessions(sc: DecodeSessionsView, g: KvGeometry): DecodeSessionsView {
-  return {
-    cache: { evictableSize: () => g.tokens(sc.cache.evictableSize()) },
-    listSessionStatuses: () =>
-      Array.from(sc.listSessionStatuses(), (s) => ({ ...s, residentTokens: g.tokens(s.residentTokens) })),
-    releasableTokens: (options) => g.tokens(sc.releasableTokens(options)),
+const views = new WeakMap<SimWorker, TokenView>()
+
+/** The worker's token view, renewed when a restart gave it a new pool and cache. */
+function tokenView(w: SimWorker, g: KvGeometry): TokenView {
+  let v = views.get(w)
+  if (v === undefined || v.of !== w.pool || v.cache !== w.cache) {
+    v = new TokenView(w.pool, w.cache, g)
+    views.set(w, v)
   }
+  return v
 }
 
 /**
