@@ -64,7 +64,8 @@ export { SyncFabric, type SyncFabricOptions, type SyncFabricStats } from './adap
 export { formatTopology, parseTopology, type Topology, topologyWorkers } from './cluster/topology.js'
 export { ClusterSimulation, runSimulation } from './cluster/simulation.js'
 export type { RunOptions } from './config/runOptions.js'
-export type { RunAccounting, RunCounters, RunResult } from './metrics/runResult.js'
+export { peakRssMB, type RunAccounting, type RunCounters, type RunResult } from './metrics/runResult.js'
+export { autoGranularity, KvGeometry, type SimGranularity } from './granularity/kvGeometry.js'
 export type { EvictionStats, ServePath, TurnRecord, UsageSeries } from './metrics/types.js'
 export { finiteMean, type LatencyStats, latencyStats, quantileSorted } from './metrics/quantiles.js'
 export {

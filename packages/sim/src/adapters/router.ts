@@ -41,6 +41,8 @@ export {
   type AdmitResponse,
   type AdmitWorkerState,
   type AdmitSession,
+  type DecodePoolView,
+  type DecodeSessionsView,
   type DecodeStateSource,
   type CapacityReport,
   type DispatchAction,

@@ -99,7 +99,11 @@ export class SimContext {
         ...spec.routerParams,
       },
       policy: config.policy,
-      residency: { hasher: simBlockHasher, pageSize: config.pageSize },
+      // Block granularity: the caches' events carry pages of units, not of `pageSize` tokens
+      // (the router counts a block key as a page of tokens all the same).
+      residency: config.geometry.tokenLevel
+        ? { hasher: simBlockHasher, pageSize: config.pageSize }
+        : { hasher: simBlockHasher },
     })
     this.turns = config.workload.turns.map(newTurn)
   }

@@ -123,7 +123,7 @@ export class ClusterSimulation {
     this.#prealloc = new PreallocQueues(ctx, this.#host, this.#prefill)
     this.#admission = new DecodeAdmission(ctx, this.#host)
     this.#injector = new FaultInjector(ctx, this.#host, this.#faults, factory, this.#transfers)
-    this.#keys = new SessionBlockKeys(config.pageSize)
+    this.#keys = new SessionBlockKeys(config.geometry.pageUnits)
     this.#records = new Array(ctx.turns.length)
   }
 
@@ -299,7 +299,10 @@ export class ClusterSimulation {
     for (const w of dirty) {
       w.dirty = false
       if (!w.alive) continue
-      ctx.router.cluster.reportCapacity(w.id, buildCapacityReport(w, ctx.now, reaperIdleMs))
+      ctx.router.cluster.reportCapacity(
+        w.id,
+        buildCapacityReport(w, ctx.now, reaperIdleMs, ctx.config.geometry),
+      )
     }
     dirty.length = 0
   }
@@ -340,7 +343,7 @@ export class ClusterSimulation {
     const request = {
       sessionId: turn.key,
       turnId: `t${turn.id}`,
-      promptTokens: prompt.length,
+      promptTokens: ctx.config.geometry.promptTokens(prompt.length),
       blocks: turn.keys,
     }
     const gateway = ctx.config.gateway
@@ -594,7 +597,7 @@ export class ClusterSimulation {
     turn.stage = 'idle'
     turn.req1 = undefined
     turn.req2 = undefined
-    turn.slots2 = undefined
+    turn.pages2 = undefined
     turn.transfer = undefined
     turn.seq++
   }

@@ -90,4 +90,22 @@ export interface RunResult {
   readonly counters: RunCounters
   /** Wall-clock milliseconds (not part of the deterministic output). */
   readonly wallMs: number
+  /**
+   * The process's peak resident set size when the run ended, MB (its high-water mark so far,
+   * with every worker thread; not part of the deterministic output).
+   */
+  readonly peakRssMB: number
+}
+
+/**
+ * The process's peak resident set size so far, MB (one decimal): what `kvc-sim` reports.
+ *
+ * @example
+ * ```ts
+ * import { peakRssMB } from '@kvc/sim'
+ * console.log(`peak RSS ${peakRssMB()} MB`)
+ * ```
+ */
+export function peakRssMB(): number {
+  return Math.round(process.resourceUsage().maxRSS / 102.4) / 10
 }

@@ -5,6 +5,7 @@ import type { RunResult } from '../metrics/runResult.js'
 import { type Topology, formatTopology, parseTopology } from '../cluster/topology.js'
 import { type CostModel, makeCostModel } from '../cost/costModel.js'
 import { checkOption } from '../errors/simError.js'
+import type { SimGranularity } from '../granularity/kvGeometry.js'
 import { type FaultSpec, formatFaults } from '../faults/faults.js'
 import { type RunMetrics, computeRunMetrics, e2eOf, fastPathBucket, ttftOf } from '../metrics/runMetrics.js'
 import { quantileSorted } from '../metrics/quantiles.js'
@@ -303,6 +304,8 @@ export interface ExperimentResult {
   readonly config: {
     readonly workload: TraceStats & { readonly kind: string; readonly notes: readonly string[] }
     readonly topology: string
+    /** What the caches counted: tokens, or units of blocks (a hash-id trace; see `KvGeometry`). */
+    readonly granularity: SimGranularity
     readonly policies: readonly string[]
     readonly reference: string
     readonly seeds: readonly number[]
@@ -680,6 +683,7 @@ export function summarizeExperiment(
     config: {
       workload: { ...stats, kind: config.workload.kind, notes: w0.notes },
       topology: formatTopology(topology),
+      granularity: w0.blockTokens === undefined ? 'token' : 'block',
       policies: labels,
       reference: labels[0]!,
       seeds: [...config.seeds],
