@@ -53,6 +53,20 @@ export {
   transferSeconds,
   type CostModel,
 } from './cost/costModel.js'
+export {
+  DEFAULT_PATH_PARAMS,
+  choosePath,
+  estimateLocal,
+  estimateRemote,
+  pathParams,
+  shouldWaitForOwnDecode,
+  type PathChoice,
+  type PathEstimate,
+  type PathParams,
+  type PathSignals,
+  type PrefillSignals,
+  type PrefillSite,
+} from './path/pathChoice.js'
 export { BlockKeys } from './residency/blockKeys.js'
 export {
   ResidencyIndex,
@@ -80,6 +94,7 @@ export {
   type ClusterViewOptions,
   type DecodeWorkerRecord,
   type LinkHealth,
+  type QueueReport,
   type WorkerInfo,
   type WorkerRole,
   type WorkerSpec,
@@ -88,6 +103,7 @@ export {
   DEFAULT_ROUTER_PARAMS,
   MAX_PAGE_SIZE,
   resolveRouterParams,
+  type PathChoiceMode,
   type RouterParams,
   type RouterParamsInput,
   type SloBudget,

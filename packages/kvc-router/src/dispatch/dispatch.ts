@@ -6,7 +6,17 @@ import {
 } from '../admission/contract.js'
 import { type BackoffPolicy, backoffDelayMs } from '../backoff/backoff.js'
 import type { LoadDelta, SessionBinding } from '../cluster/stateStore.js'
+import { DEFAULT_COST_MODEL } from '../cost/costModel.js'
 import { RouterError, checkLength } from '../errors/routerError.js'
+import {
+  type PathChoice,
+  type PathParams,
+  type PathSignals,
+  choosePath,
+  estimateLocal,
+  pathParams,
+  shouldWaitForOwnDecode,
+} from '../path/pathChoice.js'
 import { BlockKeys } from '../residency/blockKeys.js'
 import type { RouterParams } from '../route/params.js'
 import { turnKeys } from '../route/route.js'
@@ -165,6 +175,8 @@ export class TurnDispatch {
   #follow: string | undefined
   /** Set by a lost binding claim: end this walk and walk again at once. */
   #reroute = false
+  /** The adaptive path choice's parameters (built on first use). */
+  #pathParams: PathParams | undefined
 
   /** @internal Use `Router.dispatch`. */
   constructor(ctx: RouteContext, policy: RoutingPolicy, turn: TurnRequest, turnId: string) {
@@ -336,6 +348,12 @@ export class TurnDispatch {
         )
       }
       if (cluster.decodeIds().length === 0) this.#count('no_decode_workers')
+      const stayUntil = this.#waitForOwnDecode(decision)
+      if (stayUntil !== undefined) {
+        if (this.#walks >= params.maxWalks) return this.#fail(this.#dominantCause(), 'ATTEMPTS_EXHAUSTED')
+        yield* this.#wait(stayUntil, 'own_decode_paused')
+        continue
+      }
       let candidates = decision.candidates
       const follow = this.#follow
       this.#follow = undefined
@@ -456,6 +474,14 @@ export class TurnDispatch {
         }
       } else return undefined
     }
+    // Not the fast path: with the adaptive path choice, the D may prefill the turn itself (a
+    // local seed) when the estimated completion time says so; else the seed path through a P.
+    if (params.pathChoice === 'adaptive' && policy.pathMode === 'kvc') {
+      const p = this.#pickPrefill(d)
+      const choice = choosePath(this.#signals(c, p), this.#pathParamsOf())
+      this.#explainPath(d, p, choice)
+      if (choice.site === 'local') return yield* this.#localSeed(c, ownPause)
+    }
     // Seed path.
     const done = yield* this.#seedPath(c, ownPause)
     const failedP = this.#seedFailedOnP
@@ -474,6 +500,118 @@ export class TurnDispatch {
     const again = yield* this.#seedPath(c, Number.NEGATIVE_INFINITY)
     this.#avoidP = undefined
     return again
+  }
+
+  /**
+   * A local seed on `c`'s D (the adaptive path choice): claims, admission by `seed` (the D must
+   * hold the whole part of the prompt it lacks), then `sendFast` with path `local`: the D
+   * prefills it. No pending-seed slot: nothing is transferred.
+   */
+  *#localSeed(c: RouteCandidate, ownPause: number): Gen<DoneAction | undefined> {
+    const d = c.workerId
+    if (!(yield* this.#claimBinding(d))) return undefined
+    let leaseId: string | undefined
+    if (this.#policy.usesAdmission) {
+      const r = yield* this.#admit(d, 'seed', c, ownPause)
+      if (r.kind !== 'admitted') return undefined
+      leaseId = r.leaseId
+    }
+    return yield* this.#sendFast(d, c, leaseId, 'local')
+  }
+
+  #pathParamsOf(): PathParams {
+    if (this.#pathParams === undefined) {
+      this.#pathParams = pathParams(this.#ctx.cost ?? DEFAULT_COST_MODEL, {
+        stallWeight: this.#ctx.params.stallWeight,
+      })
+    }
+    return this.#pathParams
+  }
+
+  /**
+   * Seconds of prefill work queued on worker `id`: its queue report (seconds, else tokens and
+   * requests through the cost model), else the router's own count of the prefill tokens of the
+   * turns in flight there (an upper bound: a turn counts until it ends).
+   */
+  #queueSeconds(id: string): number {
+    const cluster = this.#ctx.cluster
+    const cm = this.#ctx.cost ?? DEFAULT_COST_MODEL
+    const q = cluster.queue(id)
+    if (q?.prefillQueueS !== undefined) return q.prefillQueueS
+    if (q?.prefillQueueTokens !== undefined) {
+      const reqs = q.prefillQueueRequests ?? (q.prefillQueueTokens > 0 ? 1 : 0)
+      return q.prefillQueueTokens / cm.prefillTokensPerS + cm.prefillFixedS * reqs
+    }
+    const l = cluster.store.load(id)
+    return l.prefillTokens / cm.prefillTokensPerS + (l.prefillTokens > 0 ? cm.prefillFixedS : 0)
+  }
+
+  /** Requests decoding on D `d`: its queue report, else the turns in flight there. */
+  #runningDecodes(d: string): number {
+    return this.#ctx.cluster.queue(d)?.runningRequests ?? this.#ctx.cluster.store.load(d).turns
+  }
+
+  /** The path choice's signals for this turn on `c`'s D, through P `p` (none: no remote seed). */
+  #signals(c: RouteCandidate, p: string | undefined): PathSignals {
+    const d = c.workerId
+    return {
+      promptTokens: this.#turn.promptTokens,
+      decodeHeldTokens: c.heldTokens,
+      decodeQueueS: this.#queueSeconds(d),
+      runningDecodes: this.#runningDecodes(d),
+      ...(p === undefined ? {} : { prefill: { queueS: this.#queueSeconds(p), heldTokens: 0 } }),
+    }
+  }
+
+  #explainPath(d: string, p: string | undefined, choice: PathChoice): void {
+    this.#step('path', d, choice.site === 'remote' ? p : undefined, `${choice.site} seed: ${choice.reason}`)
+  }
+
+  /**
+   * The adaptive path choice's other question: the session's own D is paused and the best
+   * candidate is not a fast path (the turn would move and re-prefill): when waiting out the pause
+   * and prefilling the append there costs less than moving, the time to wait until (jittered
+   * like any wait for a pause). Only while the D has not refused the session since its last
+   * success, and the pause ends before the turn's deadline.
+   */
+  #waitForOwnDecode(decision: RouteDecision): number | undefined {
+    const { cluster, params } = this.#ctx
+    if (params.pathChoice !== 'adaptive' || this.#policy.pathMode !== 'kvc') return undefined
+    const b = decision.boundWorker
+    if (b === undefined) return undefined
+    const paused = decision.ineligible.find((w) => w.workerId === b)
+    if (paused === undefined || paused.reason !== 'paused' || paused.until === undefined) return undefined
+    const top = decision.candidates[0]
+    if (top === undefined || top.fast) return undefined
+    const s = this.#turn.sessionId
+    if (cluster.store.rejects(s, b) > 0) return undefined
+    const now = cluster.now()
+    const until = paused.until + this.#ctx.random() * params.backoffBaseMs
+    if (until >= this.#deadline) return undefined
+    const binding = cluster.store.getBinding(s)
+    const prompt = this.#turn.promptTokens
+    const pp = this.#pathParamsOf()
+    const stay = estimateLocal(
+      {
+        promptTokens: prompt,
+        decodeHeldTokens: Math.min(binding?.committedTokens ?? 0, prompt),
+        decodeQueueS: this.#queueSeconds(b),
+        runningDecodes: this.#runningDecodes(b),
+      },
+      pp,
+    )
+    const p = this.#pickPrefill(top.workerId)
+    const move = choosePath(this.#signals(top, p), pp)
+    const waitS = (until - now) / 1000
+    if (!shouldWaitForOwnDecode(waitS, stay, move)) return undefined
+    const moveCost = move.site === 'local' ? move.local.costS : move.remote!.costS
+    this.#step(
+      'path',
+      b,
+      undefined,
+      `wait ${waitS.toFixed(2)} s for ${b} (paused): ${(waitS + stay.costS).toFixed(2)} s ≤ ${move.site} seed on ${top.workerId} ${moveCost.toFixed(2)} s`,
+    )
+    return until
   }
 
   /** The seed path's P for `d`: the policy's choice, else the cluster's; never `#avoidP`. */
@@ -750,7 +888,7 @@ export class TurnDispatch {
     d: string,
     c: RouteCandidate,
     leaseId: string | undefined,
-    path: 'fast' | 'direct',
+    path: 'fast' | 'local' | 'direct',
   ): Gen<DoneAction | undefined> {
     const { cluster } = this.#ctx
     const migratedFrom = this.#migrationSource(d)
@@ -829,7 +967,7 @@ export class TurnDispatch {
   #succeed(
     d: string,
     p: string | undefined,
-    path: 'fast' | 'seed' | 'direct',
+    path: 'fast' | 'local' | 'seed' | 'direct',
     out: { readonly committedTokens?: number; readonly outputTokens?: number },
     migratedFrom: string | undefined,
   ): DoneAction {

@@ -25,9 +25,11 @@ export interface AdmitAction {
 }
 
 /**
- * Send the turn straight to D `workerId` (fast path, or `direct` for colocated workers). The D
- * prefills `appendTokens` itself. Answer `completed` or `failed`. If `migratedFrom` is set, the
- * session moved: after success, release its slot there (locks only).
+ * Send the turn straight to D `workerId` (fast path; `local`, a local seed: the D prefills the
+ * part of the prompt it lacks, possibly the whole prompt, chosen by the adaptive path choice; or
+ * `direct` for colocated workers). The D prefills `appendTokens` itself. Answer `completed` or
+ * `failed`. If `migratedFrom` is set, the session moved: after success, release its slot there
+ * (locks only).
  *
  * @example
  * ```ts
@@ -39,7 +41,7 @@ export interface SendFastAction {
   readonly type: 'sendFast'
   readonly turnId: string
   readonly workerId: string
-  readonly path: 'fast' | 'direct'
+  readonly path: 'fast' | 'local' | 'direct'
   /** The admission lease to present (undefined for policies without admission). */
   readonly leaseId: string | undefined
   readonly appendTokens: number
@@ -95,11 +97,12 @@ export interface ClaimAction {
  * const r: WaitReason = 'admission_retry'
  * ```
  */
-export type WaitReason = 'admission_retry' | TurnFailureCause
+export type WaitReason = 'admission_retry' | 'own_decode_paused' | TurnFailureCause
 
 /**
  * Wait until `untilMs` (the router's clock), then answer `waited`. Jittered; never past the
- * turn's deadline.
+ * turn's deadline. `own_decode_paused`: the session's own D is paused and waiting for it costs
+ * less than moving (the adaptive path choice).
  *
  * @example
  * ```ts
@@ -181,7 +184,7 @@ export interface FailAction {
 export interface DoneAction {
   readonly type: 'done'
   readonly turnId: string
-  readonly path: 'fast' | 'seed' | 'direct'
+  readonly path: 'fast' | 'local' | 'seed' | 'direct'
   readonly workerId: string
   readonly prefillId: string | undefined
   readonly migratedFrom: string | undefined
@@ -252,6 +255,7 @@ export interface DispatchStep {
   readonly at: number
   readonly kind:
     | 'route'
+    | 'path'
     | 'admit'
     | 'claim'
     | 'skip'
@@ -285,7 +289,7 @@ export interface DispatchRecord {
   readonly startedAt: number
   endedAt: number | undefined
   outcome: 'running' | 'done' | 'fail'
-  path: 'fast' | 'seed' | 'direct' | undefined
+  path: 'fast' | 'local' | 'seed' | 'direct' | undefined
   workerId: string | undefined
   cause: TurnFailureCause | undefined
   attempts: number

@@ -1,5 +1,6 @@
 import type { SloClass } from '../admission/contract.js'
 import type { ClusterView } from '../cluster/clusterView.js'
+import type { CostModel } from '../cost/costModel.js'
 import type { BlockKeys } from '../residency/blockKeys.js'
 import type { RouterParams } from './params.js'
 
@@ -183,6 +184,8 @@ export interface RouteContext {
   readonly cluster: ClusterView
   readonly params: RouterParams
   readonly random: () => number
+  /** The cost model the adaptive path choice estimates with (default `DEFAULT_COST_MODEL`). */
+  readonly cost?: CostModel
 }
 
 /**

@@ -1,5 +1,6 @@
 import type { KvEvent } from '@kvc/radix-cache'
-import { ClusterView, type WorkerSpec } from '../cluster/clusterView.js'
+import { ClusterView, type QueueReport, type WorkerSpec } from '../cluster/clusterView.js'
+import { type CostModel, DEFAULT_COST_MODEL } from '../cost/costModel.js'
 import type { ClusterStateStore } from '../cluster/stateStore.js'
 import { TurnDispatch } from '../dispatch/dispatch.js'
 import { RouterError, checkOption, describeValue } from '../errors/routerError.js'
@@ -36,6 +37,13 @@ export interface RouterOptions {
   readonly random?: () => number
   /** The shared state (default in-process). */
   readonly store?: ClusterStateStore
+  /**
+   * The cost model of the adaptive path choice's estimates (`pathChoice: 'adaptive'`; default
+   * `DEFAULT_COST_MODEL`).
+   */
+  readonly costModel?: CostModel
+  /** Where the cluster view reads workers' queues on demand (`ClusterViewOptions.queueSource`). */
+  readonly queueSource?: (workerId: string) => QueueReport | undefined
   /**
    * Residency-index options other than `thetaShared` (taken from `params`). The router has one
    * page size, `params.pageSize`: a `residency.pageSize` (which makes the index check the block
@@ -123,11 +131,18 @@ export class Router {
     this.cluster = new ClusterView({
       now,
       ...(options.store === undefined ? {} : { store: options.store }),
+      ...(options.queueSource === undefined ? {} : { queueSource: options.queueSource }),
       residency: { ...options.residency, thetaShared: params.thetaShared },
       linkFailureThreshold: params.linkFailureThreshold,
       linkCooldownMs: params.linkCooldownMs,
     })
-    this.context = { cluster: this.cluster, params, random }
+    const cost = options.costModel ?? DEFAULT_COST_MODEL
+    checkOption(
+      typeof cost === 'object' && cost !== null && typeof cost.prefillTokensPerS === 'number',
+      `costModel must be a CostModel, got ${describeValue(cost)}`,
+      cost,
+    )
+    this.context = { cluster: this.cluster, params, random, cost }
     for (const w of options.workers ?? []) this.cluster.addWorker(w)
   }
 
