@@ -102,7 +102,8 @@ describe('path choice: the estimates', () => {
     // Dynamo's rule of thumb falls out: a full prefill queue means prefill locally.
     expect(choosePath({ ...busy, prefill: { queueS: 30, heldTokens: 6_000 } }, P).site).toBe('local')
     // No P: local, whatever it costs.
-    const alone = choosePath({ ...busy, prefill: undefined }, P)
+    const { prefill: _p, ...noP } = busy
+    const alone = choosePath(noP, P)
     expect(alone.site).toBe('local')
     expect(alone.remote).toBeUndefined()
     expect(alone.reason).toMatch(/^no P can seed the D/)
