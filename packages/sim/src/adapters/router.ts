@@ -44,6 +44,7 @@ export {
   type CapacityReport,
   type DispatchAction,
   type DispatchOutcome,
+  type QueueReport,
   type RouterParamsInput,
   type RoutingPolicy,
 } from '@kvc/kvc-router'

@@ -404,6 +404,7 @@ export class ClusterSimulation {
           this.#schedule(turn, ctx.now, { type: 'failed', cause: 'worker_unreachable' })
           return
         }
+        // `local` (a local seed) is a fast-path job that prefills what the D lacks of the prompt.
         this.#prefill.enqueue(w, turn, a.path === 'direct' ? 'direct' : 'fast', -1, a.leaseId)
         return
       }

@@ -74,6 +74,8 @@ export class SimWorker {
   running: Job | undefined = undefined
   runningReq: SessionRequest | undefined = undefined
   prefillGen = 0
+  /** When the running prefill ends (simulated ms; NaN when none runs). */
+  prefillEndsMs = Number.NaN
   blockedSince = Number.NaN
   blockedGen = 0
   reservedOutputs = 0
