@@ -67,6 +67,16 @@ export {
   type PrefillSignals,
   type PrefillSite,
 } from './path/pathChoice.js'
+export {
+  DEFAULT_TOPOLOGY_PARAMS,
+  adviseTopology,
+  type RoleSwitch,
+  type TopologyAdvice,
+  type TopologyParams,
+  type TopologyRole,
+  type TopologySignals,
+  type WorkerTopologySignal,
+} from './topology/adviseTopology.js'
 export { BlockKeys } from './residency/blockKeys.js'
 export {
   ResidencyIndex,
