@@ -13,7 +13,10 @@ export function simQueueReport(ctx: SimContext, workerId: string): QueueReport |
   if (w === undefined || !w.alive) return undefined
   const cm = ctx.config.cost
   const scale = ctx.config.workload.tokenScale
-  let s = w.running !== undefined && Number.isFinite(w.prefillEndsMs) ? Math.max(0, w.prefillEndsMs - ctx.now) / 1000 : 0
+  let s =
+    w.running !== undefined && Number.isFinite(w.prefillEndsMs)
+      ? Math.max(0, w.prefillEndsMs - ctx.now) / 1000
+      : 0
   let requests = w.running === undefined ? 0 : 1
   const radix = w.cache?.cache
   for (let i = w.qHead; i < w.queue.length; i++) {
@@ -22,7 +25,9 @@ export function simQueueReport(ctx: SimContext, workerId: string): QueueReport |
     if (job.seq !== turn.seq || turn.ended || turn.stage !== 'queued') continue
     const input = turn.spec.inputLength
     const matched =
-      radix !== undefined && turn.prompt !== undefined ? radix.matchPrefix(turn.prompt, { readOnly: true }).length : 0
+      radix !== undefined && turn.prompt !== undefined
+        ? radix.matchPrefix(turn.prompt, { readOnly: true }).length
+        : 0
     const cached = Math.min(Math.round(matched * scale), input)
     s += prefillSeconds(cm, Math.max(1, input - cached), cached)
     requests++

@@ -26,3 +26,5 @@ export const EV_FAULT = 10
 export const EV_SYNC = 11
 /** The D workers' idle-session reaper sweeps. */
 export const EV_REAP = 12
+/** The elastic topology controller samples the workers (`elastic=on`). */
+export const EV_ELASTIC = 13

@@ -1,3 +1,4 @@
+import { ElasticController } from '../adaptive/elastic.js'
 import { SyncFabric } from '../adapters/dtoPSync.js'
 import type {
   DispatchAction,
@@ -27,6 +28,7 @@ import {
   EV_ADMIT_AT_D,
   EV_ARRIVAL,
   EV_DECODE_TICK,
+  EV_ELASTIC,
   EV_FAULT,
   EV_MEMORY_TIMEOUT,
   EV_PREFILL_DONE,
@@ -89,6 +91,8 @@ export class ClusterSimulation {
   readonly #rpcRng: Prng
   readonly #keys: SessionBlockKeys
   readonly #records: (TurnRecord | undefined)[]
+  /** `elastic=on`: the elastic topology controller. */
+  readonly #elastic: ElasticController | undefined
   /** Sessions started and not yet ended, and the first turns waiting for a free session slot. */
   #liveSessions = 0
   #waitingStarts: number[] = []
@@ -126,6 +130,11 @@ export class ClusterSimulation {
     this.#injector = new FaultInjector(ctx, this.#host, this.#faults, factory, this.#transfers)
     this.#keys = new SessionBlockKeys(config.pageSize)
     this.#records = new Array(ctx.turns.length)
+    const el = config.spec.elastic
+    this.#elastic =
+      el === undefined
+        ? undefined
+        : new ElasticController(ctx, factory, el.intervalS, { minPrefill: el.minPrefill })
   }
 
   /** `sync=on`: the D→P sync between every D and every P (none without P workers). */
@@ -176,7 +185,7 @@ export class ClusterSimulation {
     this.#sample()
     const accounting = accountRun(ctx, this.#records)
     ctx.config.options.onProgress?.(ctx.ended, ctx.turns.length)
-    return collectResult(ctx, {
+    const result = collectResult(ctx, {
       records: this.#records as TurnRecord[],
       accounting,
       events,
@@ -184,6 +193,13 @@ export class ClusterSimulation {
       lastEndMs: this.#lastEnd,
       wallStart,
     })
+    const el = this.#elastic
+    if (el === undefined) return result
+    const nP = ctx.prefillWorkers.length
+    return {
+      ...result,
+      adaptive: { elasticSwitches: el.switches, finalTopology: `${nP}P${ctx.decodeWorkers.length}D` },
+    }
   }
 
   /** The first events: arrivals, timed faults, the first usage sample, sync rounds and reaper sweeps. */
@@ -203,6 +219,7 @@ export class ClusterSimulation {
     if (ctx.sync !== undefined) q.push(0, EV_SYNC, 0, 0)
     const reaper = ctx.config.reaper
     if (reaper !== undefined) q.push(reaper.intervalMs, EV_REAP, 0, 0)
+    this.#elastic?.start()
   }
 
   /** Handle events in time order until every turn ended, the queue dried up or the horizon passed. */
@@ -267,6 +284,9 @@ export class ClusterSimulation {
         break
       case EV_REAP:
         reapIdleSessions(ctx, this.#host, ctx.config.reaper!)
+        break
+      case EV_ELASTIC:
+        this.#elastic?.tick()
         break
     }
   }

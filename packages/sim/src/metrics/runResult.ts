@@ -1,3 +1,4 @@
+import type { ElasticSwitch } from '../adaptive/elastic.js'
 import type { EvictionStats, TurnRecord, UsageSeries } from './types.js'
 
 /**
@@ -54,6 +55,22 @@ export interface RunCounters {
 }
 
 /**
+ * What the adaptive mechanisms of a run did: the elastic controller's role switches
+ * (`elastic=on`), the hedged admission RPCs (`hedgeAdmissions`), the self-tuned parameters
+ * (`selfTune`) and the hot sessions the D workers retracted (`retract=on`).
+ *
+ * @example
+ * ```ts
+ * import type { AdaptiveRunInfo } from '@kvc/sim'
+ * const moved = (a: AdaptiveRunInfo) => a.elasticSwitches?.length ?? 0
+ * ```
+ */
+export interface AdaptiveRunInfo {
+  readonly elasticSwitches?: readonly ElasticSwitch[]
+  readonly finalTopology?: string
+}
+
+/**
  * The result of one run.
  *
  * @example
@@ -80,4 +97,6 @@ export interface RunResult {
   readonly counters: RunCounters
   /** Wall-clock milliseconds (not part of the deterministic output). */
   readonly wallMs: number
+  /** What the adaptive mechanisms did (`elastic=on`, hedged admission, self-tuning), when on. */
+  readonly adaptive?: AdaptiveRunInfo
 }
