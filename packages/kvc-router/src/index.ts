@@ -140,8 +140,12 @@ export {
 } from './route/route.js'
 export { TurnDispatch } from './dispatch/dispatch.js'
 export { backoffDelayMs, type BackoffJitter, type BackoffPolicy } from './backoff/backoff.js'
+export { LatencyWindow } from './hedging/latencyWindow.js'
 export type {
   AdmitAction,
+  AdmitAnswerOutcome,
+  AdmitHedge,
+  HedgedAdmitOutcome,
   ClaimAction,
   DispatchAction,
   DispatchOutcome,

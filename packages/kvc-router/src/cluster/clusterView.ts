@@ -3,6 +3,7 @@ import type { AdmitResponse } from '../admission/contract.js'
 import { RouterError, checkLength, checkOption, describeValue } from '../errors/routerError.js'
 import { type IngestStatus, ResidencyIndex, type ResidencyIndexOptions } from '../residency/residencyIndex.js'
 import { DEFAULT_ROUTER_PARAMS, checkRouterParam } from '../route/params.js'
+import { LatencyWindow } from '../hedging/latencyWindow.js'
 import { SeedWaitQueue } from './seedWaitQueue.js'
 import { type ClusterStateStore, InMemoryClusterStateStore, type WorkerLoad } from './stateStore.js'
 
@@ -232,6 +233,10 @@ export class ClusterView {
   readonly store: ClusterStateStore
   /** Turns waiting for D workers' pending-seed slots, oldest first (this replica's). */
   readonly seedWaiters = new SeedWaitQueue()
+  /** The last 256 admission RPC latencies Dispatch observed (hedged admission's delay). */
+  readonly admissionLatency = new LatencyWindow(256)
+  /** Hedged admissions: second RPCs sent, and those whose D admitted first. */
+  readonly hedging = { sent: 0, won: 0 }
   readonly #now: () => number
   readonly #workers = new Map<string, WorkerState>()
   #decodeIds: string[] = []

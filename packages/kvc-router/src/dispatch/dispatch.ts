@@ -1,5 +1,7 @@
 import {
   ADMIT_PROTOCOL_VERSION,
+  type AdmitPath,
+  type AdmitRequest,
   type AdmitResponse,
   type SloClass,
   parseAdmitResponse,
@@ -28,6 +30,7 @@ import type {
   TurnRequest,
 } from '../route/types.js'
 import type {
+  AdmitAnswerOutcome,
   DispatchAction,
   DispatchOutcome,
   DispatchRecord,
@@ -41,7 +44,7 @@ import type {
 type Gen<T> = Generator<DispatchAction, T, DispatchOutcome>
 
 type AdmitResult =
-  | { readonly kind: 'admitted'; readonly leaseId: string }
+  | { readonly kind: 'admitted'; readonly leaseId: string; readonly workerId: string }
   | { readonly kind: 'rejected'; readonly response: AdmitResponse }
   | { readonly kind: 'skipped' }
   | { readonly kind: 'timeout' }
@@ -177,6 +180,11 @@ export class TurnDispatch {
   #reroute = false
   /** The adaptive path choice's parameters (built on first use). */
   #pathParams: PathParams | undefined
+  /** The current walk and the position in it (for hedged admission's second D). */
+  #walkList: readonly { readonly c: RouteCandidate; readonly ownPause: number | undefined }[] = []
+  #walkPos = 0
+  /** The D whose pending-seed slot this turn holds for a hedged admission's second RPC. */
+  #hedgeSlot: string | undefined
 
   /** @internal Use `Router.dispatch`. */
   constructor(ctx: RouteContext, policy: RoutingPolicy, turn: TurnRequest, turnId: string) {
@@ -317,6 +325,7 @@ export class TurnDispatch {
     this.#undoInflight()
     this.#releaseCommitment()
     this.#releaseSeedSlot()
+    this.#releaseHedgeSlot()
     const fail = this.#fail('aborted', 'TURN_FINISHED')
     this.#gen.return(fail)
     this.#final = fail
@@ -373,6 +382,8 @@ export class TurnDispatch {
         if (this.#attempts >= params.maxAttempts) break
         const { c, ownPause } = walk[k]!
         const d = c.workerId
+        this.#walkList = walk
+        this.#walkPos = k
         if (!cluster.has(d) || cluster.role(d) !== 'decode') continue
         if (!cluster.isEligible(d) && (ownPause === undefined || !cluster.isPaused(d))) {
           this.#count(cluster.isPaused(d) ? 'all_paused' : 'all_unhealthy')
@@ -669,22 +680,90 @@ export class TurnDispatch {
       }
     }
     let leaseId: string | undefined
+    let on = c
+    let via = p
     if (policy.usesAdmission) {
-      const r = yield* this.#admit(d, 'seed', c, ownPause)
+      // Hedged admission: a second D of the walk, its slot and its P, ready in case this one is slow.
+      const h = ownPause === Number.NEGATIVE_INFINITY ? this.#hedgeCandidate(d) : undefined
+      if (h !== undefined) this.#takeHedgeSlot(h.c.workerId)
+      const r = yield* this.#admit(d, 'seed', c, ownPause, h?.c)
+      if (r.kind === 'admitted' && h !== undefined && r.workerId === h.c.workerId) {
+        // The hedge won: the turn seeds that D, holding its slot; this one's slot is free again.
+        this.#releaseSeedSlot()
+        this.#seedSlot = this.#hedgeSlot
+        this.#hedgeSlot = undefined
+        if (cluster.has(d)) cluster.seedWaiters.slotFreed(d)
+        on = h.c
+        via = h.p
+      } else this.#releaseHedgeSlot()
       if (r.kind !== 'admitted') {
         this.#releaseSeedSlot()
         return undefined
       }
       leaseId = r.leaseId
     }
+    const target = on.workerId
     // Claims and admission RPCs take time: the P picked before them may have gone down, been
-    // drained or paused, or lost its link to `d` meanwhile. Pick again instead of seeding through it.
-    const q = this.#recheckPrefill(p, d)
+    // drained or paused, or lost its link to the D meanwhile. Pick again instead of seeding through it.
+    const q = this.#recheckPrefill(via, target)
     if (q === undefined) {
       this.#releaseSeedSlot()
       return undefined
     }
-    return yield* this.#seed(q, d, c, leaseId)
+    return yield* this.#seed(q, target, on, leaseId)
+  }
+
+  /**
+   * Hedged admission's second D for a seed on `d` (`hedgeAdmissions`, without claims): the next
+   * candidate of the walk that is not a fast path, has room (`capOk`), is eligible and not
+   * excluded for the session, has a free pending-seed slot for this turn and a P that can seed it.
+   */
+  #hedgeCandidate(d: string): { readonly c: RouteCandidate; readonly p: string } | undefined {
+    const { cluster, params } = this.#ctx
+    if (!params.hedgeAdmissions || this.#claims || this.#attempts + 2 > params.maxAttempts) return undefined
+    if (Number.isNaN(this.#hedgeDelay())) return undefined
+    const budget = Math.max(1, Math.floor(params.pendingSeedsPerD * params.slo[this.#cls].seedShare))
+    const list = this.#walkList
+    for (let k = this.#walkPos + 1; k < list.length; k++) {
+      const x = list[k]!
+      const c2 = x.c
+      const d2 = c2.workerId
+      if (d2 === d || c2.fast || !c2.capOk || x.ownPause !== undefined) continue
+      if (!cluster.has(d2) || cluster.role(d2) !== 'decode' || !cluster.isEligible(d2)) continue
+      if (cluster.store.isExcluded(this.#turn.sessionId, d2)) continue
+      const older = cluster.seedWaiters.olderThan(d2, this.record.startedAt, SLO_TIER[this.#cls])
+      if (cluster.store.load(d2).pendingSeeds + older >= budget) continue
+      const p2 = this.#pickPrefill(d2)
+      if (p2 === undefined) continue
+      return { c: c2, p: p2 }
+    }
+    return undefined
+  }
+
+  /**
+   * How long a seed-path admission RPC may go unanswered before the hedge goes out: the
+   * `hedgeQuantile` of the router's recent admission latencies, at least `hedgeMinDelayMs`;
+   * `NaN` (no hedging) until 16 latencies were observed.
+   */
+  #hedgeDelay(): number {
+    const w = this.#ctx.cluster.admissionLatency
+    if (w.size < 16) return Number.NaN
+    return Math.max(this.#ctx.params.hedgeMinDelayMs, w.quantile(this.#ctx.params.hedgeQuantile))
+  }
+
+  #takeHedgeSlot(d: string): void {
+    this.#ctx.cluster.store.addLoad(d, ONE_SEED)
+    this.#hedgeSlot = d
+  }
+
+  #releaseHedgeSlot(): void {
+    const d = this.#hedgeSlot
+    if (d === undefined) return
+    this.#hedgeSlot = undefined
+    if (this.#ctx.cluster.has(d)) {
+      this.#ctx.cluster.store.addLoad(d, ONE_SEED_LESS)
+      this.#ctx.cluster.seedWaiters.slotFreed(d)
+    }
   }
 
   /**
@@ -797,6 +876,7 @@ export class TurnDispatch {
     path: 'fast' | 'seed',
     c: RouteCandidate,
     ownPause = Number.NEGATIVE_INFINITY,
+    hedge?: RouteCandidate,
   ): Gen<AdmitResult> {
     const { cluster, params } = this.#ctx
     const cached = cluster.cachedRejection(d, params.admissionStalenessMs)
@@ -829,50 +909,62 @@ export class TurnDispatch {
       const attempt = this.#bumpAttempts()
       const requestId = `${this.turnId}/a${attempt}`
       this.#commit(d)
+      // Only the first try is hedged, and only toward a D that can still take the turn.
+      const h =
+        t === 0 &&
+        hedge !== undefined &&
+        this.#decodeObstacle(hedge.workerId, Number.NEGATIVE_INFINITY) === undefined
+          ? hedge
+          : undefined
+      const hedgeId = `${this.turnId}/h${attempt}`
+      const sentAt = cluster.now()
       const out = yield {
         type: 'admit',
         turnId: this.turnId,
         workerId: d,
-        request: {
-          v: ADMIT_PROTOCOL_VERSION,
-          requestId,
-          sessionId: this.#turn.sessionId,
-          path,
-          promptTokens: this.#turn.promptTokens,
-          appendTokens: c.appendTokens,
-          expectedOutputTokens: this.#reserve,
-          sloClass: this.#cls,
-          leaseMs: params.leaseMs,
-        },
+        request: this.#admitRequest(requestId, path, c),
         timeoutMs: params.admissionTimeoutMs,
         attempt,
+        ...(h === undefined
+          ? {}
+          : {
+              hedge: {
+                workerId: h.workerId,
+                request: this.#admitRequest(hedgeId, path, h),
+                afterMs: this.#hedgeDelay(),
+              },
+            }),
       }
-      if (out.type === 'admitResult') {
-        const res = out.response
-        if (cluster.has(d)) cluster.applyAdmission(d, res)
-        if (res.admitted) {
+      if (out.type === 'hedgedAdmitResult' && h !== undefined) {
+        const hs = cluster.hedging
+        hs.sent++
+        this.#bumpAttempts()
+        if (out.winner === 'primary') cluster.admissionLatency.record(cluster.now() - sentAt)
+        const pr = out.primary === undefined ? undefined : this.#onAnswer(d, path, requestId, out.primary)
+        const hr = out.hedge === undefined ? undefined : this.#onAnswer(h.workerId, path, hedgeId, out.hedge)
+        if (out.winner === 'hedge' && hr?.kind === 'admitted') {
+          hs.won++
+          this.#commit(h.workerId)
           this.#step(
             'admit',
-            d,
+            h.workerId,
             undefined,
-            `admitted by ${path} (usage after ${res.tokenUsageAfter.toFixed(3)})`,
+            `hedge won: ${d} had not admitted after ${(cluster.now() - sentAt).toFixed(1)} ms`,
           )
-          return { kind: 'admitted', leaseId: requestId }
+          return hr
         }
-        this.#step(
-          'admit',
-          d,
-          undefined,
-          `rejected: ${res.reason}${res.recommendedPauseMs > 0 ? ` (pause ${res.recommendedPauseMs} ms)` : ''}`,
+        if (out.winner === 'primary' && pr?.kind === 'admitted') return pr
+        if (pr !== undefined) return pr
+        // The first D never answered: a timed-out try.
+        this.#count('admission_timeouts')
+        this.#step('admit', d, undefined, 'no answer (hedged)')
+      } else {
+        cluster.admissionLatency.record(
+          out.type === 'admitTimeout' ? params.admissionTimeoutMs : Math.max(0, cluster.now() - sentAt),
         )
-        if (res.reason !== 'append_too_large') {
-          this.#count('all_rejecting')
-          this.#reject(d, res.reason)
-        }
-        return { kind: 'rejected', response: res }
+        const r = this.#onAnswer(d, path, requestId, out as AdmitAnswerOutcome)
+        if (r !== undefined) return r
       }
-      this.#count('admission_timeouts')
-      this.#step('admit', d, undefined, out.type === 'admitTimeout' ? 'timed out' : 'error')
       // A D that can no longer take the turn is left at once (the loop's check above says why).
       if (t < tries - 1 && this.#decodeObstacle(d, ownPause) === undefined) {
         const now = cluster.now()
@@ -882,6 +974,55 @@ export class TurnDispatch {
     }
     this.#reject(d, 'admission timeouts')
     return { kind: 'timeout' }
+  }
+
+  #admitRequest(requestId: string, path: AdmitPath, c: RouteCandidate): AdmitRequest {
+    return {
+      v: ADMIT_PROTOCOL_VERSION,
+      requestId,
+      sessionId: this.#turn.sessionId,
+      path,
+      promptTokens: this.#turn.promptTokens,
+      appendTokens: c.appendTokens,
+      expectedOutputTokens: this.#reserve,
+      sloClass: this.#cls,
+      leaseMs: this.#ctx.params.leaseMs,
+    }
+  }
+
+  /**
+   * One admission RPC's answer from `d`: applied to the cluster view, recorded, a rejection
+   * counted; `undefined` for a timeout or an error (counted).
+   */
+  #onAnswer(d: string, path: AdmitPath, requestId: string, out: AdmitAnswerOutcome): AdmitResult | undefined {
+    const cluster = this.#ctx.cluster
+    if (out.type === 'admitResult') {
+      const res = out.response
+      if (cluster.has(d)) cluster.applyAdmission(d, res)
+      if (res.admitted) {
+        this.#step(
+          'admit',
+          d,
+          undefined,
+          `admitted by ${path} (usage after ${res.tokenUsageAfter.toFixed(3)})`,
+        )
+        return { kind: 'admitted', leaseId: requestId, workerId: d }
+      }
+      this.#step(
+        'admit',
+        d,
+        undefined,
+        `rejected: ${res.reason}${res.recommendedPauseMs > 0 ? ` (pause ${res.recommendedPauseMs} ms)` : ''}`,
+      )
+      if (res.reason !== 'append_too_large') {
+        this.#count('all_rejecting')
+        this.#reject(d, res.reason)
+      }
+      return { kind: 'rejected', response: res }
+    }
+    this.#count('admission_timeouts')
+    this.#step('admit', d, undefined, out.type === 'admitTimeout' ? 'timed out' : 'error')
+    return undefined
   }
 
   *#sendFast(
@@ -1183,6 +1324,46 @@ export class TurnDispatch {
     )
   }
 
+  #checkHedged(
+    primaryId: string,
+    hedgeId: string,
+    o: Extract<DispatchOutcome, { type: 'hedgedAdmitResult' }>,
+  ): void {
+    const part = (x: unknown, want: string, which: string): AdmitAnswerOutcome | undefined => {
+      if (x === undefined) return undefined
+      const t = (x as { type?: unknown }).type
+      if (t !== 'admitResult' && t !== 'admitTimeout' && t !== 'admitError') {
+        throw new RouterError('INVALID_MESSAGE', `hedgedAdmitResult.${which} must be an admission answer`, o)
+      }
+      const a = x as AdmitAnswerOutcome
+      if (a.type === 'admitResult') {
+        const res = parseAdmitResponse(a.response)
+        if (res.requestId !== want) {
+          throw new RouterError(
+            'UNEXPECTED_OUTCOME',
+            `turn ${this.turnId}: ${which} answer for ${res.requestId}, expected ${want}`,
+            o,
+          )
+        }
+      }
+      return a
+    }
+    const p = part(o.primary, primaryId, 'primary')
+    const h = part(o.hedge, hedgeId, 'hedge')
+    const w = o.winner
+    if (w !== undefined && w !== 'primary' && w !== 'hedge') {
+      throw new RouterError(
+        'INVALID_MESSAGE',
+        `hedgedAdmitResult.winner must be primary, hedge or undefined`,
+        o,
+      )
+    }
+    const won = w === 'primary' ? p : w === 'hedge' ? h : undefined
+    if (w !== undefined && !(won?.type === 'admitResult' && won.response.admitted)) {
+      throw new RouterError('INVALID_MESSAGE', `hedgedAdmitResult.winner ${w} did not admit`, o)
+    }
+  }
+
   #checkOutcome(action: DispatchAction, outcome: DispatchOutcome | undefined): void {
     if (typeof outcome !== 'object' || outcome === null) {
       throw new RouterError(
@@ -1194,7 +1375,10 @@ export class TurnDispatch {
     const t = outcome.type
     const ok =
       action.type === 'admit'
-        ? t === 'admitResult' || t === 'admitTimeout' || t === 'admitError'
+        ? t === 'admitResult' ||
+          t === 'admitTimeout' ||
+          t === 'admitError' ||
+          (t === 'hedgedAdmitResult' && action.hedge !== undefined)
         : action.type === 'sendFast' || action.type === 'seedViaP'
           ? t === 'completed' || t === 'failed'
           : action.type === 'wait'
@@ -1208,6 +1392,9 @@ export class TurnDispatch {
         `turn ${this.turnId}: outcome ${String(t)} does not answer ${action.type}`,
         outcome,
       )
+    }
+    if (outcome.type === 'hedgedAdmitResult' && action.type === 'admit' && action.hedge !== undefined) {
+      this.#checkHedged(action.request.requestId, action.hedge.request.requestId, outcome)
     }
     if (outcome.type === 'admitResult' && action.type === 'admit') {
       const res = parseAdmitResponse(outcome.response)

@@ -22,6 +22,62 @@ export interface AdmitAction {
   readonly timeoutMs: number
   /** 1-based count of attempts (admission RPCs and sends) of this turn. */
   readonly attempt: number
+  /**
+   * Hedged admission (`hedgeAdmissions`): when `request` has no answer after `hedge.afterMs`,
+   * send `hedge.request` to `hedge.workerId` too and answer with a `hedgedAdmitResult` as soon
+   * as one of them admits (or both have answered); release the other's lease if it admits later.
+   * A host that does not hedge sends `request` alone and answers as usual.
+   */
+  readonly hedge?: AdmitHedge
+}
+
+/**
+ * The second admission RPC of a hedged admission.
+ *
+ * @example
+ * ```ts
+ * import type { AdmitHedge } from '@kvc/kvc-router'
+ * const late = (h: AdmitHedge) => `after ${h.afterMs} ms, ask ${h.workerId} too`
+ * ```
+ */
+export interface AdmitHedge {
+  readonly workerId: string
+  readonly request: AdmitRequest
+  /** How long the first RPC may go unanswered before this one is sent, ms. */
+  readonly afterMs: number
+}
+
+/**
+ * One admission RPC's answer: a response, a timeout or an error.
+ *
+ * @example
+ * ```ts
+ * import type { AdmitAnswerOutcome } from '@kvc/kvc-router'
+ * const t: AdmitAnswerOutcome = { type: 'admitTimeout' }
+ * ```
+ */
+export type AdmitAnswerOutcome =
+  | { readonly type: 'admitResult'; readonly response: AdmitResponse }
+  | { readonly type: 'admitTimeout' }
+  | { readonly type: 'admitError'; readonly message?: string }
+
+/**
+ * The answer to a hedged `admit` action once the hedge was sent: what each RPC answered by then
+ * (`undefined`: no answer yet) and which one's admission the turn takes (`undefined`: neither
+ * admitted).
+ *
+ * @example
+ * ```ts
+ * import type { HedgedAdmitOutcome } from '@kvc/kvc-router'
+ * const slowPrimary: HedgedAdmitOutcome = { type: 'hedgedAdmitResult', winner: 'hedge', primary: undefined,
+ *   hedge: { type: 'admitTimeout' } }
+ * ```
+ */
+export interface HedgedAdmitOutcome {
+  readonly type: 'hedgedAdmitResult'
+  readonly winner: 'primary' | 'hedge' | undefined
+  readonly primary: AdmitAnswerOutcome | undefined
+  readonly hedge: AdmitAnswerOutcome | undefined
 }
 
 /**
@@ -234,9 +290,8 @@ export type SendFailureCause = 'transfer_timeout' | 'transfer_error' | 'worker_e
  * ```
  */
 export type DispatchOutcome =
-  | { readonly type: 'admitResult'; readonly response: AdmitResponse }
-  | { readonly type: 'admitTimeout' }
-  | { readonly type: 'admitError'; readonly message?: string }
+  | AdmitAnswerOutcome
+  | HedgedAdmitOutcome
   | { readonly type: 'completed'; readonly committedTokens?: number; readonly outputTokens?: number }
   | { readonly type: 'failed'; readonly cause: SendFailureCause; readonly message?: string }
   | { readonly type: 'waited' }
