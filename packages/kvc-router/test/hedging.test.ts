@@ -150,6 +150,24 @@ describe('hedged admission in Dispatch', () => {
     checkNoInflightLoad(router)
   })
 
+  it('a fast-path admission is hedged to the same D with the same request (one lease, idempotent)', () => {
+    const { router } = hedgedRouter()
+    for (let i = 0; i < 16; i++) router.cluster.admissionLatency.record(2)
+    const turn = router.dispatch({ sessionId: 's', promptTokens: 800 })
+    const a = turn.next() as AdmitAction
+    expect(a.request.path).toBe('fast')
+    expect(a.hedge).toEqual({ workerId: a.workerId, request: a.request, afterMs: 5 })
+    const next = turn.next({
+      type: 'hedgedAdmitResult',
+      winner: 'hedge',
+      primary: { type: 'admitTimeout' },
+      hedge: { type: 'admitResult', response: ok(a) },
+    })
+    expect(next).toMatchObject({ type: 'sendFast', workerId: a.workerId, leaseId: a.request.requestId })
+    turn.next({ type: 'completed' })
+    checkNoInflightLoad(router)
+  })
+
   it('refuses a malformed hedged answer and changes nothing', () => {
     const { router } = hedgedRouter()
     for (let i = 0; i < 16; i++) router.cluster.admissionLatency.record(2)

@@ -470,7 +470,7 @@ export class TurnDispatch {
     if (!seed) {
       if (!(yield* this.#claimBinding(d))) return undefined
       const r = policy.usesAdmission
-        ? yield* this.#admit(d, 'fast', c)
+        ? yield* this.#admit(d, 'fast', c, undefined, this.#sameDecodeHedge())
         : ({ kind: 'admitted', leaseId: '' } as const)
       if (r.kind === 'admitted')
         return yield* this.#sendFast(d, c, policy.usesAdmission ? r.leaseId : undefined, 'fast')
@@ -740,8 +740,15 @@ export class TurnDispatch {
     return undefined
   }
 
+  /** `'same'` when a fast-path admission may be hedged (the same request to the same D again). */
+  #sameDecodeHedge(): 'same' | undefined {
+    const params = this.#ctx.params
+    if (!params.hedgeAdmissions || this.#attempts + 2 > params.maxAttempts) return undefined
+    return Number.isNaN(this.#hedgeDelay()) ? undefined : 'same'
+  }
+
   /**
-   * How long a seed-path admission RPC may go unanswered before the hedge goes out: the
+   * How long an admission RPC may go unanswered before the hedge goes out: the
    * `hedgeQuantile` of the router's recent admission latencies, at least `hedgeMinDelayMs`;
    * `NaN` (no hedging) until 16 latencies were observed.
    */
@@ -876,7 +883,7 @@ export class TurnDispatch {
     path: 'fast' | 'seed',
     c: RouteCandidate,
     ownPause = Number.NEGATIVE_INFINITY,
-    hedge?: RouteCandidate,
+    hedge?: RouteCandidate | 'same',
   ): Gen<AdmitResult> {
     const { cluster, params } = this.#ctx
     const cached = cluster.cachedRejection(d, params.admissionStalenessMs)
@@ -909,14 +916,19 @@ export class TurnDispatch {
       const attempt = this.#bumpAttempts()
       const requestId = `${this.turnId}/a${attempt}`
       this.#commit(d)
-      // Only the first try is hedged, and only toward a D that can still take the turn.
+      // Only the first try is hedged, and only toward a D that can still take the turn. A fast
+      // path's hedge is the same request again to the same D (the only one holding the session;
+      // admission is idempotent per request id): moving the session would cost a re-prefill.
+      const same = hedge === 'same'
       const h =
-        t === 0 &&
-        hedge !== undefined &&
-        this.#decodeObstacle(hedge.workerId, Number.NEGATIVE_INFINITY) === undefined
-          ? hedge
-          : undefined
-      const hedgeId = `${this.turnId}/h${attempt}`
+        t !== 0 || hedge === undefined
+          ? undefined
+          : same
+            ? c
+            : this.#decodeObstacle(hedge.workerId, Number.NEGATIVE_INFINITY) === undefined
+              ? hedge
+              : undefined
+      const hedgeId = same ? requestId : `${this.turnId}/h${attempt}`
       const sentAt = cluster.now()
       const out = yield {
         type: 'admit',
@@ -949,7 +961,7 @@ export class TurnDispatch {
             'admit',
             h.workerId,
             undefined,
-            `hedge won: ${d} had not admitted after ${(cluster.now() - sentAt).toFixed(1)} ms`,
+            `hedge won: the first request to ${d} had no answer after ${(cluster.now() - sentAt).toFixed(1)} ms`,
           )
           return hr
         }

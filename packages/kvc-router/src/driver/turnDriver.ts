@@ -479,6 +479,8 @@ export class TurnDriver {
       }
       const backup = settle(effects.admit(second, signal))
       const admitted = (x: Answer | undefined): boolean => x?.type === 'admitResult' && x.response.admitted
+      // A fast path's hedge repeats the same request to the same D: one lease, never released.
+      const distinct = hedge.request.requestId !== a.request.requestId
       let p: Answer | undefined
       let h: Answer | undefined
       const out = await new Promise<DispatchOutcome | TurnStop>((resolve) => {
@@ -501,12 +503,12 @@ export class TurnDriver {
         }
         primary.then((v) => {
           p = v
-          if (done && admitted(v)) this.#release(effects, a.workerId, a.request.requestId)
+          if (done && distinct && admitted(v)) this.#release(effects, a.workerId, a.request.requestId)
           finish()
         })
         backup.then((v) => {
           h = v
-          if (done && admitted(v)) this.#release(effects, hedge.workerId, hedge.request.requestId)
+          if (done && distinct && admitted(v)) this.#release(effects, hedge.workerId, hedge.request.requestId)
           finish()
         })
       })

@@ -28,3 +28,5 @@ export const EV_SYNC = 11
 export const EV_REAP = 12
 /** The elastic topology controller samples the workers (`elastic=on`). */
 export const EV_ELASTIC = 13
+/** A hedged admission's leg reaches its D, comes back or times out, or its hedge timer fires (a: record, b: code). */
+export const EV_HEDGE = 14

@@ -1,4 +1,5 @@
 import { ElasticController } from '../adaptive/elastic.js'
+import { HedgedAdmissions } from '../adaptive/hedgedAdmission.js'
 import { SyncFabric } from '../adapters/dtoPSync.js'
 import type {
   DispatchAction,
@@ -18,7 +19,7 @@ import { Prng } from '../engine/prng.js'
 import { SimError, SimErrorCode } from '../errors/simError.js'
 import { ActiveFaults } from '../faults/activeFaults.js'
 import { FaultInjector } from '../faults/faultInjector.js'
-import type { RunResult } from '../metrics/runResult.js'
+import type { AdaptiveRunInfo, RunResult } from '../metrics/runResult.js'
 import type { ServePath, TurnRecord } from '../metrics/types.js'
 import { PrefillServers } from '../prefill/prefillServers.js'
 import { KvTransfers } from '../transfer/kvTransfers.js'
@@ -30,6 +31,7 @@ import {
   EV_DECODE_TICK,
   EV_ELASTIC,
   EV_FAULT,
+  EV_HEDGE,
   EV_MEMORY_TIMEOUT,
   EV_PREFILL_DONE,
   EV_REAP,
@@ -93,6 +95,8 @@ export class ClusterSimulation {
   readonly #records: (TurnRecord | undefined)[]
   /** `elastic=on`: the elastic topology controller. */
   readonly #elastic: ElasticController | undefined
+  /** Hedged admission RPCs (`hedgeAdmissions`). */
+  readonly #hedges: HedgedAdmissions
   /** Sessions started and not yet ended, and the first turns waiting for a free session slot. */
   #liveSessions = 0
   #waitingStarts: number[] = []
@@ -130,6 +134,12 @@ export class ClusterSimulation {
     this.#injector = new FaultInjector(ctx, this.#host, this.#faults, factory, this.#transfers)
     this.#keys = new SessionBlockKeys(config.pageSize)
     this.#records = new Array(ctx.turns.length)
+    this.#hedges = new HedgedAdmissions(ctx, {
+      answer: (d, turn, a) => this.#admission.answer(d, turn, a),
+      latencyMs: () => this.#rpcLatencyMs(),
+      timesOut: (d) => this.#faults.admitTimesOut(d),
+      deliver: (turn, outcome) => this.#schedule(turn, ctx.now, outcome),
+    })
     const el = config.spec.elastic
     this.#elastic =
       el === undefined
@@ -193,12 +203,27 @@ export class ClusterSimulation {
       lastEndMs: this.#lastEnd,
       wallStart,
     })
+    const adaptive = this.#adaptiveInfo()
+    return adaptive === undefined ? result : { ...result, adaptive }
+  }
+
+  /** What the adaptive mechanisms did, when one of them was on. */
+  #adaptiveInfo(): AdaptiveRunInfo | undefined {
+    const ctx = this.#ctx
     const el = this.#elastic
-    if (el === undefined) return result
-    const nP = ctx.prefillWorkers.length
+    const params = this.router.context.params
+    if (el === undefined && !params.hedgeAdmissions) return undefined
+    const h = this.router.cluster.hedging
     return {
-      ...result,
-      adaptive: { elasticSwitches: el.switches, finalTopology: `${nP}P${ctx.decodeWorkers.length}D` },
+      ...(el === undefined
+        ? {}
+        : {
+            elasticSwitches: el.switches,
+            finalTopology: `${ctx.prefillWorkers.length}P${ctx.decodeWorkers.length}D`,
+          }),
+      ...(params.hedgeAdmissions
+        ? { hedges: { sent: this.#hedges.sent, won: h.won, releasedLate: this.#hedges.releasedLate } }
+        : {}),
     }
   }
 
@@ -287,6 +312,9 @@ export class ClusterSimulation {
         break
       case EV_ELASTIC:
         this.#elastic?.tick()
+        break
+      case EV_HEDGE:
+        this.#hedges.event(a, b)
         break
     }
   }
@@ -463,6 +491,10 @@ export class ClusterSimulation {
   #sendAdmit(turn: Turn, a: Extract<DispatchAction, { type: 'admit' }>): void {
     const ctx = this.#ctx
     turn.seq++
+    if (a.hedge !== undefined) {
+      this.#hedges.start(turn, a)
+      return
+    }
     ctx.counters.admissions++
     const d = ctx.byId.get(a.workerId)
     if (d === undefined || !d.alive || this.#faults.admitTimesOut(d)) {
@@ -470,12 +502,17 @@ export class ClusterSimulation {
       this.#schedule(turn, ctx.now + a.timeoutMs, { type: 'admitTimeout' })
       return
     }
-    const jitter = this.cost.admitRpcJitterS
-    const latency = (this.cost.admitRpcS + (jitter === 0 ? 0 : this.#rpcRng.uniform(-jitter, jitter))) * 1000
+    const latency = this.#rpcLatencyMs()
     turn.admitAction = a
     turn.admitSentMs = ctx.now
     turn.admitLatency = latency
     ctx.q.push(ctx.now + latency / 2, EV_ADMIT_AT_D, turn.id, turn.seq)
+  }
+
+  /** One admission RPC's round trip, ms: the cost model's latency and jitter. */
+  #rpcLatencyMs(): number {
+    const jitter = this.cost.admitRpcJitterS
+    return (this.cost.admitRpcS + (jitter === 0 ? 0 : this.#rpcRng.uniform(-jitter, jitter))) * 1000
   }
 
   /** `EV_ADMIT_AT_D`: the D answers (a dead D never does: the RPC times out); the answer travels back. */

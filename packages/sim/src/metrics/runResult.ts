@@ -68,6 +68,8 @@ export interface RunCounters {
 export interface AdaptiveRunInfo {
   readonly elasticSwitches?: readonly ElasticSwitch[]
   readonly finalTopology?: string
+  /** Hedged admissions: second RPCs sent, those whose D admitted first, late leases released. */
+  readonly hedges?: { readonly sent: number; readonly won: number; readonly releasedLate: number }
 }
 
 /**
