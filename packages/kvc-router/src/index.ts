@@ -141,6 +141,12 @@ export {
 export { TurnDispatch } from './dispatch/dispatch.js'
 export { backoffDelayMs, type BackoffJitter, type BackoffPolicy } from './backoff/backoff.js'
 export { LatencyWindow } from './hedging/latencyWindow.js'
+export {
+  DEFAULT_TUNING_OPTIONS,
+  SelfTuner,
+  type TunedParams,
+  type TuningOptions,
+} from './tuning/selfTuner.js'
 export type {
   AdmitAction,
   AdmitAnswerOutcome,

@@ -649,6 +649,7 @@ export class TurnDispatch {
     const older = cluster.seedWaiters.olderThan(d, this.record.startedAt, SLO_TIER[this.#cls])
     if (pending + older >= budget) {
       this.#count('seed_budget')
+      this.#ctx.tuning?.tuner.seedBudgetHit()
       this.#budgetWaits.push(d)
       this.#step(
         'skip',
@@ -873,6 +874,7 @@ export class TurnDispatch {
     const r = out as Extract<DispatchOutcome, { type: 'claimResult' }>
     if (r.granted) return true
     this.#count('seed_budget')
+    this.#ctx.tuning?.tuner.seedBudgetHit()
     this.#budgetWaits.push(d)
     this.#step('skip', d, undefined, `pending-seed budget full across replicas (${budget} for ${this.#cls})`)
     return false
@@ -1011,6 +1013,7 @@ export class TurnDispatch {
     if (out.type === 'admitResult') {
       const res = out.response
       if (cluster.has(d)) cluster.applyAdmission(d, res)
+      this.#ctx.tuning?.tuner.transferQueue(res.transferQueueDepth)
       if (res.admitted) {
         this.#step(
           'admit',
@@ -1094,11 +1097,13 @@ export class TurnDispatch {
     // The seed ended: its slot is free to the turn first in line for `d` (the host may wake it).
     if (cluster.has(d)) cluster.seedWaiters.slotFreed(d)
     if (out.type === 'completed') {
+      this.#ctx.tuning?.tuner.transferEnded(false)
       if (cluster.has(p) && cluster.has(d)) cluster.recordTransfer(p, d, true)
       return this.#succeed(d, p, 'seed', out, migratedFrom)
     }
     if (out.type !== 'failed') throw new RouterError('UNEXPECTED_OUTCOME', 'unreachable', out)
     this.#step('seedViaP', d, p, `failed: ${out.cause}`)
+    if (out.cause === 'transfer_timeout') this.#ctx.tuning?.tuner.transferEnded(true)
     if (out.cause === 'transfer_timeout' || out.cause === 'transfer_error') {
       if (cluster.has(p) && cluster.has(d)) cluster.recordTransfer(p, d, false)
       if (out.cause === 'transfer_error') this.#seedFailedOnP = p
@@ -1140,6 +1145,11 @@ export class TurnDispatch {
         updatedAt: now,
       })
     }
+    const tuning = this.#ctx.tuning
+    if (tuning !== undefined) {
+      const k = store.rejects(s, d)
+      if (k > 0) tuning.tuner.recovered(k)
+    }
     if (params.resetOnSuccess) store.resetSession(s)
     this.#policy.onSuccess?.(this.#ctx, this.#turn, d, p)
     this.#step(
@@ -1149,6 +1159,7 @@ export class TurnDispatch {
       `${path} on ${d}${migratedFrom === undefined ? '' : ` (migrated from ${migratedFrom})`}`,
     )
     cluster.seedWaiters.leave(this.turnId)
+    this.#turnEnded()
     const r = this.record
     r.outcome = 'done'
     r.path = path
@@ -1183,11 +1194,20 @@ export class TurnDispatch {
     )
     this.#step('fail', undefined, undefined, `${cause} (${code})`)
     this.#ctx.cluster.seedWaiters.leave(this.turnId)
+    this.#turnEnded()
     const r = this.record
     r.outcome = 'fail'
     r.cause = cause
     r.endedAt = now
     return { type: 'fail', turnId: this.turnId, cause, error, record: r }
+  }
+
+  /** The self-tuner (`selfTune`) hears that a turn ended; at a window's end its changes apply. */
+  #turnEnded(): void {
+    const tuning = this.#ctx.tuning
+    if (tuning === undefined) return
+    const change = tuning.tuner.turnEnded(this.#ctx.cluster.admissionLatency)
+    if (change !== undefined) tuning.apply(change)
   }
 
   #reject(d: string, why: string): void {
@@ -1196,6 +1216,7 @@ export class TurnDispatch {
     const store = cluster.store
     const s = this.#turn.sessionId
     const n = store.addReject(s, d)
+    this.#ctx.tuning?.tuner.rejected(n)
     this.#step('reject', d, undefined, `${why}: rejects[${s}][${d}] = ${n}`)
     if (n >= params.tauReject && !store.isExcluded(s, d)) {
       store.exclude(s, d)

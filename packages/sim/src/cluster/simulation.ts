@@ -212,7 +212,8 @@ export class ClusterSimulation {
     const ctx = this.#ctx
     const el = this.#elastic
     const params = this.router.context.params
-    if (el === undefined && !params.hedgeAdmissions) return undefined
+    const tuner = this.router.tuner
+    if (el === undefined && !params.hedgeAdmissions && tuner === undefined) return undefined
     const h = this.router.cluster.hedging
     return {
       ...(el === undefined
@@ -224,6 +225,7 @@ export class ClusterSimulation {
       ...(params.hedgeAdmissions
         ? { hedges: { sent: this.#hedges.sent, won: h.won, releasedLate: this.#hedges.releasedLate } }
         : {}),
+      ...(tuner === undefined ? {} : { tuning: { ...tuner.values, updates: tuner.updates } }),
     }
   }
 

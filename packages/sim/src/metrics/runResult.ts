@@ -70,6 +70,13 @@ export interface AdaptiveRunInfo {
   readonly finalTopology?: string
   /** Hedged admissions: second RPCs sent, those whose D admitted first, late leases released. */
   readonly hedges?: { readonly sent: number; readonly won: number; readonly releasedLate: number }
+  /** Self-tuning: the values at the end of the run and how many windows changed one. */
+  readonly tuning?: {
+    readonly tauReject: number
+    readonly pendingSeedsPerD: number
+    readonly backoffBaseMs: number
+    readonly updates: number
+  }
 }
 
 /**
