@@ -64,8 +64,15 @@ export { SyncFabric, type SyncFabricOptions, type SyncFabricStats } from './adap
 export { formatTopology, parseTopology, type Topology, topologyWorkers } from './cluster/topology.js'
 export { ClusterSimulation, runSimulation } from './cluster/simulation.js'
 export type { RunOptions } from './config/runOptions.js'
-export { peakRssMB, type RunAccounting, type RunCounters, type RunResult } from './metrics/runResult.js'
+export {
+  peakRssMB,
+  type AdaptiveRunInfo,
+  type RunAccounting,
+  type RunCounters,
+  type RunResult,
+} from './metrics/runResult.js'
 export { autoGranularity, KvGeometry, type SimGranularity } from './granularity/kvGeometry.js'
+export type { ElasticSwitch } from './adaptive/elastic.js'
 export type { EvictionStats, ServePath, TurnRecord, UsageSeries } from './metrics/types.js'
 export { finiteMean, type LatencyStats, latencyStats, quantileSorted } from './metrics/quantiles.js'
 export {

@@ -259,7 +259,7 @@ function checkFaultTargets(
   }
 }
 
-/** `seedSlot=off`, `release=reaper` and `sync=on` need D workers that keep sessions. */
+/** `seedSlot=off`, `release=reaper`, `sync=on` and `elastic=on` need D workers that keep sessions. */
 function checkPolicySwitches(spec: PolicySpec, policy: RoutingPolicy): ReaperConfig | undefined {
   const needsKvc = (what: string) => {
     if (policy.pathMode !== 'kvc') {
@@ -280,5 +280,15 @@ function checkPolicySwitches(spec: PolicySpec, policy: RoutingPolicy): ReaperCon
     reaper = { idleMs: release.idleTtlS * 1000, intervalMs: release.intervalS * 1000 }
   }
   if (spec.sync !== undefined) needsKvc('sync=on')
+  if (spec.elastic !== undefined) {
+    needsKvc('elastic=on')
+    if (spec.sync !== undefined) {
+      throw new SimError(
+        SimErrorCode.InvalidOption,
+        `policy ${spec.label}: elastic=on and sync=on cannot be combined (the sync's links are fixed at start)`,
+        spec.label,
+      )
+    }
+  }
   return reaper
 }

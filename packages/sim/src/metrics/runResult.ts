@@ -1,4 +1,5 @@
 import type { DecodeGapHistograms } from './decodeGaps.js'
+import type { ElasticSwitch } from '../adaptive/elastic.js'
 import type { EvictionStats, TurnRecord, UsageSeries } from './types.js'
 
 /**
@@ -59,6 +60,31 @@ export interface RunCounters {
 }
 
 /**
+ * What the adaptive mechanisms of a run did: the elastic controller's role switches
+ * (`elastic=on`), the hedged admission RPCs (`hedgeAdmissions`), the self-tuned parameters
+ * (`selfTune`) and the hot sessions the D workers retracted (`retract=on`).
+ *
+ * @example
+ * ```ts
+ * import type { AdaptiveRunInfo } from '@kvc/sim'
+ * const moved = (a: AdaptiveRunInfo) => a.elasticSwitches?.length ?? 0
+ * ```
+ */
+export interface AdaptiveRunInfo {
+  readonly elasticSwitches?: readonly ElasticSwitch[]
+  readonly finalTopology?: string
+  /** Hedged admissions: second RPCs sent, those whose D admitted first, late leases released. */
+  readonly hedges?: { readonly sent: number; readonly won: number; readonly releasedLate: number }
+  /** Self-tuning: the values at the end of the run and how many windows changed one. */
+  readonly tuning?: {
+    readonly tauReject: number
+    readonly pendingSeedsPerD: number
+    readonly backoffBaseMs: number
+    readonly updates: number
+  }
+}
+
+/**
  * The result of one run.
  *
  * @example
@@ -95,6 +121,8 @@ export interface RunResult {
    * with every worker thread; not part of the deterministic output).
    */
   readonly peakRssMB: number
+  /** What the adaptive mechanisms did (`elastic=on`, hedged admission, self-tuning), when on. */
+  readonly adaptive?: AdaptiveRunInfo
 }
 
 /**

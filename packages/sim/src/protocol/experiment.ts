@@ -258,7 +258,7 @@ export interface PolicySummary {
   readonly turns: number
   readonly failed: number
   readonly failedByCause: Readonly<Record<string, number>>
-  readonly paths: Readonly<Record<'fast' | 'seed' | 'direct', number>>
+  readonly paths: Readonly<Record<'fast' | 'local' | 'seed' | 'direct', number>>
   readonly reseeds: number
   readonly migrations: number
   readonly prefixHitRatio: number
@@ -642,6 +642,7 @@ export function summarizeExperiment(
       failedByCause: Object.fromEntries(Object.entries(failedByCause).sort(([a], [b]) => (a < b ? -1 : 1))),
       paths: {
         fast: sum((m) => m.paths.fast),
+        local: sum((m) => m.paths.local),
         seed: sum((m) => m.paths.seed),
         direct: sum((m) => m.paths.direct),
       },
