@@ -1,5 +1,5 @@
 import { type NodeHandle, PagedAllocator, RadixCache, RadixCacheError } from '@kvc/radix-cache'
-import { SessionCacheError, type SessionCacheErrorCode } from '../errors/sessionCacheError.js'
+import { SessionCacheError } from '../errors/sessionCacheError.js'
 import { DEFAULT_EVICTION_BUCKETS, Histogram } from '../metrics/histogram.js'
 import type {
   CacheReqResult,
@@ -21,98 +21,8 @@ import type {
   SessionSlot,
   SessionStatus,
 } from './types.js'
-
-const EMPTY_I32 = new Int32Array(0)
-const EMPTY_U32 = new Uint32Array(0)
-
-/** Internal, mutable request state; callers see it through {@link SessionRequest}. */
-class RequestState implements SessionRequest {
-  readonly rid: string
-  readonly sessionId: string | undefined
-  extraKey: string | undefined
-  /** Normalized namespace ('' = default). */
-  ns: string
-  readonly priority: number
-  readonly originInputIds: Uint32Array
-  readonly outputIds: number[] = []
-  /** origin + output tokens; capacity grows by doubling. */
-  buf: Uint32Array
-  len: number
-  reqToToken: Int32Array = EMPTY_I32
-  cacheProtectedLen = 0
-  kvCommittedLen = 0
-  kvAllocatedLen = 0
-  lastNode: NodeHandle | undefined = undefined
-  cachedTokens = 0
-  extra: unknown = undefined
-  phase: RequestPhase = 'created'
-  /** Session mode, later turn: running on the row lent by its session slot. */
-  restored = false
-  /** Session mode, restored: the slot's `kvAllocatedLen` when lent (its pages stay the slot's on abort). */
-  slotAllocated = 0
-
-  constructor(
-    rid: string,
-    tokens: Uint32Array,
-    len: number,
-    sessionId: string | undefined,
-    extraKey: string | undefined,
-    priority: number,
-  ) {
-    this.rid = rid
-    this.sessionId = sessionId
-    this.extraKey = extraKey
-    this.ns = extraKey ?? ''
-    this.priority = priority
-    // `tokens` is a private buffer with spare capacity for the output (see toTokens).
-    this.buf = tokens
-    this.len = len
-    this.originInputIds = tokens.subarray(0, len)
-  }
-
-  get tokenIds(): Uint32Array {
-    return this.buf.subarray(0, this.len)
-  }
-
-  get prefixIndices(): Int32Array {
-    return this.reqToToken.subarray(0, this.kvCommittedLen)
-  }
-}
-
-/** Internal session slot; callers see snapshots ({@link SessionSlot}, {@link SessionStatus}). */
-class Slot {
-  readonly sessionId: string
-  readonly ns: string
-  lastNode: NodeHandle | undefined = undefined
-  lastAccessTime: number
-  /** Logical LRU tie-break. */
-  seq: number
-  extra: unknown
-  /** Committed token ids of the session (a view of the last finished request's tokens). */
-  committed: Uint32Array = EMPTY_U32
-  turns = 0
-  activeRid: string | undefined = undefined
-  /** Tokens its previous incarnation had committed when it was evicted (until its first match). */
-  lostCommitted = 0
-  /** Demoted: holds a host reference on `lastNode` instead of a device lock. */
-  pinned = false
-  // Session mode only: the parked row and its ownership split.
-  row: Int32Array | undefined = undefined
-  protectedLen = 0
-  allocatedLen = 0
-
-  constructor(sessionId: string, ns: string, extra: unknown, now: number, seq: number) {
-    this.sessionId = sessionId
-    this.ns = ns
-    this.extra = extra
-    this.lastAccessTime = now
-    this.seq = seq
-  }
-}
-
-function fail(code: SessionCacheErrorCode, message: string, value?: unknown): never {
-  throw new SessionCacheError(code, message, value)
-}
+import { EMPTY_I32, EMPTY_U32, RequestState, Slot } from './state.js'
+import { fail, startsWith, toTokens } from './tokens.js'
 
 function defaultNow(): number {
   return performance.now()
@@ -1485,54 +1395,4 @@ export class SessionCache {
       this.#onEviction({ kind, requestedTokens: requested, freedTokens: freed, sessionId, time: this.#now() })
     }
   }
-}
-
-/** Validate token ids and copy them into a new `Uint32Array` with `spare` free slots at the end. */
-function toTokens(tokens: ArrayLike<number>, spare: number): Uint32Array {
-  if (tokens === null || typeof tokens !== 'object' || typeof tokens.length !== 'number') {
-    fail(
-      'INVALID_REQUEST',
-      `inputIds must be an array of token ids, got ${tokens === null ? 'null' : typeof tokens}`,
-      tokens,
-    )
-  }
-  const n = tokens.length
-  const out = new Uint32Array(n + spare)
-  if (tokens instanceof Uint32Array) {
-    out.set(tokens)
-    return out
-  }
-  for (let i = 0; i < n; i++) {
-    const t = tokens[i]!
-    if (!Number.isInteger(t) || t < 0 || t > 0xffffffff) {
-      fail('INVALID_REQUEST', `token ${String(t)} at index ${i} is not an integer in [0, 2^32)`, t)
-    }
-    out[i] = t
-  }
-  return out
-}
-
-/** Whether `a` starts with all of `b` (8 tokens per step: committed prefixes are long). */
-function startsWith(a: Uint32Array, b: Uint32Array): boolean {
-  const n = b.length
-  if (a.length < n) return false
-  let i = 0
-  const n8 = n - 7
-  while (i < n8) {
-    if (
-      (a[i]! ^ b[i]!) |
-      (a[i + 1]! ^ b[i + 1]!) |
-      (a[i + 2]! ^ b[i + 2]!) |
-      (a[i + 3]! ^ b[i + 3]!) |
-      (a[i + 4]! ^ b[i + 4]!) |
-      (a[i + 5]! ^ b[i + 5]!) |
-      (a[i + 6]! ^ b[i + 6]!) |
-      (a[i + 7]! ^ b[i + 7]!)
-    ) {
-      return false
-    }
-    i += 8
-  }
-  for (; i < n; i++) if (a[i] !== b[i]) return false
-  return true
 }
