@@ -1,5 +1,4 @@
 import { type NodeHandle, PagedAllocator, RadixCache, RadixCacheError } from '@kvc/radix-cache'
-import { SessionCacheError } from '../errors/sessionCacheError.js'
 import { DEFAULT_EVICTION_BUCKETS, Histogram } from '../metrics/histogram.js'
 import type {
   CacheReqResult,
@@ -12,7 +11,6 @@ import type {
   OpenSessionOptions,
   PoolAccounting,
   RequestInit,
-  RequestPhase,
   SessionCacheOptions,
   SessionCacheStats,
   SessionGranularity,
@@ -21,7 +19,7 @@ import type {
   SessionSlot,
   SessionStatus,
 } from './types.js'
-import { EMPTY_I32, EMPTY_U32, RequestState, Slot } from './state.js'
+import { EMPTY_I32, RequestState, Slot } from './state.js'
 import { fail, startsWith, toTokens } from './tokens.js'
 
 function defaultNow(): number {
