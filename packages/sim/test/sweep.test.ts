@@ -3,9 +3,11 @@ import {
   CI_METRICS,
   type CiMetric,
   type Estimate,
+  type ExperimentConfig,
   type ExperimentResult,
   type PairedEstimate,
   SimError,
+  type SweepAxis,
   type SweepPoint,
   experimentVerdict,
   runExperiment,
@@ -105,6 +107,58 @@ describe('sweep crossovers come from the paired intervals', () => {
     )
   })
 
+  it('a lead with ties but no change of hands is no crossover', () => {
+    const some = points(
+      [1, 2, 3],
+      [{ goodput: [0.1, 0.05, 0.15] }, { goodput: [0.01, -0.02, 0.04] }, { goodput: [0.2, 0.1, 0.3] }],
+    )
+    const g = sweepCrossovers('time-scale', some, 'kvc').find((x) => x.metric === 'goodput')!
+    expect(g.segments.map((s) => s.leader)).toEqual(['kvc', undefined, 'kvc'])
+    expect(g.crossings).toEqual([])
+    expect(g.text).toBe(
+      'On goodput, kvc ≥ dp across time scale 1–3: kvc leads at time scale 1 by 10.0 pp; no significant ' +
+        'difference at time scale 2; kvc leads at time scale 3 by 20.0 pp.',
+    )
+  })
+
+  it('counts every change of hands', () => {
+    const flips = points(
+      [1, 2, 3, 4],
+      [
+        { ttft_p90: [-0.2, -0.3, -0.1] },
+        { ttft_p90: [0.5, 0.2, 0.8] },
+        { ttft_p90: [0.1, -0.1, 0.3] },
+        { ttft_p90: [-2, -3, -1] },
+      ],
+    )
+    const t = sweepCrossovers('time-scale', flips, 'kvc').find((x) => x.metric === 'ttft_p90')!
+    expect(t.crossings).toEqual([
+      { after: 0, before: 1, from: 'kvc', to: 'dp' },
+      { after: 1, before: 3, from: 'dp', to: 'kvc' },
+    ])
+    expect(t.text).toBe(
+      'On TTFT p90, the lead between kvc and dp changes hands 2 times: kvc leads at time scale 1 by 200 ms; ' +
+        'dp leads at time scale 2 by 500 ms; no significant difference at time scale 3; kvc leads at time ' +
+        'scale 4 by 2.0 s.',
+    )
+  })
+
+  it('names points in the units of their axis', () => {
+    const caps = points(
+      [100_000, 400_000],
+      [{ goodput: [0.1, 0.05, 0.15] }, { goodput: [-0.1, -0.15, -0.05] }],
+    )
+    const g = sweepCrossovers('capacity', caps, 'kvc').find((x) => x.metric === 'goodput')!
+    expect(g.text).toBe(
+      'On goodput, kvc ≥ dp up to capacity 100K (kvc leads at capacity 100K by 10.0 pp); beyond it dp leads ' +
+        'at capacity 400K by 10.0 pp.',
+    )
+    const conc = sweepCrossovers('max-concurrent-sessions', points([4, 8], [{}, {}]), 'kvc')
+    expect(conc[0]!.text).toBe(
+      'On goodput, kvc and dp do not differ significantly anywhere in 4–8 concurrent sessions.',
+    )
+  })
+
   it('a lead kept everywhere is no crossover', () => {
     const one = points([1, 2], [{ goodput: [0.1, 0.05, 0.15] }, { goodput: [0.2, 0.1, 0.3] }])
     const g = sweepCrossovers('time-scale', one, 'kvc').find((x) => x.metric === 'goodput')!
@@ -141,6 +195,66 @@ describe('runSweep', () => {
     await expect(runSweep({ ...config, axis: 'pd-ratio', values: ['1P2D', '2P2D'] })).rejects.toThrow(
       /same number of GPUs/,
     )
+  })
+})
+
+describe('every axis sets its own option at each point', () => {
+  const base = {
+    workload: { kind: 'agentic' as const, options: { sessions: 4, maxTurnsPerSession: 3 } },
+    topology: '1P2D',
+    policies: ['kvc', 'dp-cache-aware'],
+    seeds: [1],
+    bootstrapResamples: 10,
+  }
+  const cases: [SweepAxis, readonly (number | string)[], Partial<ExperimentConfig>, string[], number[]][] = [
+    [
+      'max-concurrent-sessions',
+      [1, 4],
+      { maxConcurrentSessions: 1 },
+      ['1 concurrent sessions', '4 concurrent sessions'],
+      [1, 4],
+    ],
+    [
+      'sessions',
+      [2, 4],
+      { workload: { kind: 'agentic', options: { sessions: 2, maxTurnsPerSession: 3 } } },
+      ['2 sessions', '4 sessions'],
+      [2, 4],
+    ],
+    [
+      'capacity',
+      [12_000, 200_000],
+      { costModel: { capacityTokens: 12_000 } },
+      ['capacity 12K', 'capacity 200K'],
+      [12_000, 200_000],
+    ],
+    ['pd-ratio', ['1P2D', '2P1D'], { topology: '1P2D' }, ['1P2D', '2P1D'], [1, 2]],
+  ]
+  for (const [axis, values, first, labels, xs] of cases) {
+    it(`${axis}: the first point is the experiment run with that setting`, async () => {
+      const r = await runSweep({ ...base, axis, values })
+      expect(r.points.map((p) => p.label)).toEqual(labels)
+      expect(r.points.map((p) => p.x)).toEqual(xs)
+      const alone = await runExperiment({ ...base, ...first })
+      for (const [i, p] of alone.policies.entries()) {
+        expect(r.points[0]!.policies[i]!.estimates).toEqual(p.estimates)
+        expect(r.points[0]!.policies[i]!.turns).toBe(p.turns)
+      }
+      // The axis changes what runs: the two points differ somewhere.
+      expect(JSON.stringify(r.points[1]!.policies)).not.toBe(JSON.stringify(r.points[0]!.policies))
+      if (axis === 'pd-ratio') {
+        expect(r.points.map((p) => p.policies.map((q) => q.topology))).toEqual([
+          ['1P2D', '3xDP'],
+          ['2P1D', '3xDP'],
+        ])
+        expect(r.config.topology).toBe('1P2D, 2P1D')
+      }
+    })
+  }
+  it('the sessions axis refuses a trace workload', async () => {
+    await expect(
+      runSweep({ ...base, workload: { kind: 'trace', path: 'x.jsonl' }, axis: 'sessions', values: [2, 4] }),
+    ).rejects.toThrow(/the sessions axis applies to the built-in workload only/)
   })
 })
 
