@@ -1,4 +1,4 @@
-import { describe, expect, it } from 'vitest'
+import { beforeAll, describe, expect, it } from 'vitest'
 import {
   CI_METRICS,
   type CiMetric,
@@ -12,7 +12,9 @@ import {
   experimentVerdict,
   runExperiment,
   runSweep,
+  type SweepResult,
   sweepCrossovers,
+  sweepVerdict,
 } from '../src/index.js'
 
 const NAN_EST: Estimate = { value: Number.NaN, lo: Number.NaN, hi: Number.NaN }
@@ -260,7 +262,7 @@ describe('every axis sets its own option at each point', () => {
 
 describe('the verdict is generated from the numbers', () => {
   let base: ExperimentResult
-  it('names the goodput leader, or says nobody wins when the paired interval includes zero', async () => {
+  beforeAll(async () => {
     base = await runExperiment({
       workload: { kind: 'agentic', options: { sessions: 4, maxTurnsPerSession: 6 } },
       topology: '1P2D',
@@ -268,6 +270,9 @@ describe('the verdict is generated from the numbers', () => {
       seeds: [1, 2, 3],
       bootstrapResamples: 30,
     })
+  })
+
+  it('names the goodput leader, or says nobody wins when the paired interval includes zero', () => {
     const withGoodput = (kvc: number, rr: number, d: D): ExperimentResult => ({
       ...base,
       policies: base.policies.map((p, i) => ({
@@ -294,5 +299,107 @@ describe('the verdict is generated from the numbers', () => {
     expect(tie.conditions).toMatch(/topology 1P2D \(3 GPUs\)/)
     expect(tie.conditions).toMatch(/3 seeds \(1, 2, 3\)/)
     expect(tie.details.at(-1)).toMatch(/one operating point: kvc-sim sweep/)
+  })
+
+  /** `base` with TTFT p90 of kvc and round-robin set, and their paired difference kvc − rr. */
+  const withTtft = (kvc: number, rr: number, d: D): ExperimentResult => ({
+    ...base,
+    policies: base.policies.map((p, i) => ({
+      ...p,
+      estimates: { ...p.estimates, ttft_p90: { value: i === 0 ? kvc : rr, lo: 0, hi: 1 } },
+    })),
+    pairwise: base.pairwise.map((x) => ({
+      ...x,
+      metrics: { ...x.metrics, ttft_p90: pairs({ ttft_p90: x.policy === 'kvc' ? d : neg(d) }).ttft_p90 },
+    })),
+  })
+
+  it('says who is fastest at TTFT p90 only when the paired interval excludes zero', () => {
+    const fast = experimentVerdict(withTtft(0.1, 0.5, [-0.4, -0.5, -0.3])).details[0]
+    expect(fast).toMatch(
+      /^On TTFT p90, kvc is fastest: 100\.0\u00a0ms against 500\.0\u00a0ms for round-robin \(-400\.0\u00a0ms \[-500\.0, -300\.0\]\)\.$/,
+    )
+    const slow = experimentVerdict(withTtft(3, 1.5, [1.5, 1, 2])).details[0]
+    expect(slow).toMatch(/^On TTFT p90, round-robin is fastest: 1\.50\u00a0s against 3\.00\u00a0s for kvc/)
+    const tie = experimentVerdict(withTtft(0.1, 0.11, [-0.01, -0.05, 0.03])).details[0]
+    expect(tie).toBe(
+      'On TTFT p90, kvc (100.0\u00a0ms) and round-robin (110.0\u00a0ms) do not differ significantly.',
+    )
+    const inf = Number.POSITIVE_INFINITY
+    const failed = experimentVerdict(withTtft(inf, inf, [0, 0, 0])).details[0]
+    expect(failed).toBe(
+      'On TTFT p90, failed turns reach the percentile under every policy (more than 10% failed).',
+    )
+  })
+
+  it('names each failing policy with its main cause, or says no turn failed', () => {
+    const clean: ExperimentResult = {
+      ...base,
+      policies: base.policies.map((p) => ({ ...p, failed: 0, failedByCause: {} })),
+    }
+    expect(experimentVerdict(clean).details).toContain('No turn failed.')
+    const some: ExperimentResult = {
+      ...clean,
+      policies: clean.policies.map((p, i) =>
+        i === 1
+          ? {
+              ...p,
+              failed: 3,
+              failedByCause: { all_paused: 1, transfer_timeout: 2 },
+              estimates: { ...p.estimates, error_rate: { value: 0.125, lo: 0.05, hi: 0.2 } },
+            }
+          : p,
+      ),
+    }
+    expect(experimentVerdict(some).details).toContain(
+      'Failed turns: round-robin 12.5% (mostly transfer_timeout); the others none.',
+    )
+  })
+
+  it('a sweep verdict names the goodput leader at both ends and whether the lead changes hands', () => {
+    // Point estimates consistent with the paired differences: kvc 95% vs 90% at 1, 90% vs 95% at 8.
+    const pts = points([1, 8], [{ goodput: [0.05, 0.02, 0.08] }, { goodput: [-0.05, -0.08, -0.02] }]).map(
+      (pt, i) => ({
+        ...pt,
+        policies: pt.policies.map((q, j) => ({
+          ...q,
+          estimates: estimates({ goodput: (i === 0) === (j === 0) ? 0.95 : 0.9 }),
+        })),
+      }),
+    )
+    const crossovers = sweepCrossovers('time-scale', pts, 'kvc')
+    const s = {
+      config: {
+        axis: 'time-scale',
+        axisLabel: 'time scale',
+        values: [1, 8],
+        workload: { name: 'agentic', kind: 'agentic', sessions: 4 },
+        topology: '2P6D',
+        policies: ['kvc', 'dp'],
+        reference: 'kvc',
+        seeds: [1, 2, 3],
+        timeScale: 1,
+        capacityTokens: 200_000,
+        slo: { ttftS: 2, tpotS: 0.025 },
+        faults: 'none',
+      },
+      points: pts,
+      crossovers,
+    } as unknown as SweepResult
+    const v = sweepVerdict(s)
+    expect(v.headline).toBe(
+      'At time scale 1, kvc leads on goodput (95.0%); at time scale 8, dp leads on goodput (95.0%); ' +
+        'the goodput lead changes hands between kvc and dp (below).',
+    )
+    expect(v.crossovers).toEqual(crossovers.map((x) => x.text))
+    expect(v.conditions).toMatch(
+      /time scale varied over 1, 8; topology 2P6D for kvc, 8xDP for dp: 2P6D and 8xDP use the same 8 GPUs/,
+    )
+    expect(v.conditions).not.toMatch(/, time scale 1/)
+    const flat = sweepVerdict({
+      ...s,
+      crossovers: sweepCrossovers('time-scale', points([1, 8], [{}, {}]), 'kvc'),
+    })
+    expect(flat.headline).toMatch(/never changes hands along the time scale axis\.$/)
   })
 })
