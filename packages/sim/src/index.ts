@@ -1,3 +1,11 @@
+/**
+ * `@kvc/sim`: a deterministic discrete-event simulator of a P/D cluster in which the real kvc
+ * packages make every decision and only GPU and link time come from the cost model. Workloads
+ * (the built-in agentic generator, Mooncake, LMCache and Azure traces), faults, the evaluation
+ * protocol (paired seeds, bootstrap intervals), reports, and the `kvc-sim` command.
+ *
+ * @module
+ */
 export { SimError, SimErrorCode, checkOption, traceError, type TraceLocation } from './errors/simError.js'
 export { EventQueue } from './engine/eventQueue.js'
 export { Prng } from './engine/prng.js'
@@ -46,14 +54,25 @@ export {
   type PolicyName,
   type PolicySpec,
   parsePolicySpec,
+  consumesKvEvents,
+  runsColocated,
   type SessionRelease,
 } from './adapters/router.js'
+export { type GatewayRetry, SGLANG_GATEWAY_RETRY } from './gateway/retry.js'
 export { createWorkerCache, type WorkerCacheOptions } from './adapters/sessionCache.js'
 export { SyncFabric, type SyncFabricOptions, type SyncFabricStats } from './adapters/dtoPSync.js'
 export { formatTopology, parseTopology, type Topology, topologyWorkers } from './cluster/topology.js'
 export { ClusterSimulation, runSimulation } from './cluster/simulation.js'
 export type { RunOptions } from './config/runOptions.js'
-export type { RunAccounting, RunCounters, RunResult } from './metrics/runResult.js'
+export {
+  peakRssMB,
+  type AdaptiveRunInfo,
+  type RunAccounting,
+  type RunCounters,
+  type RunResult,
+} from './metrics/runResult.js'
+export { autoGranularity, KvGeometry, type SimGranularity } from './granularity/kvGeometry.js'
+export type { ElasticSwitch } from './adaptive/elastic.js'
 export type { EvictionStats, ServePath, TurnRecord, UsageSeries } from './metrics/types.js'
 export { finiteMean, type LatencyStats, latencyStats, quantileSorted } from './metrics/quantiles.js'
 export {

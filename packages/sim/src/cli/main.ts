@@ -3,7 +3,7 @@ import { mkdirSync, readFileSync, writeFileSync } from 'node:fs'
 import { join, resolve } from 'node:path'
 import { Command, CommanderError, Option } from 'commander'
 import { POLICY_NAMES, parsePolicySpec } from '../adapters/router.js'
-import type { RunResult } from '../metrics/runResult.js'
+import { type RunResult, peakRssMB } from '../metrics/runResult.js'
 import { parseTopology } from '../cluster/topology.js'
 import { DEFAULT_COST_MODEL } from '../cost/costModel.js'
 import { SimError } from '../errors/simError.js'
@@ -20,7 +20,8 @@ import { toStableJson } from '../report/json.js'
 import { renderSweepReport } from '../report/sweepHtml.js'
 import { renderComparisonTable, renderSweepTable } from '../report/table.js'
 import { experimentVerdict, sweepVerdict, verdictText } from '../report/verdict.js'
-import { TRACE_FORMATS, type TraceFormat, loadTrace } from '../workload/loadTrace.js'
+import { type SimGranularity, autoGranularity } from '../granularity/kvGeometry.js'
+import { TRACE_FORMATS, type TraceFormat, detectTraceFormat, loadTrace } from '../workload/loadTrace.js'
 import { computeTraceStats } from '../workload/stats.js'
 import { parseCapacity, parseCount, parsePositive, parseSeeds, parseSlo } from './args.js'
 import { defaultJobs, threadRunner } from './parallel.js'
@@ -37,6 +38,7 @@ export const DEFAULT_COMPARE_POLICIES = [
 interface CommonOpts {
   trace?: string
   format: string
+  granularity: string
   topology: string
   seeds: string
   timeScale: string
@@ -58,6 +60,14 @@ function addCommon(cmd: Command, defaults: { seeds: string }): Command {
   return cmd
     .option('--trace <path>', 'replay a trace instead of the built-in agentic workload')
     .addOption(new Option('--format <format>', 'trace format').choices([...TRACE_FORMATS]).default('auto'))
+    .addOption(
+      new Option(
+        '--granularity <unit>',
+        'what the caches count: token, block (hash-id traces: one unit per half block, the same pages), or auto (block when a hash-id trace allows it)',
+      )
+        .choices(['auto', 'token', 'block'])
+        .default('auto'),
+    )
     .option('--topology <shape>', 'cluster shape: nPmD (2P6D) or NxDP (8xDP)', '2P6D')
     .option('--seeds <seeds>', 'trial seeds: a count (3), a list (1,5,9) or a range (1..5)', defaults.seeds)
     .option('--time-scale <x>', 'divide think times and arrival gaps by x (10 = 10x compressed)', '1')
@@ -94,22 +104,14 @@ function buildConfig(o: CommonOpts, policies: readonly string[]): ExperimentConf
   const timeScale = parsePositive('--time-scale', o.timeScale)
   const capacity = parseCapacity(o.capacity)
   const faults = parseFaults(o.faults)
-  const workload: WorkloadSource =
-    o.trace === undefined
-      ? {
-          kind: 'agentic',
-          ...(o.sessions === undefined && o.sharedPrefix === undefined
-            ? {}
-            : {
-                options: {
-                  ...(o.sessions === undefined ? {} : { sessions: parseCount('--sessions', o.sessions, 1) }),
-                  ...(o.sharedPrefix === undefined
-                    ? {}
-                    : { sharedPrefixTokens: parseCount('--shared-prefix', o.sharedPrefix) }),
-                },
-              }),
-        }
-      : { kind: 'trace', path: o.trace, format: o.format as TraceFormat }
+  const pageSize = o.pageSize === undefined ? undefined : parseCount('--page-size', o.pageSize, 1)
+  if (o.trace === undefined && o.granularity === 'block') {
+    throw new SimError(
+      'INVALID_OPTION',
+      '--granularity block needs a hash-id trace (--trace, Mooncake format); the built-in workload is token-level',
+      o.granularity,
+    )
+  }
   if (o.trace === undefined && o.format !== 'auto') {
     throw new SimError(
       'INVALID_OPTION',
@@ -125,6 +127,34 @@ function buildConfig(o: CommonOpts, policies: readonly string[]): ExperimentConf
       throw new SimError('INVALID_OPTION', `${flag} applies to the built-in workload only, not to --trace`, v)
     }
   }
+  const workload: WorkloadSource =
+    o.trace === undefined
+      ? {
+          kind: 'agentic',
+          ...(o.sessions === undefined && o.sharedPrefix === undefined
+            ? {}
+            : {
+                options: {
+                  ...(o.sessions === undefined ? {} : { sessions: parseCount('--sessions', o.sessions, 1) }),
+                  ...(o.sharedPrefix === undefined
+                    ? {}
+                    : { sharedPrefixTokens: parseCount('--shared-prefix', o.sharedPrefix) }),
+                },
+              }),
+        }
+      : {
+          kind: 'trace',
+          path: o.trace,
+          format: o.format as TraceFormat,
+          granularity:
+            o.granularity === 'auto'
+              ? autoGranularity({
+                  format: o.format === 'auto' ? detectTraceFormat(o.trace) : o.format,
+                  pageSize,
+                  sync: policies.some((p) => parsePolicySpec(p).sync !== undefined),
+                })
+              : (o.granularity as SimGranularity),
+        }
   return {
     workload,
     topology,
@@ -135,7 +165,7 @@ function buildConfig(o: CommonOpts, policies: readonly string[]): ExperimentConf
     faults,
     bootstrapResamples: parseCount('--bootstrap', o.bootstrap),
     ...(o.slo === undefined ? {} : { slo: parseSlo(o.slo) }),
-    ...(o.pageSize === undefined ? {} : { pageSize: parseCount('--page-size', o.pageSize, 1) }),
+    ...(pageSize === undefined ? {} : { pageSize }),
     ...(o.maxConcurrentSessions === undefined
       ? {}
       : { maxConcurrentSessions: parseCount('--max-concurrent-sessions', o.maxConcurrentSessions, 1) }),
@@ -171,14 +201,34 @@ async function execute(
   }
 }
 
-function writeOutputs(outDir: string, result: ExperimentResult, io: Io, sweep?: SweepResult): void {
+/**
+ * What running the command took (not deterministic, unlike the rest of `results.json`): wall
+ * time and the process's peak resident set size (every worker thread included).
+ */
+interface Resources {
+  readonly wallS: number
+  readonly peakRssMB: number
+}
+
+function writeOutputs(
+  outDir: string,
+  result: ExperimentResult,
+  io: Io,
+  started: number,
+  sweep?: SweepResult,
+): void {
   const dir = resolve(outDir)
   mkdirSync(dir, { recursive: true })
-  writeFileSync(join(dir, 'results.json'), toStableJson(result))
+  const resources: Resources = {
+    wallS: Math.round(performance.now() - started) / 1000,
+    peakRssMB: peakRssMB(),
+  }
+  writeFileSync(join(dir, 'results.json'), toStableJson({ ...result, resources }))
   writeFileSync(join(dir, 'report.html'), renderHtmlReport(result, sweep === undefined ? {} : { sweep }))
   io.out('')
   io.out(`report:  ${join(outDir, 'report.html')}`)
   io.out(`metrics: ${join(outDir, 'results.json')}`)
+  io.out(`took:    ${resources.wallS.toFixed(1)} s, peak RSS ${resources.peakRssMB} MB`)
 }
 
 function splitList(s: string): string[] {
@@ -301,13 +351,14 @@ export function buildProgram(io: Io = defaultIo): Command {
       ),
     { seeds: '3' },
   ).action(async (o: CommonOpts & { policies: string; sweep?: string }) => {
+    const started = performance.now()
     const config = buildConfig(o, splitList(o.policies))
     const sweep = o.sweep === undefined ? undefined : readSweep(o.sweep, config.policies)
     const result = await execute(o, config, io)
     io.out(verdictText(experimentVerdict(result, sweep)))
     io.out('')
     io.out(renderComparisonTable(result))
-    writeOutputs(o.out, result, io, sweep)
+    writeOutputs(o.out, result, io, started, sweep)
   })
 
   addCommon(
@@ -374,6 +425,7 @@ export function buildProgram(io: Io = defaultIo): Command {
       .option('--records', 'also write every turn of every run to records.jsonl'),
     { seeds: '1' },
   ).action(async (o: CommonOpts & { policy: string; records?: boolean }) => {
+    const started = performance.now()
     const config = buildConfig(o, [o.policy])
     let runs: readonly RunResult[] = []
     const result = await execute(o, config, io, (r) => {
@@ -382,7 +434,7 @@ export function buildProgram(io: Io = defaultIo): Command {
     io.out(verdictText(experimentVerdict(result)))
     io.out('')
     io.out(renderComparisonTable(result))
-    writeOutputs(o.out, result, io)
+    writeOutputs(o.out, result, io, started)
     if (o.records === true) {
       const lines: string[] = []
       for (const r of runs) for (const rec of r.records) lines.push(JSON.stringify({ seed: r.seed, ...rec }))
@@ -415,11 +467,14 @@ export function buildProgram(io: Io = defaultIo): Command {
             'trace stats needs a trace path (argument or --trace)',
             undefined,
           )
-        const w = loadTrace(p, { format: o.format as TraceFormat })
-        const s = computeTraceStats(
-          w,
-          o.pageSize === undefined ? undefined : parseCount('--page-size', o.pageSize, 1),
-        )
+        const pageSize = o.pageSize === undefined ? undefined : parseCount('--page-size', o.pageSize, 1)
+        // Block granularity when the trace allows it: the same figures from far fewer entries.
+        const granularity = autoGranularity({
+          format: o.format === 'auto' ? detectTraceFormat(p) : o.format,
+          pageSize,
+        })
+        const w = loadTrace(p, { format: o.format as TraceFormat, granularity })
+        const s = computeTraceStats(w, pageSize)
         if (o.json === true) {
           io.out(toStableJson({ ...s, notes: w.notes }).trimEnd())
           return

@@ -1,7 +1,7 @@
 import { formatTopology } from './topology.js'
 import { SimError, SimErrorCode } from '../errors/simError.js'
 import type { DecodeGapHistograms } from '../metrics/decodeGaps.js'
-import type { RunAccounting, RunResult } from '../metrics/runResult.js'
+import { type RunAccounting, type RunResult, peakRssMB } from '../metrics/runResult.js'
 import type { TurnRecord } from '../metrics/types.js'
 import type { SimContext } from './context.js'
 
@@ -117,9 +117,12 @@ export function collectResult(ctx: SimContext, tally: RunTally): RunResult {
       sessionsReaped: c.sessionsReaped,
       admissionReleases: c.admissionReleases,
       seedWakes: c.seedWakes,
+      preallocTimeouts: c.preallocTimeouts,
+      retries: c.retries,
       syncBytes: syncStats?.bytesSent ?? 0,
       syncIngestedTokens: syncStats?.ingestedTokens ?? 0,
     },
     wallMs: performance.now() - tally.wallStart,
+    peakRssMB: peakRssMB(),
   }
 }

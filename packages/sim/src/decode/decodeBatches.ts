@@ -69,10 +69,13 @@ export class DecodeBatches {
     }
   }
 
-  /** The turn's output tokens: the workload's, else unique ones. */
+  /** The turn's output tokens (cache units at block granularity): the workload's, else unique ones. */
   outputTokens(turn: Turn): Uint32Array {
-    const w = this.#ctx.config.workload
-    return w.outputTokens(turn.id) ?? uniqueTokens(0x7fff0000 ^ turn.id, turn.spec.outputLength)
+    const config = this.#ctx.config
+    return (
+      config.workload.outputTokens(turn.id) ??
+      uniqueTokens(0x7fff0000 ^ turn.id, config.geometry.units(turn.spec.outputLength))
+    )
   }
 
   /**
@@ -84,8 +87,9 @@ export class DecodeBatches {
     w.reservedOutputs = Math.max(0, w.reservedOutputs - out)
     if (req !== undefined) {
       const toks = this.outputTokens(turn)
+      const steps = this.#ctx.config.geometry.units(out)
       try {
-        for (let i = 0; i < out; i++) w.cache!.decode(req, toks[i]!)
+        for (let i = 0; i < steps; i++) w.cache!.decode(req, toks[i]!)
       } catch (err) {
         if (!isOom(err)) throw err
         w.cache!.abortReq(req)
@@ -111,7 +115,7 @@ export class DecodeBatches {
       turn,
       seq: turn.seq,
       finishStep: w.stepsDone + out - 1,
-      ctx0: turn.prompt!.length,
+      ctx0: this.#ctx.config.geometry.promptTokens(turn.prompt!.length),
       joinStep: w.stepsDone,
     })
     this.refresh(w)
@@ -136,10 +140,13 @@ export class DecodeBatches {
       history.set(out, turn.prompt.length)
       sync.commit(w.id, turn.key, history)
     }
-    if (turn.slots2 !== undefined) w.pool.free(turn.slots2)
-    const committed = (turn.prompt?.length ?? 0) + turn.spec.outputLength - 1
+    if (turn.pages2 !== undefined) w.pool.freePages(turn.pages2)
+    const committed =
+      (turn.prompt === undefined ? 0 : ctx.config.geometry.promptTokens(turn.prompt.length)) +
+      turn.spec.outputLength -
+      1
     turn.req2 = undefined
-    turn.slots2 = undefined
+    turn.pages2 = undefined
     turn.req1 = undefined
     turn.stage = 'idle'
     w.holders.delete(turn)
@@ -162,7 +169,7 @@ export class DecodeBatches {
       this.advance(w2)
       w2.removeDecode(turn)
       if (turn.req2 !== undefined) w2.cache!.abortReq(turn.req2)
-      if (turn.slots2 !== undefined) w2.pool.free(turn.slots2)
+      if (turn.pages2 !== undefined) w2.pool.freePages(turn.pages2)
       this.refresh(w2)
       this.#ctx.touch(w2)
       this.#host.kick(w2)

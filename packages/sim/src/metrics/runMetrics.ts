@@ -64,8 +64,8 @@ export interface RunMetrics {
   readonly outputTokensPerS: number
   /** Share of all turns served on the fast path (direct to the D holding the session). */
   readonly fastPathRate: number
-  readonly paths: Readonly<Record<'fast' | 'seed' | 'direct', number>>
-  /** Seed-path turns of sessions past their first turn (a P re-prefilled the history). */
+  readonly paths: Readonly<Record<'fast' | 'local' | 'seed' | 'direct', number>>
+  /** Seed-path and local-seed turns of sessions past their first turn (the history was re-prefilled, by a P or by the D). */
   readonly reseeds: number
   /** Turns whose session moved to another D. */
   readonly migrations: number
@@ -243,7 +243,7 @@ export function computeRunMetrics(
   let transferred = 0
   let reseeds = 0
   let migrations = 0
-  const paths = { fast: 0, seed: 0, direct: 0 }
+  const paths = { fast: 0, local: 0, seed: 0, direct: 0 }
   const perSession = new Map<number, { n: number; fast: number }>()
   let good = 0
   for (const r of recs) {
@@ -255,7 +255,7 @@ export function computeRunMetrics(
       completed++
       outTokens += r.outputLength
       if (r.path !== undefined) paths[r.path]++
-      if (r.path === 'seed' && r.turnIndex > 0) reseeds++
+      if ((r.path === 'seed' || r.path === 'local') && r.turnIndex > 0) reseeds++
       if (r.migrated) migrations++
     }
     if (r.session >= 0) {

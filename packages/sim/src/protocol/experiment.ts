@@ -5,6 +5,7 @@ import type { RunResult } from '../metrics/runResult.js'
 import { type Topology, formatTopology, parseTopology } from '../cluster/topology.js'
 import { type CostModel, makeCostModel } from '../cost/costModel.js'
 import { checkOption } from '../errors/simError.js'
+import type { SimGranularity } from '../granularity/kvGeometry.js'
 import { type FaultSpec, formatFaults } from '../faults/faults.js'
 import { type RunMetrics, computeRunMetrics, e2eOf, fastPathBucket, ttftOf } from '../metrics/runMetrics.js'
 import { quantileSorted } from '../metrics/quantiles.js'
@@ -257,7 +258,7 @@ export interface PolicySummary {
   readonly turns: number
   readonly failed: number
   readonly failedByCause: Readonly<Record<string, number>>
-  readonly paths: Readonly<Record<'fast' | 'seed' | 'direct', number>>
+  readonly paths: Readonly<Record<'fast' | 'local' | 'seed' | 'direct', number>>
   readonly reseeds: number
   readonly migrations: number
   readonly prefixHitRatio: number
@@ -303,6 +304,8 @@ export interface ExperimentResult {
   readonly config: {
     readonly workload: TraceStats & { readonly kind: string; readonly notes: readonly string[] }
     readonly topology: string
+    /** What the caches counted: tokens, or units of blocks (a hash-id trace; see `KvGeometry`). */
+    readonly granularity: SimGranularity
     readonly policies: readonly string[]
     readonly reference: string
     readonly seeds: readonly number[]
@@ -639,6 +642,7 @@ export function summarizeExperiment(
       failedByCause: Object.fromEntries(Object.entries(failedByCause).sort(([a], [b]) => (a < b ? -1 : 1))),
       paths: {
         fast: sum((m) => m.paths.fast),
+        local: sum((m) => m.paths.local),
         seed: sum((m) => m.paths.seed),
         direct: sum((m) => m.paths.direct),
       },
@@ -680,6 +684,7 @@ export function summarizeExperiment(
     config: {
       workload: { ...stats, kind: config.workload.kind, notes: w0.notes },
       topology: formatTopology(topology),
+      granularity: w0.blockTokens === undefined ? 'token' : 'block',
       policies: labels,
       reference: labels[0]!,
       seeds: [...config.seeds],

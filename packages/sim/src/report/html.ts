@@ -380,7 +380,7 @@ export function renderHtmlReport(
 ${HATCH_DEFS}
 <h1>kvc-sim: ${labels.map(nameCell).join(' vs ')}</h1>
 ${verdictHtml(verdict)}
-<p class="note">Workload <b>${esc(w.name)}</b> (${esc(w.source)}) · page ${c.pageSize} tokens · <b>time scale ${c.timeScale}</b>${c.timeScale !== 1 ? ' (think times and arrivals compressed: the research prototype found this can flip verdicts)' : ''} · kvc-sim ${esc(r.tool.version)}</p>
+<p class="note">Workload <b>${esc(w.name)}</b> (${esc(w.source)}) · page ${c.pageSize} tokens${c.granularity === 'block' ? ' (block granularity)' : ''} · <b>time scale ${c.timeScale}</b>${c.timeScale !== 1 ? ' (think times and arrivals compressed: the research prototype found this can flip verdicts)' : ''} · kvc-sim ${esc(r.tool.version)}</p>
 
 <h2>Results</h2>
 <table>

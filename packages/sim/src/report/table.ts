@@ -155,7 +155,7 @@ export function renderComparisonTable(r: ExperimentResult): string {
   const c = r.config
   const foot =
     `${c.seeds.length} seeds × ${c.policies.length} ${c.policies.length === 1 ? 'policy' : 'policies'} on ${c.workload.name} ` +
-    `(${turnsPerTrialText(c.turnsPerTrial)}), time scale ${c.timeScale}` +
+    `(${turnsPerTrialText(c.turnsPerTrial)}${c.granularity === 'block' ? ', block granularity' : ''}), time scale ${c.timeScale}` +
     `${c.maxConcurrentSessions === undefined ? '' : `, at most ${c.maxConcurrentSessions} sessions at once`}, ` +
     `capacity ${c.capacityTokens === 'unlimited' ? 'unlimited' : c.capacityTokens.toLocaleString('en')} tokens/worker, ` +
     `SLOs ${sloText(c.slo)} (goodput = share of turns meeting both). ` +
