@@ -26,7 +26,8 @@ describe('worker-thread runner', { timeout: 180_000 }, () => {
     const here = await inProcessRunner(tasks, () => {})
     expect(threads.map((r) => [r.policy, r.seed])).toEqual(here.map((r) => [r.policy, r.seed]))
     // Everything but the wall-clock time and memory of each run.
-    const same = (rs: readonly RunResult[]) => toStableJson(rs.map((r) => ({ ...r, wallMs: 0, peakRssMB: 0 })))
+    const same = (rs: readonly RunResult[]) =>
+      toStableJson(rs.map((r) => ({ ...r, wallMs: 0, peakRssMB: 0 })))
     expect(same(threads)).toBe(same(here))
     expect([...seen.keys()].sort()).toEqual([0, 1, 2, 3])
     for (const [t, ended] of seen) expect(ended, `task ${t}`).toBe(here[t]!.records.length)
