@@ -1,6 +1,13 @@
 import { describe, expect, it } from 'vitest'
 import { threadRunner } from '../src/cli/parallel.js'
-import { type RunTask, SimError, inProcessRunner, runSweep, toStableJson } from '../src/index.js'
+import {
+  type RunResult,
+  type RunTask,
+  SimError,
+  inProcessRunner,
+  runSweep,
+  toStableJson,
+} from '../src/index.js'
 
 const task = (index: number, over: Partial<RunTask> = {}): RunTask => ({
   index,
