@@ -192,6 +192,21 @@ describe('kvc-sim command line', () => {
     )
   })
 
+  it('sweep --axis pd-ratio defaults to every nPmD split of the topology with n ≤ m', async () => {
+    const out = join(tmp, 'sweep-pd')
+    const c = capture()
+    const argv = ['sweep', '--axis', 'pd-ratio', '--topology', '2P2D', '--sessions', '2', '--seeds', '1']
+    const rest = ['--policies', 'kvc,round-robin', '--bootstrap', '10', '--jobs', '1', '--no-progress']
+    expect(await runCli([...argv, ...rest, '--out', out], c.io)).toBe(0)
+    const json = JSON.parse(readFileSync(join(out, 'sweep.json'), 'utf8'))
+    expect(json.config.values).toEqual(['1P3D', '2P2D'])
+    expect(json.points.map((p: { policies: { topology: string }[] }) => p.policies[1]!.topology)).toEqual([
+      '1P3D',
+      '2P2D',
+    ])
+    expect(c.out.join('\n')).toMatch(/^1P3D\s+kvc/m)
+  })
+
   it('run --records writes every turn', async () => {
     const out = join(tmp, 'run')
     const c = capture()

@@ -1,16 +1,20 @@
-import { describe, expect, it } from 'vitest'
+import { beforeAll, describe, expect, it } from 'vitest'
 import {
   CI_METRICS,
   type CiMetric,
   type Estimate,
+  type ExperimentConfig,
   type ExperimentResult,
   type PairedEstimate,
   SimError,
+  type SweepAxis,
   type SweepPoint,
   experimentVerdict,
   runExperiment,
   runSweep,
+  type SweepResult,
   sweepCrossovers,
+  sweepVerdict,
 } from '../src/index.js'
 
 const NAN_EST: Estimate = { value: Number.NaN, lo: Number.NaN, hi: Number.NaN }
@@ -105,6 +109,58 @@ describe('sweep crossovers come from the paired intervals', () => {
     )
   })
 
+  it('a lead with ties but no change of hands is no crossover', () => {
+    const some = points(
+      [1, 2, 3],
+      [{ goodput: [0.1, 0.05, 0.15] }, { goodput: [0.01, -0.02, 0.04] }, { goodput: [0.2, 0.1, 0.3] }],
+    )
+    const g = sweepCrossovers('time-scale', some, 'kvc').find((x) => x.metric === 'goodput')!
+    expect(g.segments.map((s) => s.leader)).toEqual(['kvc', undefined, 'kvc'])
+    expect(g.crossings).toEqual([])
+    expect(g.text).toBe(
+      'On goodput, kvc ≥ dp across time scale 1–3: kvc leads at time scale 1 by 10.0 pp; no significant ' +
+        'difference at time scale 2; kvc leads at time scale 3 by 20.0 pp.',
+    )
+  })
+
+  it('counts every change of hands', () => {
+    const flips = points(
+      [1, 2, 3, 4],
+      [
+        { ttft_p90: [-0.2, -0.3, -0.1] },
+        { ttft_p90: [0.5, 0.2, 0.8] },
+        { ttft_p90: [0.1, -0.1, 0.3] },
+        { ttft_p90: [-2, -3, -1] },
+      ],
+    )
+    const t = sweepCrossovers('time-scale', flips, 'kvc').find((x) => x.metric === 'ttft_p90')!
+    expect(t.crossings).toEqual([
+      { after: 0, before: 1, from: 'kvc', to: 'dp' },
+      { after: 1, before: 3, from: 'dp', to: 'kvc' },
+    ])
+    expect(t.text).toBe(
+      'On TTFT p90, the lead between kvc and dp changes hands 2 times: kvc leads at time scale 1 by 200 ms; ' +
+        'dp leads at time scale 2 by 500 ms; no significant difference at time scale 3; kvc leads at time ' +
+        'scale 4 by 2.0 s.',
+    )
+  })
+
+  it('names points in the units of their axis', () => {
+    const caps = points(
+      [100_000, 400_000],
+      [{ goodput: [0.1, 0.05, 0.15] }, { goodput: [-0.1, -0.15, -0.05] }],
+    )
+    const g = sweepCrossovers('capacity', caps, 'kvc').find((x) => x.metric === 'goodput')!
+    expect(g.text).toBe(
+      'On goodput, kvc ≥ dp up to capacity 100K (kvc leads at capacity 100K by 10.0 pp); beyond it dp leads ' +
+        'at capacity 400K by 10.0 pp.',
+    )
+    const conc = sweepCrossovers('max-concurrent-sessions', points([4, 8], [{}, {}]), 'kvc')
+    expect(conc[0]!.text).toBe(
+      'On goodput, kvc and dp do not differ significantly anywhere in 4–8 concurrent sessions.',
+    )
+  })
+
   it('a lead kept everywhere is no crossover', () => {
     const one = points([1, 2], [{ goodput: [0.1, 0.05, 0.15] }, { goodput: [0.2, 0.1, 0.3] }])
     const g = sweepCrossovers('time-scale', one, 'kvc').find((x) => x.metric === 'goodput')!
@@ -144,9 +200,69 @@ describe('runSweep', () => {
   })
 })
 
+describe('every axis sets its own option at each point', () => {
+  const base = {
+    workload: { kind: 'agentic' as const, options: { sessions: 4, maxTurnsPerSession: 3 } },
+    topology: '1P2D',
+    policies: ['kvc', 'dp-cache-aware'],
+    seeds: [1],
+    bootstrapResamples: 10,
+  }
+  const cases: [SweepAxis, readonly (number | string)[], Partial<ExperimentConfig>, string[], number[]][] = [
+    [
+      'max-concurrent-sessions',
+      [1, 4],
+      { maxConcurrentSessions: 1 },
+      ['1 concurrent sessions', '4 concurrent sessions'],
+      [1, 4],
+    ],
+    [
+      'sessions',
+      [2, 4],
+      { workload: { kind: 'agentic', options: { sessions: 2, maxTurnsPerSession: 3 } } },
+      ['2 sessions', '4 sessions'],
+      [2, 4],
+    ],
+    [
+      'capacity',
+      [12_000, 200_000],
+      { costModel: { capacityTokens: 12_000 } },
+      ['capacity 12K', 'capacity 200K'],
+      [12_000, 200_000],
+    ],
+    ['pd-ratio', ['1P2D', '2P1D'], { topology: '1P2D' }, ['1P2D', '2P1D'], [1, 2]],
+  ]
+  for (const [axis, values, first, labels, xs] of cases) {
+    it(`${axis}: the first point is the experiment run with that setting`, async () => {
+      const r = await runSweep({ ...base, axis, values })
+      expect(r.points.map((p) => p.label)).toEqual(labels)
+      expect(r.points.map((p) => p.x)).toEqual(xs)
+      const alone = await runExperiment({ ...base, ...first })
+      for (const [i, p] of alone.policies.entries()) {
+        expect(r.points[0]!.policies[i]!.estimates).toEqual(p.estimates)
+        expect(r.points[0]!.policies[i]!.turns).toBe(p.turns)
+      }
+      // The axis changes what runs: the two points differ somewhere.
+      expect(JSON.stringify(r.points[1]!.policies)).not.toBe(JSON.stringify(r.points[0]!.policies))
+      if (axis === 'pd-ratio') {
+        expect(r.points.map((p) => p.policies.map((q) => q.topology))).toEqual([
+          ['1P2D', '3xDP'],
+          ['2P1D', '3xDP'],
+        ])
+        expect(r.config.topology).toBe('1P2D, 2P1D')
+      }
+    })
+  }
+  it('the sessions axis refuses a trace workload', async () => {
+    await expect(
+      runSweep({ ...base, workload: { kind: 'trace', path: 'x.jsonl' }, axis: 'sessions', values: [2, 4] }),
+    ).rejects.toThrow(/the sessions axis applies to the built-in workload only/)
+  })
+})
+
 describe('the verdict is generated from the numbers', () => {
   let base: ExperimentResult
-  it('names the goodput leader, or says nobody wins when the paired interval includes zero', async () => {
+  beforeAll(async () => {
     base = await runExperiment({
       workload: { kind: 'agentic', options: { sessions: 4, maxTurnsPerSession: 6 } },
       topology: '1P2D',
@@ -154,6 +270,9 @@ describe('the verdict is generated from the numbers', () => {
       seeds: [1, 2, 3],
       bootstrapResamples: 30,
     })
+  })
+
+  it('names the goodput leader, or says nobody wins when the paired interval includes zero', () => {
     const withGoodput = (kvc: number, rr: number, d: D): ExperimentResult => ({
       ...base,
       policies: base.policies.map((p, i) => ({
@@ -180,5 +299,107 @@ describe('the verdict is generated from the numbers', () => {
     expect(tie.conditions).toMatch(/topology 1P2D \(3 GPUs\)/)
     expect(tie.conditions).toMatch(/3 seeds \(1, 2, 3\)/)
     expect(tie.details.at(-1)).toMatch(/one operating point: kvc-sim sweep/)
+  })
+
+  /** `base` with TTFT p90 of kvc and round-robin set, and their paired difference kvc − rr. */
+  const withTtft = (kvc: number, rr: number, d: D): ExperimentResult => ({
+    ...base,
+    policies: base.policies.map((p, i) => ({
+      ...p,
+      estimates: { ...p.estimates, ttft_p90: { value: i === 0 ? kvc : rr, lo: 0, hi: 1 } },
+    })),
+    pairwise: base.pairwise.map((x) => ({
+      ...x,
+      metrics: { ...x.metrics, ttft_p90: pairs({ ttft_p90: x.policy === 'kvc' ? d : neg(d) }).ttft_p90 },
+    })),
+  })
+
+  it('says who is fastest at TTFT p90 only when the paired interval excludes zero', () => {
+    const fast = experimentVerdict(withTtft(0.1, 0.5, [-0.4, -0.5, -0.3])).details[0]
+    expect(fast).toMatch(
+      /^On TTFT p90, kvc is fastest: 100\.0\u00a0ms against 500\.0\u00a0ms for round-robin \(-400\.0\u00a0ms \[-500\.0, -300\.0\]\)\.$/,
+    )
+    const slow = experimentVerdict(withTtft(3, 1.5, [1.5, 1, 2])).details[0]
+    expect(slow).toMatch(/^On TTFT p90, round-robin is fastest: 1\.50\u00a0s against 3\.00\u00a0s for kvc/)
+    const tie = experimentVerdict(withTtft(0.1, 0.11, [-0.01, -0.05, 0.03])).details[0]
+    expect(tie).toBe(
+      'On TTFT p90, kvc (100.0\u00a0ms) and round-robin (110.0\u00a0ms) do not differ significantly.',
+    )
+    const inf = Number.POSITIVE_INFINITY
+    const failed = experimentVerdict(withTtft(inf, inf, [0, 0, 0])).details[0]
+    expect(failed).toBe(
+      'On TTFT p90, failed turns reach the percentile under every policy (more than 10% failed).',
+    )
+  })
+
+  it('names each failing policy with its main cause, or says no turn failed', () => {
+    const clean: ExperimentResult = {
+      ...base,
+      policies: base.policies.map((p) => ({ ...p, failed: 0, failedByCause: {} })),
+    }
+    expect(experimentVerdict(clean).details).toContain('No turn failed.')
+    const some: ExperimentResult = {
+      ...clean,
+      policies: clean.policies.map((p, i) =>
+        i === 1
+          ? {
+              ...p,
+              failed: 3,
+              failedByCause: { all_paused: 1, transfer_timeout: 2 },
+              estimates: { ...p.estimates, error_rate: { value: 0.125, lo: 0.05, hi: 0.2 } },
+            }
+          : p,
+      ),
+    }
+    expect(experimentVerdict(some).details).toContain(
+      'Failed turns: round-robin 12.5% (mostly transfer_timeout); the others none.',
+    )
+  })
+
+  it('a sweep verdict names the goodput leader at both ends and whether the lead changes hands', () => {
+    // Point estimates consistent with the paired differences: kvc 95% vs 90% at 1, 90% vs 95% at 8.
+    const pts = points([1, 8], [{ goodput: [0.05, 0.02, 0.08] }, { goodput: [-0.05, -0.08, -0.02] }]).map(
+      (pt, i) => ({
+        ...pt,
+        policies: pt.policies.map((q, j) => ({
+          ...q,
+          estimates: estimates({ goodput: (i === 0) === (j === 0) ? 0.95 : 0.9 }),
+        })),
+      }),
+    )
+    const crossovers = sweepCrossovers('time-scale', pts, 'kvc')
+    const s = {
+      config: {
+        axis: 'time-scale',
+        axisLabel: 'time scale',
+        values: [1, 8],
+        workload: { name: 'agentic', kind: 'agentic', sessions: 4 },
+        topology: '2P6D',
+        policies: ['kvc', 'dp'],
+        reference: 'kvc',
+        seeds: [1, 2, 3],
+        timeScale: 1,
+        capacityTokens: 200_000,
+        slo: { ttftS: 2, tpotS: 0.025 },
+        faults: 'none',
+      },
+      points: pts,
+      crossovers,
+    } as unknown as SweepResult
+    const v = sweepVerdict(s)
+    expect(v.headline).toBe(
+      'At time scale 1, kvc leads on goodput (95.0%); at time scale 8, dp leads on goodput (95.0%); ' +
+        'the goodput lead changes hands between kvc and dp (below).',
+    )
+    expect(v.crossovers).toEqual(crossovers.map((x) => x.text))
+    expect(v.conditions).toMatch(
+      /time scale varied over 1, 8; topology 2P6D for kvc, 8xDP for dp: 2P6D and 8xDP use the same 8 GPUs/,
+    )
+    expect(v.conditions).not.toMatch(/, time scale 1/)
+    const flat = sweepVerdict({
+      ...s,
+      crossovers: sweepCrossovers('time-scale', points([1, 8], [{}, {}]), 'kvc'),
+    })
+    expect(flat.headline).toMatch(/never changes hands along the time scale axis\.$/)
   })
 })

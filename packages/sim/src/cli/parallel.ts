@@ -7,7 +7,11 @@ import { type RunTask, type Runner, inProcessRunner } from '../protocol/experime
 type Msg =
   | { type: 'progress'; index: number; ended: number; total: number }
   | { type: 'result'; index: number; result: RunResult }
-  | { type: 'error'; index: number; error: { name?: string; message?: string; code?: string } }
+  | {
+      type: 'error'
+      index: number
+      error: { name?: string; message?: string; code?: string; value?: unknown }
+    }
 
 /**
  * A runner that spreads tasks over `jobs` worker threads (each run is single-threaded and
@@ -53,7 +57,7 @@ export function threadRunner(jobs: number): Runner {
             const e = m.error
             reject(
               e.name === 'SimError' && e.code !== undefined
-                ? new SimError(e.code as SimErrorCode, e.message ?? 'error')
+                ? new SimError(e.code as SimErrorCode, e.message ?? 'error', e.value)
                 : new Error(e.message ?? 'a simulation worker failed'),
             )
           }

@@ -16,11 +16,13 @@ if (parentPort !== null) {
       port.postMessage({ type: 'result', index: task.index, result })
     } catch (err) {
       const e = err as { name?: string; message?: string; code?: string; value?: unknown }
-      port.postMessage({
-        type: 'error',
-        index: task.index,
-        error: { name: e.name, message: e.message, code: e.code },
-      })
+      const error = { name: e.name, message: e.message, code: e.code }
+      try {
+        // The offending value travels with the error when it can be copied to the main thread.
+        port.postMessage({ type: 'error', index: task.index, error: { ...error, value: e.value } })
+      } catch {
+        port.postMessage({ type: 'error', index: task.index, error })
+      }
     }
   })
 }
