@@ -3,6 +3,7 @@ import type { AdmitResponse } from '../admission/contract.js'
 import { RouterError, checkLength, checkOption, describeValue } from '../errors/routerError.js'
 import { type IngestStatus, ResidencyIndex, type ResidencyIndexOptions } from '../residency/residencyIndex.js'
 import { DEFAULT_ROUTER_PARAMS, checkRouterParam } from '../route/params.js'
+import { LatencyWindow } from '../hedging/latencyWindow.js'
 import { SeedWaitQueue } from './seedWaitQueue.js'
 import { type ClusterStateStore, InMemoryClusterStateStore, type WorkerLoad } from './stateStore.js'
 
@@ -63,6 +64,30 @@ export interface CapacityReport {
   readonly releasableTokens?: number
   readonly transferQueueDepth?: number
   readonly retractedQueueDepth?: number
+}
+
+/**
+ * A worker's queues, as its load endpoint reports them (SGLang's `/v1/loads` gives the waiting
+ * and running requests): what the adaptive path choice reads to estimate how long a prefill on
+ * this worker waits and how many decodes a local prefill would stall. Every field is optional;
+ * `prefillQueueS` is used when given, else `prefillQueueTokens` and `prefillQueueRequests` are
+ * converted with the cost model.
+ *
+ * @example
+ * ```ts
+ * import type { QueueReport } from '@kvc/kvc-router'
+ * const q: QueueReport = { prefillQueueS: 0.4, runningRequests: 6 }
+ * ```
+ */
+export interface QueueReport {
+  /** Seconds of prefill work queued, the running prefill's rest included. */
+  readonly prefillQueueS?: number
+  /** Tokens waiting for prefill (running prefill included). */
+  readonly prefillQueueTokens?: number
+  /** Requests waiting for prefill (running prefill included). */
+  readonly prefillQueueRequests?: number
+  /** Requests in the running decode batch. */
+  readonly runningRequests?: number
 }
 
 /**
@@ -176,6 +201,11 @@ export interface ClusterViewOptions {
   readonly residency?: ResidencyIndexOptions
   readonly linkFailureThreshold?: number
   readonly linkCooldownMs?: number
+  /**
+   * Where {@link ClusterView.queue} reads a worker's queues on demand (a host that knows them at
+   * once: the simulator, an in-process engine); else the last {@link ClusterView.reportQueue}.
+   */
+  readonly queueSource?: (workerId: string) => QueueReport | undefined
 }
 
 /**
@@ -210,6 +240,10 @@ export class ClusterView {
   readonly store: ClusterStateStore
   /** Turns waiting for D workers' pending-seed slots, oldest first (this replica's). */
   readonly seedWaiters = new SeedWaitQueue()
+  /** The last 256 admission RPC latencies Dispatch observed (hedged admission's delay). */
+  readonly admissionLatency = new LatencyWindow(256)
+  /** Hedged admissions: second RPCs sent, and those whose D admitted first. */
+  readonly hedging = { sent: 0, won: 0 }
   readonly #now: () => number
   readonly #workers = new Map<string, WorkerState>()
   #decodeIds: string[] = []
@@ -219,6 +253,8 @@ export class ClusterView {
   readonly #admissionCache = new Map<string, CachedAdmission>()
   readonly #linkThreshold: number
   readonly #linkCooldown: number
+  readonly #queues = new Map<string, QueueReport>()
+  #queueSource: ((workerId: string) => QueueReport | undefined) | undefined
 
   constructor(options: ClusterViewOptions) {
     checkOption(
@@ -239,6 +275,86 @@ export class ClusterView {
       'linkCooldownMs',
       options.linkCooldownMs ?? DEFAULT_ROUTER_PARAMS.linkCooldownMs,
     )
+    this.setQueueSource(options.queueSource)
+  }
+
+  /**
+   * Sets (or, with `undefined`, removes) the function {@link ClusterView.queue} asks first.
+   *
+   * @throws RouterError `INVALID_OPTION` when `source` is not a function.
+   *
+   * @example
+   * ```ts
+   * import { ClusterView } from '@kvc/kvc-router'
+   * const view = new ClusterView({ now: () => 0 })
+   * view.addWorker({ id: 'd0', role: 'decode', capacityTokens: 1_000 })
+   * view.setQueueSource(() => ({ runningRequests: 3 }))
+   * view.queue('d0')?.runningRequests // 3
+   * ```
+   */
+  setQueueSource(source: ((workerId: string) => QueueReport | undefined) | undefined): void {
+    checkOption(
+      source === undefined || typeof source === 'function',
+      `queueSource must be a function, got ${describeValue(source)}`,
+      source,
+    )
+    this.#queueSource = source
+  }
+
+  /**
+   * Records a worker's queues (P or D; see {@link QueueReport}), as its load endpoint gave them.
+   *
+   * @throws RouterError `UNKNOWN_WORKER`, `INVALID_LENGTH` (a negative or non-finite field).
+   *
+   * @example
+   * ```ts
+   * import { ClusterView } from '@kvc/kvc-router'
+   * const view = new ClusterView({ now: () => 0 })
+   * view.addWorker({ id: 'p0', role: 'prefill', capacityTokens: 1_000 })
+   * view.reportQueue('p0', { prefillQueueTokens: 12_000, prefillQueueRequests: 2 })
+   * view.queue('p0')?.prefillQueueTokens // 12000
+   * ```
+   */
+  reportQueue(id: string, report: QueueReport): void {
+    this.#get(id)
+    checkOption(
+      typeof report === 'object' && report !== null,
+      `a queue report must be an object, got ${describeValue(report)}`,
+      report,
+    )
+    for (const k of [
+      'prefillQueueS',
+      'prefillQueueTokens',
+      'prefillQueueRequests',
+      'runningRequests',
+    ] as const) {
+      const v = report[k]
+      if (v !== undefined && !(typeof v === 'number' && Number.isFinite(v) && v >= 0)) {
+        throw new RouterError(
+          'INVALID_LENGTH',
+          `${k} must be a finite number >= 0, got ${describeValue(v)}`,
+          v,
+        )
+      }
+    }
+    this.#queues.set(id, { ...report })
+  }
+
+  /**
+   * A worker's queues: from the queue source when one is set and answers, else the last report,
+   * else `undefined` (the caller falls back on the router's own load counters).
+   *
+   * @example
+   * ```ts
+   * import { ClusterView } from '@kvc/kvc-router'
+   * const view = new ClusterView({ now: () => 0 })
+   * view.addWorker({ id: 'd0', role: 'decode', capacityTokens: 1_000 })
+   * view.queue('d0') // undefined: nothing reported
+   * ```
+   */
+  queue(id: string): QueueReport | undefined {
+    const fromSource = this.#queueSource?.(id)
+    return fromSource ?? this.#queues.get(id)
   }
 
   /**
@@ -324,6 +440,7 @@ export class ClusterView {
       this.#prefillIds = this.#prefillIds.filter((x) => x !== id)
     }
     this.#workers.delete(id)
+    this.#queues.delete(id)
     this.store.dropWorker(id)
     this.seedWaiters.dropWorker(id)
     this.#admissionCache.delete(id)

@@ -41,6 +41,8 @@ export {
   type AdmitResponse,
   type AdmitWorkerState,
   type AdmitSession,
+  type DecodePoolView,
+  type DecodeSessionsView,
   type DecodeStateSource,
   type CapacityReport,
   type DispatchAction,
@@ -49,6 +51,13 @@ export {
   type DoneAction,
   type FailAction,
   type RouteContext,
+  DEFAULT_TOPOLOGY_PARAMS,
+  adviseTopology,
+  type RoleSwitch,
+  type TopologyAdvice,
+  type TopologyParams,
+  type WorkerTopologySignal,
+  type QueueReport,
   type RouterParamsInput,
   type RoutingPolicy,
   type TurnFailureCause,
@@ -125,6 +134,7 @@ export type PolicyName = (typeof POLICY_NAMES)[number]
  * | `release` | `pressure` (default), `reaper` | how a D's engine gets idle sessions' KV back: `pressure` releases idle sessions (least recently used first) when a prefill or a transfer is short of memory; `reaper` only releases sessions idle for `idleTtlS`, on a periodic sweep every `reaperIntervalS` (the prototype's v5, `docs/design/prototype.md#idle-only-lru`). Admission's own releases (Algorithm 2) apply in both |
  * | `idleTtlS`, `reaperIntervalS` | 120, 5 | the reaper's idle TTL and sweep period, simulated seconds (`release=reaper`) |
  * | `sync` | `off` (default), `on` | D→P incremental sync (`@kvc/dto-p-sync`) from every D to every P |
+ * | `elastic` | `off` (default), `on` | `kvc` only: the router's elastic topology advisor switches workers between P and D during the run, draining each first (`elasticIntervalS`, default 10 s: how often it advises; `minPrefill`, default 1) |
  * | `syncBeta`, `syncShare`, `syncPinS` | 1024, 0.1, 30 | its staleness budget β (tokens), share of each P–D link's bandwidth, and pin time of synced pages on P (s) |
  * | `colocated` | `on`, `off` | baselines: run on colocated workers (`N×DP` with N = P + D of the run's topology) or P/D; default: `on` for `dp-cache-aware` and on an `N×DP` topology, else `off` |
  * | `retries` | integer ≥ 0 | baselines: retries of a failed request by the baseline's router (default: the SGLang gateway's 5; 0 for `dynamo-kv-cost` and `llm-d-precise-prefix`) |
@@ -178,6 +188,11 @@ export interface PolicySpec {
   readonly colocated?: boolean
   /** `retries=N` (baselines): retries of a failed request; absent: the baseline's router's default. */
   readonly retries?: number
+  /**
+   * `elastic=on` (`kvc` only): the elastic topology advisor switches workers' roles during the
+   * run (`elasticIntervalS`, default 10: how often it advises; `minPrefill`, default 1).
+   */
+  readonly elastic?: { readonly intervalS: number; readonly minPrefill: number }
   /** D→P incremental sync (`sync=on`; `kvc` only): staleness budget, share of each P–D link, pin time. */
   readonly sync:
     | { readonly betaTokens: number; readonly linkShare: number; readonly pinS: number }
@@ -302,6 +317,9 @@ export function parsePolicySpec(spec: string): PolicySpec {
   let slotAdmission = false
   let seedPath: 'transfer' | 'pd' = 'transfer'
   const baselineKeys = BASELINE_KEYS[name]
+  let elastic = false
+  let elasticIntervalS = 10
+  let minPrefill = 1
   for (const p of parts.slice(1)) {
     const eq = p.indexOf('=')
     if (eq <= 0)
@@ -342,6 +360,24 @@ export function parsePolicySpec(spec: string): PolicySpec {
       }
       if (key === 'idleTtlS') idleTtlS = value as number
       else reaperIntervalS = value as number
+    } else if (key === 'elastic') {
+      if (typeof value !== 'boolean')
+        throw new SimError(SimErrorCode.InvalidOption, `policy ${spec}: elastic must be on or off`, value)
+      elastic = value
+    } else if (key === 'elasticIntervalS' || key === 'minPrefill') {
+      const ok =
+        typeof value === 'number' &&
+        Number.isFinite(value) &&
+        (key === 'elasticIntervalS' ? value > 0 : Number.isInteger(value) && value >= 0)
+      if (!ok) {
+        throw new SimError(
+          SimErrorCode.InvalidOption,
+          `policy ${spec}: ${key} must be ${key === 'elasticIntervalS' ? 'a positive number of seconds' : 'a non-negative integer'}`,
+          value,
+        )
+      }
+      if (key === 'elasticIntervalS') elasticIntervalS = value as number
+      else minPrefill = value as number
     } else if (key === 'sync') {
       if (typeof value !== 'boolean')
         throw new SimError(SimErrorCode.InvalidOption, `policy ${spec}: sync must be on or off`, value)
@@ -430,7 +466,7 @@ export function parsePolicySpec(spec: string): PolicySpec {
     } else {
       const own = baselineKeys === undefined ? '' : `; ${name}: ${[...baselineKeys].join(', ')}`
       const where = KVC_NAMES.has(name)
-        ? 'simulator: granularity, admission, backpressure, seedAdmission, seedSlot, seedPath, release, idleTtlS, reaperIntervalS, sync, syncBeta, syncShare, syncPinS'
+        ? 'simulator: granularity, admission, backpressure, seedAdmission, seedSlot, seedPath, release, idleTtlS, reaperIntervalS, sync, syncBeta, syncShare, syncPinS, elastic, elasticIntervalS, minPrefill'
         : 'baselines: colocated, retries'
       throw new SimError(
         SimErrorCode.InvalidOption,
@@ -474,6 +510,7 @@ export function parsePolicySpec(spec: string): PolicySpec {
           },
         }
       : {}),
+    ...(elastic ? { elastic: { intervalS: elasticIntervalS, minPrefill } } : {}),
     sync: sync ? { betaTokens: syncBeta, linkShare: syncShare, pinS: syncPinS } : undefined,
   }
   try {

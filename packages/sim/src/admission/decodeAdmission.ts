@@ -32,10 +32,10 @@ export class DecodeAdmission {
       matched =
         spec.seedSlot === false && a.request.path === 'fast'
           ? 0
-          : c.cache.matchPrefix(turn.prompt, { readOnly: true }).length
+          : ctx.config.geometry.tokens(c.cache.matchPrefix(turn.prompt, { readOnly: true }).length)
     }
     let decision = admit(
-      buildAdmitWorkerState(d, ctx.now, ctx.config.reaper?.idleMs),
+      buildAdmitWorkerState(d, ctx.now, ctx.config.reaper?.idleMs, ctx.config.geometry),
       a.request,
       { now: ctx.now, ...(matched === undefined ? {} : { matchedTokens: matched }) },
       ctx.config.admitOptions,

@@ -1,3 +1,5 @@
+import { ElasticController } from '../adaptive/elastic.js'
+import { HedgedAdmissions } from '../adaptive/hedgedAdmission.js'
 import { SyncFabric } from '../adapters/dtoPSync.js'
 import type { DispatchOutcome, PolicySpec, Router, RoutingPolicy } from '../adapters/router.js'
 import { buildCapacityReport } from '../admission/decodeState.js'
@@ -13,7 +15,7 @@ import { SimError, SimErrorCode } from '../errors/simError.js'
 import { ActiveFaults } from '../faults/activeFaults.js'
 import { FaultInjector } from '../faults/faultInjector.js'
 import { GatewayTurn } from '../gateway/gatewayTurn.js'
-import type { RunResult } from '../metrics/runResult.js'
+import type { AdaptiveRunInfo, RunResult } from '../metrics/runResult.js'
 import type { ServePath, TurnRecord } from '../metrics/types.js'
 import { PrefillServers } from '../prefill/prefillServers.js'
 import { KvTransfers } from '../transfer/kvTransfers.js'
@@ -23,7 +25,9 @@ import {
   EV_ADMIT_AT_D,
   EV_ARRIVAL,
   EV_DECODE_TICK,
+  EV_ELASTIC,
   EV_FAULT,
+  EV_HEDGE,
   EV_MEMORY_TIMEOUT,
   EV_PREALLOC_TIMEOUT,
   EV_PREFILL_DONE,
@@ -87,6 +91,10 @@ export class ClusterSimulation {
   readonly #rpcRng: Prng
   readonly #keys: SessionBlockKeys
   readonly #records: (TurnRecord | undefined)[]
+  /** `elastic=on`: the elastic topology controller. */
+  readonly #elastic: ElasticController | undefined
+  /** Hedged admission RPCs (`hedgeAdmissions`). */
+  readonly #hedges: HedgedAdmissions
   /** Sessions started and not yet ended, and the first turns waiting for a free session slot. */
   #liveSessions = 0
   #waitingStarts: number[] = []
@@ -123,8 +131,19 @@ export class ClusterSimulation {
     this.#prealloc = new PreallocQueues(ctx, this.#host, this.#prefill)
     this.#admission = new DecodeAdmission(ctx, this.#host)
     this.#injector = new FaultInjector(ctx, this.#host, this.#faults, factory, this.#transfers)
-    this.#keys = new SessionBlockKeys(config.pageSize)
+    this.#keys = new SessionBlockKeys(config.geometry.pageUnits)
     this.#records = new Array(ctx.turns.length)
+    this.#hedges = new HedgedAdmissions(ctx, {
+      answer: (d, turn, a) => this.#admission.answer(d, turn, a),
+      latencyMs: () => this.#rpcLatencyMs(),
+      timesOut: (d) => this.#faults.admitTimesOut(d),
+      deliver: (turn, outcome) => this.#schedule(turn, ctx.now, outcome),
+    })
+    const el = config.spec.elastic
+    this.#elastic =
+      el === undefined
+        ? undefined
+        : new ElasticController(ctx, factory, el.intervalS, { minPrefill: el.minPrefill })
   }
 
   /** `sync=on`: the D→P sync between every D and every P (none without P workers). */
@@ -175,14 +194,39 @@ export class ClusterSimulation {
     this.#sample()
     const accounting = accountRun(ctx, this.#records)
     ctx.config.options.onProgress?.(ctx.ended, ctx.turns.length)
-    return collectResult(ctx, {
+    const result = collectResult(ctx, {
       records: this.#records as TurnRecord[],
       accounting,
       events,
       firstArrivalMs: this.#firstArrival,
       lastEndMs: this.#lastEnd,
+      decodeGaps: this.#decode.gaps.histograms((t) => this.#records[t]?.status === 'completed'),
       wallStart,
     })
+    const adaptive = this.#adaptiveInfo()
+    return adaptive === undefined ? result : { ...result, adaptive }
+  }
+
+  /** What the adaptive mechanisms did, when one of them was on. */
+  #adaptiveInfo(): AdaptiveRunInfo | undefined {
+    const ctx = this.#ctx
+    const el = this.#elastic
+    const params = this.router.context.params
+    const tuner = this.router.tuner
+    if (el === undefined && !params.hedgeAdmissions && tuner === undefined) return undefined
+    const h = this.router.cluster.hedging
+    return {
+      ...(el === undefined
+        ? {}
+        : {
+            elasticSwitches: el.switches,
+            finalTopology: `${ctx.prefillWorkers.length}P${ctx.decodeWorkers.length}D`,
+          }),
+      ...(params.hedgeAdmissions
+        ? { hedges: { sent: this.#hedges.sent, won: h.won, releasedLate: this.#hedges.releasedLate } }
+        : {}),
+      ...(tuner === undefined ? {} : { tuning: { ...tuner.values, updates: tuner.updates } }),
+    }
   }
 
   /** The first events: arrivals, timed faults, the first usage sample, sync rounds and reaper sweeps. */
@@ -202,6 +246,7 @@ export class ClusterSimulation {
     if (ctx.sync !== undefined) q.push(0, EV_SYNC, 0, 0)
     const reaper = ctx.config.reaper
     if (reaper !== undefined) q.push(reaper.intervalMs, EV_REAP, 0, 0)
+    this.#elastic?.start()
   }
 
   /** Handle events in time order until every turn ended, the queue dried up or the horizon passed. */
@@ -270,6 +315,12 @@ export class ClusterSimulation {
       case EV_PREALLOC_TIMEOUT:
         this.#prealloc.timeout(ctx.turns[a]!, b)
         break
+      case EV_ELASTIC:
+        this.#elastic?.tick()
+        break
+      case EV_HEDGE:
+        this.#hedges.event(a, b)
+        break
     }
   }
 
@@ -298,7 +349,10 @@ export class ClusterSimulation {
     for (const w of dirty) {
       w.dirty = false
       if (!w.alive) continue
-      ctx.router.cluster.reportCapacity(w.id, buildCapacityReport(w, ctx.now, reaperIdleMs))
+      ctx.router.cluster.reportCapacity(
+        w.id,
+        buildCapacityReport(w, ctx.now, reaperIdleMs, ctx.config.geometry),
+      )
     }
     dirty.length = 0
   }
@@ -339,7 +393,7 @@ export class ClusterSimulation {
     const request = {
       sessionId: turn.key,
       turnId: `t${turn.id}`,
-      promptTokens: prompt.length,
+      promptTokens: ctx.config.geometry.promptTokens(prompt.length),
       blocks: turn.keys,
     }
     const gateway = ctx.config.gateway
@@ -424,6 +478,7 @@ export class ClusterSimulation {
           this.#schedule(turn, ctx.now, { type: 'failed', cause: 'worker_unreachable' })
           return
         }
+        // `local` (a local seed) is a fast-path job that prefills what the D lacks of the prompt.
         this.#prefill.enqueue(w, turn, a.path === 'direct' ? 'direct' : 'fast', -1, a.leaseId)
         return
       }
@@ -465,6 +520,10 @@ export class ClusterSimulation {
   #sendAdmit(turn: Turn, a: Extract<SimAction, { type: 'admit' }>): void {
     const ctx = this.#ctx
     turn.seq++
+    if (a.hedge !== undefined) {
+      this.#hedges.start(turn, a)
+      return
+    }
     ctx.counters.admissions++
     const d = ctx.byId.get(a.workerId)
     if (d === undefined || !d.alive || this.#faults.admitTimesOut(d)) {
@@ -472,12 +531,17 @@ export class ClusterSimulation {
       this.#schedule(turn, ctx.now + a.timeoutMs, { type: 'admitTimeout' })
       return
     }
-    const jitter = this.cost.admitRpcJitterS
-    const latency = (this.cost.admitRpcS + (jitter === 0 ? 0 : this.#rpcRng.uniform(-jitter, jitter))) * 1000
+    const latency = this.#rpcLatencyMs()
     turn.admitAction = a
     turn.admitSentMs = ctx.now
     turn.admitLatency = latency
     ctx.q.push(ctx.now + latency / 2, EV_ADMIT_AT_D, turn.id, turn.seq)
+  }
+
+  /** One admission RPC's round trip, ms: the cost model's latency and jitter. */
+  #rpcLatencyMs(): number {
+    const jitter = this.cost.admitRpcJitterS
+    return (this.cost.admitRpcS + (jitter === 0 ? 0 : this.#rpcRng.uniform(-jitter, jitter))) * 1000
   }
 
   /** `EV_ADMIT_AT_D`: the D answers (a dead D never does: the RPC times out); the answer travels back. */
@@ -593,7 +657,7 @@ export class ClusterSimulation {
     turn.stage = 'idle'
     turn.req1 = undefined
     turn.req2 = undefined
-    turn.slots2 = undefined
+    turn.pages2 = undefined
     turn.transfer = undefined
     turn.seq++
   }

@@ -44,7 +44,8 @@ export interface Turn {
   w2: SimWorker | undefined
   req1: SessionRequest | undefined
   req2: SessionRequest | undefined
-  slots2: Int32Array | undefined
+  /** Pages a D that keeps no prefix cache holds for the turn (its KV while it runs). */
+  pages2: Int32Array | undefined
   transfer: Transfer | undefined
   kind: 'fast' | 'direct' | 'pfill' | undefined
   admitAction: Extract<DispatchAction, { type: 'admit' }> | undefined
@@ -83,7 +84,7 @@ export function newTurn(spec: TurnSpec): Turn {
     w2: undefined,
     req1: undefined,
     req2: undefined,
-    slots2: undefined,
+    pages2: undefined,
     transfer: undefined,
     kind: undefined,
     admitAction: undefined,

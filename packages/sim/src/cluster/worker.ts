@@ -57,8 +57,9 @@ export interface SimTurnRef {
 export class SimWorker {
   readonly idx: number
   readonly id: string
-  readonly role: SimRole
-  readonly retention: Retention
+  /** Changes only when an elastic run switches the worker's role (`elastic=on`). */
+  role: SimRole
+  retention: Retention
   alive = true
   /** Incremented at each death: events of an older life are ignored. */
   life = 0
@@ -74,6 +75,8 @@ export class SimWorker {
   running: Job | undefined = undefined
   runningReq: SessionRequest | undefined = undefined
   prefillGen = 0
+  /** When the running prefill ends (simulated ms; NaN when none runs). */
+  prefillEndsMs = Number.NaN
   blockedSince = Number.NaN
   blockedGen = 0
   reservedOutputs = 0

@@ -1,5 +1,11 @@
 import { LeaseBook, consumesKvEvents } from '../adapters/router.js'
-import { type KvEvent, type WorkerKv, createWorkerKv, createWorkerPool } from '../adapters/sessionCache.js'
+import {
+  type KvEvent,
+  type PagedAllocator,
+  type WorkerKv,
+  createWorkerKv,
+  createWorkerPool,
+} from '../adapters/sessionCache.js'
 import type { WorkerPlan } from '../config/runConfig.js'
 import type { ActiveFaults } from '../faults/activeFaults.js'
 import type { SimContext } from './context.js'
@@ -18,9 +24,13 @@ export class WorkerFactory {
   readonly #ctx: SimContext
   readonly #faults: ActiveFaults
 
+  /** A `lost-kv-events` fault is configured: every page's event must be its own. */
+  readonly #losesEvents: boolean
+
   constructor(ctx: SimContext, faults: ActiveFaults) {
     this.#ctx = ctx
     this.#faults = faults
+    this.#losesEvents = ctx.config.faults.some((f) => f.kind === 'lost-kv-events')
   }
 
   /** Create the configured workers, in order, and register each with the router. */
@@ -38,7 +48,7 @@ export class WorkerFactory {
     ctx.router.cluster.addWorker({
       id: plan.id,
       role: plan.role === 'prefill' ? 'prefill' : 'decode',
-      capacityTokens: w.pool.size,
+      capacityTokens: ctx.config.geometry.tokens(w.pool.size),
       publishesEvents: plan.retention !== 'none',
     })
   }
@@ -46,7 +56,7 @@ export class WorkerFactory {
   #makeWorker(idx: number, plan: WorkerPlan): SimWorker {
     const { id, role, retention } = plan
     if (retention === 'none') {
-      const pool = createWorkerPool(this.#ctx.config.capacity, this.#ctx.config.pageSize)
+      const pool = this.#pool()
       return new SimWorker(idx, id, role, retention, undefined, pool, undefined)
     }
     const holder: { w?: SimWorker } = {}
@@ -67,7 +77,7 @@ export class WorkerFactory {
   /** A restarted worker comes back empty: a new pool (and cache, and lease book). */
   renewKv(w: SimWorker): void {
     if (w.retention === 'none') {
-      w.pool = createWorkerPool(this.#ctx.config.capacity, this.#ctx.config.pageSize)
+      w.pool = this.#pool()
     } else {
       const holder: { w?: SimWorker } = { w }
       const kv = this.#makeKv(holder, w.role)
@@ -75,6 +85,12 @@ export class WorkerFactory {
       w.pool = kv.pool
       if (w.leases !== undefined) w.leases = new LeaseBook()
     }
+  }
+
+  /** A bare pool of the configured capacity, in cache units. */
+  #pool(): PagedAllocator {
+    const g = this.#ctx.config.geometry
+    return createWorkerPool(g.wholeUnits(this.#ctx.config.capacity), g.pageUnits)
   }
 
   #makeKv(holder: { w?: SimWorker }, role: SimWorker['role']): WorkerKv {
@@ -92,17 +108,23 @@ export class WorkerFactory {
             if (toRouter) this.#onKvEvent(w, e)
           }
         : undefined
+    const g = config.geometry
     return createWorkerKv({
-      capacityTokens: config.capacity,
-      pageSize: config.pageSize,
+      capacityTokens: g.wholeUnits(config.capacity),
+      pageSize: g.pageUnits,
       granularity: config.spec.granularity,
       now: () => ctx.now,
       ...(opts.evictionPolicy === undefined ? {} : { evictionPolicy: opts.evictionPolicy }),
       ...(opts.evictGranularity === undefined ? {} : { evictGranularity: opts.evictGranularity }),
       ...(onEvent === undefined ? {} : { onEvent }),
-      onEviction: (freed) => {
+      // Only the D→P sync rebuilds pages from a P's events; the router reads hashes, and takes
+      // a node's pages in one event, unless events get lost (a fault loses one page's event).
+      eventTokenIds: toSync,
+      eventBatching: toSync || this.#losesEvents ? 'page' : 'node',
+      onEviction: (freedUnits) => {
         const w = holder.w
         if (w === undefined) return
+        const freed = g.tokens(freedUnits)
         w.evictions++
         w.evictedTokens += freed
         if (freed > w.maxEviction) w.maxEviction = freed
@@ -112,7 +134,8 @@ export class WorkerFactory {
 
   #onKvEvent(w: SimWorker, e: KvEvent): void {
     const c = this.#ctx.counters
-    c.kvEvents++
+    // Counted per page, as SGLang publishes them, however they are batched here.
+    c.kvEvents += e.type === 'AllBlocksCleared' ? 1 : e.blockHashes.length
     w.lastEventId = e.eventId
     if (this.#faults.lostEvent(w)) {
       c.kvEventsLost++

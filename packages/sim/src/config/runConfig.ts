@@ -14,6 +14,7 @@ import { type CostModel, makeCostModel } from '../cost/costModel.js'
 import { SimError, SimErrorCode, checkOption } from '../errors/simError.js'
 import type { FaultSpec } from '../faults/faults.js'
 import { type GatewayRetry, gatewayRetryFor } from '../gateway/retry.js'
+import { KvGeometry } from '../granularity/kvGeometry.js'
 import type { Workload } from '../workload/types.js'
 import type { RunOptions } from './runOptions.js'
 
@@ -53,6 +54,8 @@ export interface RunConfig {
   readonly topology: Topology
   /** KV pool of each worker, tokens (a page multiple). */
   readonly capacity: number
+  /** Token or block granularity: what the caches count, and how that converts to tokens. */
+  readonly geometry: KvGeometry
   readonly workers: readonly WorkerPlan[]
   /** `release=reaper`; undefined: the engines release idle sessions under pressure. */
   readonly reaper: ReaperConfig | undefined
@@ -112,9 +115,22 @@ export function resolveRunConfig(options: RunOptions): RunConfig {
     )
   }
   const capacity = resolveCapacity(cost.capacityTokens, pageSize, workload)
+  const geometry = new KvGeometry(pageSize, workload.blockTokens ?? 1)
   const workers = planWorkers(topology, policy)
   checkFaultTargets(faults, topology, workers)
   const reaper = checkPolicySwitches(spec, policy)
+  if (!geometry.tokenLevel) {
+    checkOption(
+      workload.sessions === 0,
+      'a block-granular workload has no sessions (its prompts are blocks, not text a session extends)',
+      workload.sessions,
+    )
+    checkOption(
+      spec.sync === undefined,
+      `policy ${spec.label}: the D→P sync needs token granularity (its sink rebuilds pages from token ids)`,
+      spec.label,
+    )
+  }
   return {
     options,
     workload,
@@ -132,6 +148,7 @@ export function resolveRunConfig(options: RunOptions): RunConfig {
     admitOptions,
     topology,
     capacity,
+    geometry,
     workers,
     reaper,
     gateway: policy.pathMode === 'kvc' ? undefined : gatewayRetryFor(spec.name, spec.retries),
@@ -242,7 +259,7 @@ function checkFaultTargets(
   }
 }
 
-/** `seedSlot=off`, `release=reaper` and `sync=on` need D workers that keep sessions. */
+/** `seedSlot=off`, `release=reaper`, `sync=on` and `elastic=on` need D workers that keep sessions. */
 function checkPolicySwitches(spec: PolicySpec, policy: RoutingPolicy): ReaperConfig | undefined {
   const needsKvc = (what: string) => {
     if (policy.pathMode !== 'kvc') {
@@ -263,5 +280,15 @@ function checkPolicySwitches(spec: PolicySpec, policy: RoutingPolicy): ReaperCon
     reaper = { idleMs: release.idleTtlS * 1000, intervalMs: release.intervalS * 1000 }
   }
   if (spec.sync !== undefined) needsKvc('sync=on')
+  if (spec.elastic !== undefined) {
+    needsKvc('elastic=on')
+    if (spec.sync !== undefined) {
+      throw new SimError(
+        SimErrorCode.InvalidOption,
+        `policy ${spec.label}: elastic=on and sync=on cannot be combined (the sync's links are fixed at start)`,
+        spec.label,
+      )
+    }
+  }
   return reaper
 }

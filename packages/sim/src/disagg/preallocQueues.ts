@@ -44,7 +44,8 @@ export class PreallocQueues {
     turn.w2 = d
     p.holders.add(turn)
     d.holders.add(turn)
-    if (turn.prompt!.length + turn.spec.outputLength > d.pool.size) {
+    const g = ctx.config.geometry
+    if (g.promptTokens(turn.prompt!.length) + turn.spec.outputLength > g.tokens(d.pool.size)) {
       this.#host.failPhysical(turn, 'worker_error', NOT_RETRYABLE)
       return
     }
@@ -86,9 +87,10 @@ export class PreallocQueues {
   #allocate(d: SimWorker, turn: Turn): boolean {
     const out = turn.spec.outputLength
     if (d.cache === undefined) {
-      const need = turn.prompt!.length + out
-      if (d.pool.availableSize() < need) return false
-      turn.slots2 = d.pool.alloc(need)
+      const g = this.#ctx.config.geometry
+      const need = g.promptTokens(turn.prompt!.length) + out
+      if (g.tokens(d.pool.availableSize()) < need) return false
+      turn.pages2 = d.pool.allocPages(Math.ceil(g.units(need) / d.pool.pageSize))
       turn.preallocCached = 0
       return true
     }
@@ -115,13 +117,13 @@ export class PreallocQueues {
    */
   release(turn: Turn): void {
     const d = turn.w2
-    const slots = turn.slots2
+    const pages = turn.pages2
     const req = turn.req2
-    if ((slots === undefined && req === undefined) || d === undefined) return
-    turn.slots2 = undefined
+    if ((pages === undefined && req === undefined) || d === undefined) return
+    turn.pages2 = undefined
     turn.req2 = undefined
     if (!d.alive) return
-    if (slots !== undefined) d.pool.free(slots)
+    if (pages !== undefined) d.pool.freePages(pages)
     if (req !== undefined) {
       d.cache!.abortReq(req)
       d.reservedOutputs = Math.max(0, d.reservedOutputs - turn.spec.outputLength)

@@ -1,3 +1,5 @@
+import type { DecodeGapHistograms } from './decodeGaps.js'
+import type { ElasticSwitch } from '../adaptive/elastic.js'
 import type { EvictionStats, TurnRecord, UsageSeries } from './types.js'
 
 /**
@@ -58,6 +60,31 @@ export interface RunCounters {
 }
 
 /**
+ * What the adaptive mechanisms of a run did: the elastic controller's role switches
+ * (`elastic=on`), the hedged admission RPCs (`hedgeAdmissions`), the self-tuned parameters
+ * (`selfTune`) and the hot sessions the D workers retracted (`retract=on`).
+ *
+ * @example
+ * ```ts
+ * import type { AdaptiveRunInfo } from '@kvc/sim'
+ * const moved = (a: AdaptiveRunInfo) => a.elasticSwitches?.length ?? 0
+ * ```
+ */
+export interface AdaptiveRunInfo {
+  readonly elasticSwitches?: readonly ElasticSwitch[]
+  readonly finalTopology?: string
+  /** Hedged admissions: second RPCs sent, those whose D admitted first, late leases released. */
+  readonly hedges?: { readonly sent: number; readonly won: number; readonly releasedLate: number }
+  /** Self-tuning: the values at the end of the run and how many windows changed one. */
+  readonly tuning?: {
+    readonly tauReject: number
+    readonly pendingSeedsPerD: number
+    readonly backoffBaseMs: number
+    readonly updates: number
+  }
+}
+
+/**
  * The result of one run.
  *
  * @example
@@ -76,6 +103,11 @@ export interface RunResult {
   readonly pageSize: number
   readonly capacityTokens: number
   readonly records: readonly TurnRecord[]
+  /**
+   * Every completed turn's inter-token gaps, rows by record index (absent where the runner cannot
+   * see tokens, as in a replay without streaming: ITL statistics are then `NaN`).
+   */
+  readonly decodeGaps?: DecodeGapHistograms
   /** Simulated time from the first arrival to the last turn's end, seconds. */
   readonly makespanS: number
   readonly usage: readonly UsageSeries[]
@@ -84,4 +116,24 @@ export interface RunResult {
   readonly counters: RunCounters
   /** Wall-clock milliseconds (not part of the deterministic output). */
   readonly wallMs: number
+  /**
+   * The process's peak resident set size when the run ended, MB (its high-water mark so far,
+   * with every worker thread; not part of the deterministic output).
+   */
+  readonly peakRssMB: number
+  /** What the adaptive mechanisms did (`elastic=on`, hedged admission, self-tuning), when on. */
+  readonly adaptive?: AdaptiveRunInfo
+}
+
+/**
+ * The process's peak resident set size so far, MB (one decimal): what `kvc-sim` reports.
+ *
+ * @example
+ * ```ts
+ * import { peakRssMB } from '@kvc/sim'
+ * console.log(`peak RSS ${peakRssMB()} MB`)
+ * ```
+ */
+export function peakRssMB(): number {
+  return Math.round(process.resourceUsage().maxRSS / 102.4) / 10
 }
