@@ -129,9 +129,51 @@ describe('finding 3: capacity-blind routing starves the largest sessions (docs/d
     }
   })
 
-  it.todo(
-    'bimodal per-session fast-path rates, a group near 0 (the prototype: 15–18 of 52 sessions below 20%) — not reproduced by v5\'s D side as its notes describe it: 0–1 of 40 sessions fall below 20%, the starved group sits at 20–50% (README, "Findings")',
-  )
+  it("the group near 0 does not appear under v5's D side: a starved session keeps the fast path until its D first refuses it, then stays on the fallback (seeds 1–3)", {
+    timeout: LONG,
+  }, () => {
+    // What is reproduced instead of the prototype's group near 0 (15–18 of 52 sessions below 20%):
+    // the fallback lands outside the session's slot, whose committed length stays where it was, so
+    // every later fast-path admission sees the session's whole growth since as its append. Measured
+    // (sessions below 50%, steps between turns 1 and later): fast → fast 383 / 368 / 209, fast →
+    // fallback 18 / 16 / 8, fallback → fast 2 / 2 / 1, fallback → fallback 812 / 601 / 461; below
+    // 20%: 1 / 0 / 1 of 40. A starved session's rate is the share of its turns before the first
+    // refusal, which comes once its D is full (README, "Findings").
+    for (const seed of SEEDS) {
+      const r = run(`kvc-capacity-blind:${V5_D}`, seed, { peaks: SPREAD })
+      const bySession = new Map<number, { turn: number; fast: boolean }[]>()
+      for (const x of r.records) {
+        let a = bySession.get(x.session)
+        if (a === undefined) bySession.set(x.session, (a = []))
+        a.push({ turn: x.turnIndex, fast: x.path === 'fast' })
+      }
+      let starved = 0
+      let nearZero = 0
+      let refused = 0
+      let recovered = 0
+      let stayed = 0
+      for (const turns of bySession.values()) {
+        turns.sort((a, b) => a.turn - b.turn)
+        const rate = turns.filter((t) => t.fast).length / turns.length
+        if (rate < 0.2) nearZero++
+        if (rate >= 0.5) continue
+        starved++
+        // Turn 0 is always a seed; count the steps between later turns.
+        for (let i = 2; i < turns.length; i++) {
+          const [prev, cur] = [turns[i - 1]!.fast, turns[i]!.fast]
+          if (prev && !cur) refused++
+          else if (!prev && cur) recovered++
+          else if (!prev && !cur) stayed++
+        }
+      }
+      expect(starved).toBeGreaterThanOrEqual(6)
+      // About one refusal per starved session, and almost never back to the fast path after it.
+      expect(refused).toBeLessThanOrEqual(2 * starved)
+      expect(recovered).toBeLessThanOrEqual(0.02 * (recovered + stayed))
+      // The divergence: no group near 0.
+      expect(nearZero).toBeLessThanOrEqual(3)
+    }
+  })
 })
 
 /**
