@@ -1,7 +1,6 @@
 #!/usr/bin/env node
-import { mkdirSync, writeFileSync } from 'node:fs'
+import { mkdirSync, readFileSync, writeFileSync } from 'node:fs'
 import { join, resolve } from 'node:path'
-import { SingleBar } from 'cli-progress'
 import { Command, CommanderError, Option } from 'commander'
 import { POLICY_NAMES, parsePolicySpec } from '../adapters/router.js'
 import { type RunResult, peakRssMB } from '../metrics/runResult.js'
@@ -15,14 +14,18 @@ import {
   type WorkloadSource,
   runExperiment,
 } from '../protocol/experiment.js'
+import { SWEEP_AXES, type SweepAxis, type SweepResult, runSweep } from '../protocol/sweep.js'
 import { renderHtmlReport } from '../report/html.js'
 import { toStableJson } from '../report/json.js'
-import { renderComparisonTable } from '../report/table.js'
+import { renderSweepReport } from '../report/sweepHtml.js'
+import { renderComparisonTable, renderSweepTable } from '../report/table.js'
+import { experimentVerdict, sweepVerdict, verdictText } from '../report/verdict.js'
 import { type SimGranularity, autoGranularity } from '../granularity/kvGeometry.js'
 import { TRACE_FORMATS, type TraceFormat, detectTraceFormat, loadTrace } from '../workload/loadTrace.js'
 import { computeTraceStats } from '../workload/stats.js'
-import { parseCapacity, parseCount, parsePositive, parseSeeds } from './args.js'
+import { parseCapacity, parseCount, parsePositive, parseSeeds, parseSlo } from './args.js'
 import { defaultJobs, threadRunner } from './parallel.js'
+import { Progress } from './progress.js'
 
 /** The policies `kvc-sim compare` runs by default (see the README for why the baselines use sgl-router's Rust defaults). */
 export const DEFAULT_COMPARE_POLICIES = [
@@ -47,6 +50,7 @@ interface CommonOpts {
   sharedPrefix?: string
   maxConcurrentSessions?: string
   bootstrap: string
+  slo?: string
   jobs?: string
   progress: boolean
   records?: boolean
@@ -85,6 +89,10 @@ function addCommon(cmd: Command, defaults: { seeds: string }): Command {
       "the replayer's session concurrency: at most n sessions at once, the next starts when one ends (default: no limit)",
     )
     .option('--bootstrap <n>', 'bootstrap resamples for the 95% intervals', '200')
+    .option(
+      '--slo <slos>',
+      'goodput SLOs: ttft=<time>,tpot=<time> (default ttft=2s,tpot=25ms; times in s or ms)',
+    )
     .option('--jobs <n>', 'runs in parallel (worker threads; default: the number of cores)')
     .option('--no-progress', 'no progress bar')
 }
@@ -156,11 +164,16 @@ function buildConfig(o: CommonOpts, policies: readonly string[]): ExperimentConf
     costModel: { capacityTokens: capacity },
     faults,
     bootstrapResamples: parseCount('--bootstrap', o.bootstrap),
+    ...(o.slo === undefined ? {} : { slo: parseSlo(o.slo) }),
     ...(pageSize === undefined ? {} : { pageSize }),
     ...(o.maxConcurrentSessions === undefined
       ? {}
       : { maxConcurrentSessions: parseCount('--max-concurrent-sessions', o.maxConcurrentSessions, 1) }),
   }
+}
+
+function jobsOf(o: CommonOpts): number {
+  return o.jobs === undefined ? defaultJobs() : parseCount('--jobs', o.jobs, 1)
 }
 
 async function execute(
@@ -170,44 +183,22 @@ async function execute(
   onResults?: (results: readonly RunResult[]) => void,
 ): Promise<ExperimentResult> {
   const tasks = config.policies.length * config.seeds.length
-  const jobs = o.jobs === undefined ? defaultJobs() : parseCount('--jobs', o.jobs, 1)
-  const progress = new Map<number, [number, number]>()
-  const showBar = o.progress && io.isTTY
-  const bar = showBar
-    ? new SingleBar({
-        format: ' {bar} {percentage}% | runs {runs}/{tasks} | {turns} turns | ETA {eta_formatted}',
-        hideCursor: true,
-        clearOnComplete: true,
-        stream: process.stderr,
-        etaBuffer: 50,
-      })
-    : undefined
-  let finished = 0
-  bar?.start(1000, 0, { runs: 0, tasks, turns: 0 })
-  const started = performance.now()
-  const result = await runExperiment(config, {
-    runner: threadRunner(jobs),
-    ...(onResults === undefined ? {} : { onResults }),
-    onProgress: (task, ended, total) => {
-      progress.set(task, [ended, total])
-      let frac = 0
-      let turns = 0
-      finished = 0
-      for (const [e, t] of progress.values()) {
-        frac += t === 0 ? 1 : e / t
-        turns += e
-        if (e === t) finished++
-      }
-      if (bar !== undefined) bar.update(Math.floor((1000 * frac) / tasks), { runs: finished, tasks, turns })
-      else if (ended === total && o.progress) {
-        io.err(
-          `kvc-sim: run ${finished}/${tasks} done (${((performance.now() - started) / 1000).toFixed(1)} s)`,
-        )
-      }
-    },
-  })
-  bar?.stop()
-  return result
+  const jobs = jobsOf(o)
+  const progress = new Progress(
+    io,
+    o.progress,
+    tasks,
+    `${tasks} run${tasks === 1 ? '' : 's'} (${config.policies.length} ${config.policies.length === 1 ? 'policy' : 'policies'} × ${config.seeds.length} seed${config.seeds.length === 1 ? '' : 's'}) on ${Math.min(jobs, tasks)} thread${Math.min(jobs, tasks) === 1 ? '' : 's'}…`,
+  )
+  try {
+    return await runExperiment(config, {
+      runner: threadRunner(jobs),
+      ...(onResults === undefined ? {} : { onResults }),
+      onProgress: (task, ended, total) => progress.update(task, ended, total),
+    })
+  } finally {
+    progress.stop()
+  }
 }
 
 /**
@@ -220,7 +211,13 @@ interface Resources {
   readonly peakRssMB: number
 }
 
-function writeOutputs(outDir: string, result: ExperimentResult, io: Io, started: number): void {
+function writeOutputs(
+  outDir: string,
+  result: ExperimentResult,
+  io: Io,
+  started: number,
+  sweep?: SweepResult,
+): void {
   const dir = resolve(outDir)
   mkdirSync(dir, { recursive: true })
   const resources: Resources = {
@@ -228,11 +225,82 @@ function writeOutputs(outDir: string, result: ExperimentResult, io: Io, started:
     peakRssMB: peakRssMB(),
   }
   writeFileSync(join(dir, 'results.json'), toStableJson(result))
-  writeFileSync(join(dir, 'report.html'), renderHtmlReport(result))
+  writeFileSync(join(dir, 'report.html'), renderHtmlReport(result, sweep === undefined ? {} : { sweep }))
   io.out('')
   io.out(`report:  ${join(outDir, 'report.html')}`)
   io.out(`metrics: ${join(outDir, 'results.json')}`)
   io.out(`took:    ${resources.wallS.toFixed(1)} s, peak RSS ${resources.peakRssMB} MB`)
+}
+
+function splitList(s: string): string[] {
+  return s
+    .split(',')
+    .map((x) => x.trim())
+    .filter((x) => x !== '')
+}
+
+const DEFAULT_SWEEP_VALUES: Record<Exclude<SweepAxis, 'pd-ratio'>, string> = {
+  'time-scale': '1,1.5,2,3,4,6,8,10',
+  'max-concurrent-sessions': '4,8,16,32,52',
+  sessions: '13,26,52,78,104',
+  capacity: '100k,150k,200k,300k,400k',
+}
+
+/** The grid of `--values` (or the axis's default), parsed as the axis's own option would be. */
+function sweepValues(axis: SweepAxis, given: string | undefined, topology: string): (number | string)[] {
+  if (axis === 'pd-ratio') {
+    if (given !== undefined) return splitList(given).map((t) => formatTopologyOf(t))
+    const t = parseTopology(topology)
+    const n = t.kind === 'pd' ? t.prefill + t.decode : t.workers
+    const out: string[] = []
+    for (let p = 1; p <= n - p; p++) out.push(`${p}P${n - p}D`)
+    return out
+  }
+  const list = splitList(given ?? DEFAULT_SWEEP_VALUES[axis])
+  switch (axis) {
+    case 'time-scale':
+      return list.map((v) => parsePositive('--values', v))
+    case 'capacity':
+      return list.map(parseCapacity)
+    default:
+      return list.map((v) => parseCount('--values', v, 1))
+  }
+}
+
+function formatTopologyOf(t: string): string {
+  const p = parseTopology(t)
+  return p.kind === 'pd' ? `${p.prefill}P${p.decode}D` : `${p.workers}xDP`
+}
+
+/** A sweep.json for `compare --sweep`: readable, a sweep, and about some of these policies. */
+function readSweep(path: string, policies: readonly string[]): SweepResult {
+  let parsed: unknown
+  try {
+    parsed = JSON.parse(readFileSync(path, 'utf8'))
+  } catch (err) {
+    throw new SimError(
+      'INVALID_OPTION',
+      `--sweep ${path}: cannot read it as JSON (${(err as Error).message})`,
+      path,
+    )
+  }
+  const s = parsed as Partial<SweepResult>
+  if (s.config === undefined || !Array.isArray(s.points) || !Array.isArray(s.crossovers)) {
+    throw new SimError(
+      'INVALID_OPTION',
+      `--sweep ${path}: not a kvc-sim sweep.json (no config, points, crossovers)`,
+      path,
+    )
+  }
+  const shared = s.config.policies.filter((p) => policies.includes(p))
+  if (!shared.includes(s.config.reference) || shared.length < 2) {
+    throw new SimError(
+      'INVALID_OPTION',
+      `--sweep ${path}: its policies (${s.config.policies.join(', ')}) do not include this comparison's reference and another of its policies`,
+      path,
+    )
+  }
+  return s as SweepResult
 }
 
 /** Where the CLI writes (replaceable in tests). */
@@ -277,18 +345,73 @@ export function buildProgram(io: Io = defaultIo): Command {
         '--policies <list>',
         `comma-separated policy specs (${POLICY_NAMES.join(', ')})`,
         DEFAULT_COMPARE_POLICIES.join(','),
+      )
+      .option(
+        '--sweep <file>',
+        "a kvc-sim sweep's sweep.json: its crossovers join the verdict (same workload and policies)",
       ),
     { seeds: '3' },
-  ).action(async (o: CommonOpts & { policies: string }) => {
-    const policies = o.policies
-      .split(',')
-      .map((s) => s.trim())
-      .filter((s) => s !== '')
+  ).action(async (o: CommonOpts & { policies: string; sweep?: string }) => {
     const started = performance.now()
-    const config = buildConfig(o, policies)
+    const config = buildConfig(o, splitList(o.policies))
+    const sweep = o.sweep === undefined ? undefined : readSweep(o.sweep, config.policies)
     const result = await execute(o, config, io)
+    io.out(verdictText(experimentVerdict(result, sweep)))
+    io.out('')
     io.out(renderComparisonTable(result))
-    writeOutputs(o.out, result, io, started)
+    writeOutputs(o.out, result, io, started, sweep)
+  })
+
+  addCommon(
+    program
+      .command('sweep')
+      .description(
+        'Run the comparison over a grid of one axis (paired, N seeds per point), name the crossovers, write sweep.html and sweep.json',
+      )
+      .addOption(new Option('--axis <axis>', 'what to vary').choices([...SWEEP_AXES]).default('time-scale'))
+      .option(
+        '--values <list>',
+        'the grid, comma-separated (default per axis: time-scale 1,1.5,2,3,4,6,8,10; max-concurrent-sessions 4,8,16,32,52; sessions 13,26,52,78,104; capacity 100k,150k,200k,300k,400k; pd-ratio every nPmD split of the topology with n ≤ m)',
+      )
+      .option(
+        '--policies <list>',
+        `comma-separated policy specs (${POLICY_NAMES.join(', ')})`,
+        DEFAULT_COMPARE_POLICIES.join(','),
+      ),
+    { seeds: '3' },
+  ).action(async (o: CommonOpts & { policies: string; axis: SweepAxis; values?: string }) => {
+    const config = buildConfig(o, splitList(o.policies))
+    const values = sweepValues(o.axis, o.values, o.topology)
+    const tasks = values.length * config.policies.length * config.seeds.length
+    const jobs = jobsOf(o)
+    const progress = new Progress(
+      io,
+      o.progress,
+      tasks,
+      `sweep of ${o.axis} over ${values.length} points: ${tasks} runs (${config.policies.length} policies × ${config.seeds.length} seeds per point) on ${Math.min(jobs, tasks)} threads…`,
+    )
+    const started = performance.now()
+    let result: SweepResult
+    try {
+      result = await runSweep(
+        { ...config, axis: o.axis, values },
+        { runner: threadRunner(jobs), onProgress: (t, e, n) => progress.update(t, e, n) },
+      )
+    } finally {
+      progress.stop()
+    }
+    const wallS = (performance.now() - started) / 1000
+    io.out(verdictText(sweepVerdict(result)))
+    io.out('')
+    io.out(renderSweepTable(result))
+    const dir = resolve(o.out)
+    mkdirSync(dir, { recursive: true })
+    writeFileSync(join(dir, 'sweep.json'), toStableJson(result))
+    writeFileSync(join(dir, 'sweep.html'), renderSweepReport(result))
+    io.out('')
+    io.out(`${tasks} runs in ${wallS.toFixed(1)} s wall on ${Math.min(jobs, tasks)} threads`)
+    io.out(`report:  ${join(o.out, 'sweep.html')}`)
+    io.out(`metrics: ${join(o.out, 'sweep.json')}`)
   })
 
   addCommon(
@@ -309,6 +432,8 @@ export function buildProgram(io: Io = defaultIo): Command {
     const result = await execute(o, config, io, (r) => {
       runs = r
     })
+    io.out(verdictText(experimentVerdict(result)))
+    io.out('')
     io.out(renderComparisonTable(result))
     writeOutputs(o.out, result, io, started)
     if (o.records === true) {

@@ -1,4 +1,4 @@
-import { LeaseBook } from '../adapters/router.js'
+import { LeaseBook, consumesKvEvents } from '../adapters/router.js'
 import {
   type KvEvent,
   type PagedAllocator,
@@ -9,12 +9,16 @@ import {
 import type { WorkerPlan } from '../config/runConfig.js'
 import type { ActiveFaults } from '../faults/activeFaults.js'
 import type { SimContext } from './context.js'
-import { type Retention, SimWorker } from './worker.js'
+import { SimWorker } from './worker.js'
 
 /**
  * Creates the run's workers (their KV state from the real packages, registered with the router)
- * and gives a restarted worker fresh, empty KV state. KV events of D workers that keep sessions
- * go to the router (unless a fault loses them); a P's go to the D→P sync when it runs.
+ * and gives a restarted worker fresh, empty KV state. Every worker that keeps a prefix cache
+ * publishes its KV events, one per page as SGLang's radix cache does, to the router's residency
+ * index (a D's or a colocated worker's to the D workers' index, a P's to the P workers'), unless a
+ * fault loses them or the policy reads none (`consumesKvEvents`); a P's also go to the D→P sync
+ * when it runs. A worker without a cache (the D of classic P/D, SGLang's default `ChunkCache`)
+ * publishes nothing.
  */
 export class WorkerFactory {
   readonly #ctx: SimContext
@@ -45,7 +49,7 @@ export class WorkerFactory {
       id: plan.id,
       role: plan.role === 'prefill' ? 'prefill' : 'decode',
       capacityTokens: ctx.config.geometry.tokens(w.pool.size),
-      publishesEvents: plan.retention === 'sessions',
+      publishesEvents: plan.retention !== 'none',
     })
   }
 
@@ -56,7 +60,7 @@ export class WorkerFactory {
       return new SimWorker(idx, id, role, retention, undefined, pool, undefined)
     }
     const holder: { w?: SimWorker } = {}
-    const kv = this.#makeKv(retention, holder, role)
+    const kv = this.#makeKv(holder, role)
     const w = new SimWorker(
       idx,
       id,
@@ -76,7 +80,7 @@ export class WorkerFactory {
       w.pool = this.#pool()
     } else {
       const holder: { w?: SimWorker } = { w }
-      const kv = this.#makeKv(w.retention, holder, w.role)
+      const kv = this.#makeKv(holder, w.role)
       w.cache = kv.cache
       w.pool = kv.pool
       if (w.leases !== undefined) w.leases = new LeaseBook()
@@ -89,22 +93,21 @@ export class WorkerFactory {
     return createWorkerPool(g.wholeUnits(this.#ctx.config.capacity), g.pageUnits)
   }
 
-  #makeKv(retention: Retention, holder: { w?: SimWorker }, role: SimWorker['role']): WorkerKv {
+  #makeKv(holder: { w?: SimWorker }, role: SimWorker['role']): WorkerKv {
     const ctx = this.#ctx
     const config = ctx.config
     const opts = config.options
+    const toSync = role === 'prefill' && config.spec.sync !== undefined
+    const toRouter = consumesKvEvents(config.spec)
     const onEvent =
-      retention === 'sessions'
+      toSync || toRouter
         ? (e: KvEvent) => {
             const w = holder.w
-            if (w !== undefined) this.#onKvEvent(w, e)
+            if (w === undefined) return
+            if (toSync) ctx.sync?.observePrefill(w.id, e)
+            if (toRouter) this.#onKvEvent(w, e)
           }
-        : role === 'prefill' && config.spec.sync !== undefined
-          ? (e: KvEvent) => {
-              const w = holder.w
-              if (w !== undefined) ctx.sync?.observePrefill(w.id, e)
-            }
-          : undefined
+        : undefined
     const g = config.geometry
     return createWorkerKv({
       capacityTokens: g.wholeUnits(config.capacity),
@@ -116,8 +119,8 @@ export class WorkerFactory {
       ...(onEvent === undefined ? {} : { onEvent }),
       // Only the D→P sync rebuilds pages from a P's events; the router reads hashes, and takes
       // a node's pages in one event, unless events get lost (a fault loses one page's event).
-      eventTokenIds: retention !== 'sessions',
-      eventBatching: retention === 'sessions' && !this.#losesEvents ? 'node' : 'page',
+      eventTokenIds: toSync,
+      eventBatching: toSync || this.#losesEvents ? 'page' : 'node',
       onEviction: (freedUnits) => {
         const w = holder.w
         if (w === undefined) return

@@ -4,6 +4,7 @@ import { EV_DECODE_TICK } from '../cluster/events.js'
 import type { Turn } from '../cluster/turn.js'
 import type { DecodeSeq, SimWorker } from '../cluster/worker.js'
 import { decodeStepSeconds } from '../cost/costModel.js'
+import { DecodeGapRecorder } from '../metrics/decodeGaps.js'
 import { isOom } from '../prefill/openRequest.js'
 import { uniqueTokens } from '../workload/tokens.js'
 
@@ -16,15 +17,19 @@ import { uniqueTokens } from '../workload/tokens.js'
 export class DecodeBatches {
   readonly #ctx: SimContext
   readonly #host: SimHost
+  /** Every turn's inter-token gaps (ITL), without per-token work. */
+  readonly gaps: DecodeGapRecorder
 
   constructor(ctx: SimContext, host: SimHost) {
     this.#ctx = ctx
     this.#host = host
+    this.gaps = new DecodeGapRecorder(ctx.turns.length)
   }
 
   /** Count the steps `w`'s batch made since it last advanced. */
   advance(w: SimWorker): void {
     const now = this.#ctx.now
+    this.gaps.advance(w.idx, now - w.lastAdvance, w.stepMs, w.decode.length)
     if (w.decode.length > 0 && Number.isFinite(w.stepMs)) w.stepsDone += (now - w.lastAdvance) / w.stepMs
     w.lastAdvance = now
   }
@@ -105,6 +110,7 @@ export class DecodeBatches {
       return
     }
     this.advance(w)
+    this.gaps.join(w.idx, turn.id)
     w.addDecode({
       turn,
       seq: turn.seq,
@@ -118,6 +124,7 @@ export class DecodeBatches {
 
   #finish(w: SimWorker, turn: Turn): void {
     const ctx = this.#ctx
+    this.gaps.finish(w.idx, turn.id)
     if (turn.req2 !== undefined) w.cache!.cacheFinishedReq(turn.req2)
     const sync = ctx.sync
     if (
@@ -157,6 +164,7 @@ export class DecodeBatches {
 
   /** Release a decoding turn's place in `w2`'s batch and its KV there (the turn was abandoned). */
   abandon(turn: Turn, w2: SimWorker | undefined): void {
+    this.gaps.drop(turn.id)
     if (w2?.alive) {
       this.advance(w2)
       w2.removeDecode(turn)

@@ -72,8 +72,14 @@ export class KvTransfers {
       return
     }
     d.holders.add(turn)
-    d.transferWait.push(t)
     ctx.q.push(t.deadlineMs, EV_TRANSFER_DEADLINE, id, 0)
+    if (turn.pages2 !== undefined || turn.req2 !== undefined) {
+      // Classic P/D: the D preallocated this KV before the P started; it goes on the wire now.
+      t.tokens = ctx.config.geometry.promptTokens(turn.prompt!.length) - turn.preallocCached
+      this.#startWire(t, turn)
+      return
+    }
+    d.transferWait.push(t)
     ctx.touch(d)
     this.retry(d)
   }
