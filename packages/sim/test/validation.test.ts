@@ -14,38 +14,49 @@ const CASES = [
 ] as const
 
 describe('validation: unlimited single-worker prefix hit ratio equals the ideal ratio', () => {
+  // Token granularity on 16-token pages, and block granularity (the default for these traces:
+  // the caches count units of blocks, pages are whole blocks): the same ratios.
   for (const [name, blocks, tokens] of CASES) {
-    const path = tracePath(name)
-    it.skipIf(path === undefined)(`${name}: ${(blocks * 100).toFixed(2)}% of blocks`, () => {
-      const w = loadMooncakeTrace(path!, { pageTokens: 16 })
-      // Computed from the trace alone (no cache): the numbers of docs/design/traces.md.
-      const ideal = computeTraceStats(w, 16)
-      expect(ideal.idealHitRatioPages).toBeCloseTo(blocks, 4)
-      expect(ideal.idealHitRatioTokens).toBeCloseTo(tokens, 4)
-      // Simulated: the real RadixCache / SessionCache of one colocated worker.
-      const r = runSimulation({
-        workload: w,
-        topology: { kind: 'dp', workers: 1 },
-        policy: 'dp-cache-aware',
-        seed: 1,
-        pageSize: 16,
-        costModel: { capacityTokens: Number.POSITIVE_INFINITY },
-      })
-      expect(r.accounting.failed).toBe(0)
-      let total = 0
-      let hit = 0
-      let inTok = 0
-      let hitTok = 0
-      for (const x of r.records) {
-        const b = Math.ceil(x.inputLength / 512)
-        const h = Math.min(b, Math.floor(x.matchedTokens / 16))
-        total += b
-        hit += h
-        inTok += x.inputLength
-        hitTok += Math.min(x.inputLength, h * 512)
-      }
-      expect(hit / total).toBeCloseTo(blocks, 4)
-      expect(hitTok / inTok).toBeCloseTo(tokens, 4)
-    })
+    for (const granularity of ['token', 'block'] as const) {
+      const path = tracePath(name)
+      const page = granularity === 'token' ? 16 : 512
+      it.skipIf(path === undefined)(
+        `${name}, ${granularity} granularity: ${(blocks * 100).toFixed(2)}% of blocks`,
+        () => {
+          const w =
+            granularity === 'token'
+              ? loadMooncakeTrace(path!, { pageTokens: 16 })
+              : loadMooncakeTrace(path!, { granularity })
+          // Computed from the trace alone (no cache): the numbers of docs/design/traces.md.
+          const ideal = computeTraceStats(w, page)
+          expect(ideal.idealHitRatioPages).toBeCloseTo(blocks, 4)
+          expect(ideal.idealHitRatioTokens).toBeCloseTo(tokens, 4)
+          // Simulated: the real RadixCache / SessionCache of one colocated worker.
+          const r = runSimulation({
+            workload: w,
+            topology: { kind: 'dp', workers: 1 },
+            policy: 'dp-cache-aware',
+            seed: 1,
+            pageSize: page,
+            costModel: { capacityTokens: Number.POSITIVE_INFINITY },
+          })
+          expect(r.accounting.failed).toBe(0)
+          let total = 0
+          let hit = 0
+          let inTok = 0
+          let hitTok = 0
+          for (const x of r.records) {
+            const b = Math.ceil(x.inputLength / 512)
+            const h = Math.min(b, Math.floor(x.matchedTokens / page))
+            total += b
+            hit += h
+            inTok += x.inputLength
+            hitTok += Math.min(x.inputLength, h * 512)
+          }
+          expect(hit / total).toBeCloseTo(blocks, 4)
+          expect(hitTok / inTok).toBeCloseTo(tokens, 4)
+        },
+      )
+    }
   }
 })

@@ -364,7 +364,8 @@ export function admit(
       },
       options.pause,
     )
-    const response: AdmitResponse = {
+    // Optional fields by assignment, in the declared order (a spread per field cost microseconds).
+    const response: { -readonly [K in keyof AdmitResponse]: AdmitResponse[K] } = {
       requestId: req.requestId,
       admitted,
       reason,
@@ -374,11 +375,11 @@ export function admit(
       transferQueueDepth: state.transferQueueDepth,
       retractedQueueDepth: state.retractedQueueDepth,
       recommendedPauseMs: pause,
-      // Whole milliseconds (the wire contract's integers), whatever the clock's resolution.
-      ...(lease === undefined ? {} : { leaseMs: Math.max(0, Math.round(lease.expiresAt - now)) }),
-      ...(released.length === 0 ? {} : { releasedSessions: released }),
-      releasableTokens: Math.max(0, Math.round(idleReleasable - releasedGain(released))),
     }
+    // Whole milliseconds (the wire contract's integers), whatever the clock's resolution.
+    if (lease !== undefined) response.leaseMs = Math.max(0, Math.round(lease.expiresAt - now))
+    if (released.length > 0) response.releasedSessions = released
+    response.releasableTokens = Math.max(0, Math.round(idleReleasable - releasedGain(released)))
     return { response, lease, releaseSessions: released, expiredLeases }
   }
 

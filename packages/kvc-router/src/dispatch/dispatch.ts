@@ -1333,13 +1333,17 @@ export class TurnDispatch {
   ): void {
     const steps = this.record.steps
     if (steps.length >= MAX_RECORDED_STEPS) steps.splice(MAX_RECORDED_STEPS / 2, 1)
-    steps.push({
-      at: this.#ctx.cluster.now(),
-      kind,
-      ...(workerId === undefined ? {} : { workerId }),
-      ...(prefillId === undefined ? {} : { prefillId }),
-      detail,
-    })
+    const at = this.#ctx.cluster.now()
+    // One literal per shape: spreading optional fields took microseconds per step.
+    steps.push(
+      workerId === undefined
+        ? prefillId === undefined
+          ? { at, kind, detail }
+          : { at, kind, prefillId, detail }
+        : prefillId === undefined
+          ? { at, kind, workerId, detail }
+          : { at, kind, workerId, prefillId, detail },
+    )
   }
 
   #recordRoute(decision: RouteDecision): void {

@@ -942,10 +942,12 @@ export class RadixCache {
   }
 
   /**
-   * Tokens only the given locks protect: every node on the paths of `nodes` (each handle counts
-   * as one lock on itself and its ancestors; a handle may repeat) whose lock count equals the
-   * number of those handles whose path runs through it. What dropping exactly those locks would
-   * make evictable, shared prefixes counted once. O(total path length), no allocation.
+   * Tokens only the given locks protect: every node on the paths of `nodes` whose lock count
+   * equals the number of those handles whose path runs through it. Each handle stands for one
+   * lock the caller holds on it (`incLockRef`; a handle locked twice may repeat); a handle that
+   * holds no lock makes the count unspecified. What dropping exactly those locks would make
+   * evictable, shared prefixes counted once. At most O(total path length), no allocation: a walk
+   * stops at a node that more locks hold than the given handles could account for.
    * Throws `UNKNOWN_NODE` (changing nothing) for a handle that is not a live node.
    *
    * @example
@@ -961,17 +963,26 @@ export class RadixCache {
    */
   tokensLockedOnlyBy(nodes: readonly NodeHandle[]): number {
     for (let i = 0; i < nodes.length; i++) this.#slotOf(nodes[i]!)
-    if (this.#onlyCount.length < this.#capacity) this.#onlyCount = new Int32Array(this.#capacity)
+    if (this.#onlyCount.length < this.#capacity) {
+      this.#onlyCount = new Int32Array(this.#capacity)
+      this.#onlyDead = new Uint8Array(this.#capacity)
+    }
     const count = this.#onlyCount
+    const dead = this.#onlyDead
     const parent = this.#parent
     const isRoot = this.#isRoot
+    const lockRef = this.#lockRef
     let seen = this.#onlySeen
     let k = 0
-    for (let i = 0; i < nodes.length; i++) {
-      for (let n = nodes[i]! & SLOT_MASK; isRoot[n] === 0; n = parent[n]!) {
-        const c = count[n]!
-        count[n] = c + 1
-        if (c === 0) {
+    const h = nodes.length
+    for (let i = 0; i < h; i++) {
+      // A node with more locks than the holders that can still reach it is protected by some
+      // other lock, and so are its ancestors: the walk stops there.
+      const rest = h - 1 - i
+      for (let n = nodes[i]! & SLOT_MASK; isRoot[n] === 0 && dead[n] === 0; n = parent[n]!) {
+        const c = count[n]! + 1
+        count[n] = c
+        if (c === 1) {
           if (k === seen.length) {
             const grown = new Int32Array(seen.length * 2)
             grown.set(seen)
@@ -980,19 +991,24 @@ export class RadixCache {
           }
           seen[k++] = n
         }
+        if (lockRef[n]! > c + rest) {
+          dead[n] = 1
+          break
+        }
       }
     }
-    const lockRef = this.#lockRef
     const keys = this.#keys
     let tokens = 0
     for (let i = 0; i < k; i++) {
       const n = seen[i]!
-      if (lockRef[n] === count[n]) tokens += keys[n]!.length
+      if (dead[n] === 0 && lockRef[n] === count[n]) tokens += keys[n]!.length
       count[n] = 0
+      dead[n] = 0
     }
     return tokens
   }
 
+  #onlyDead: Uint8Array = new Uint8Array(0)
   #onlyCount: Int32Array = EMPTY_INDICES
   #onlySeen: Int32Array = new Int32Array(64)
 

@@ -37,7 +37,7 @@ export class DecodeAdmission {
     let decision = admit(
       buildAdmitWorkerState(d, ctx.now, ctx.config.reaper?.idleMs, ctx.config.geometry),
       a.request,
-      { now: ctx.now, ...(matched === undefined ? {} : { matchedTokens: matched }) },
+      matched === undefined ? { now: ctx.now } : { now: ctx.now, matchedTokens: matched },
       ctx.config.admitOptions,
     )
     if (spec.seedAdmission === false && a.request.path === 'seed') {

@@ -202,8 +202,9 @@ async function execute(
 }
 
 /**
- * What running the command took (not deterministic, unlike the rest of `results.json`): wall
- * time and the process's peak resident set size (every worker thread included).
+ * What running the command took: wall time and the process's peak resident set size (every
+ * worker thread included). Printed, never written to `results.json`, which stays byte-identical
+ * for the same configuration.
  */
 interface Resources {
   readonly wallS: number
@@ -223,7 +224,7 @@ function writeOutputs(
     wallS: Math.round(performance.now() - started) / 1000,
     peakRssMB: peakRssMB(),
   }
-  writeFileSync(join(dir, 'results.json'), toStableJson({ ...result, resources }))
+  writeFileSync(join(dir, 'results.json'), toStableJson(result))
   writeFileSync(join(dir, 'report.html'), renderHtmlReport(result, sweep === undefined ? {} : { sweep }))
   io.out('')
   io.out(`report:  ${join(outDir, 'report.html')}`)

@@ -304,8 +304,11 @@ export interface ExperimentResult {
   readonly config: {
     readonly workload: TraceStats & { readonly kind: string; readonly notes: readonly string[] }
     readonly topology: string
-    /** What the caches counted: tokens, or units of blocks (a hash-id trace; see `KvGeometry`). */
-    readonly granularity: SimGranularity
+    /**
+     * `'block'` when the caches counted units of blocks (a hash-id trace; see `KvGeometry`); absent
+     * at token granularity, so a token-level run's `results.json` is what it was before blocks.
+     */
+    readonly granularity?: SimGranularity
     readonly policies: readonly string[]
     readonly reference: string
     readonly seeds: readonly number[]
@@ -684,7 +687,7 @@ export function summarizeExperiment(
     config: {
       workload: { ...stats, kind: config.workload.kind, notes: w0.notes },
       topology: formatTopology(topology),
-      granularity: w0.blockTokens === undefined ? 'token' : 'block',
+      ...(w0.blockTokens === undefined ? {} : { granularity: 'block' as const }),
       policies: labels,
       reference: labels[0]!,
       seeds: [...config.seeds],

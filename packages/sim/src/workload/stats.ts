@@ -1,5 +1,6 @@
 import { checkOption } from '../errors/simError.js'
 import { KvGeometry } from '../granularity/kvGeometry.js'
+import { PairKeySet } from '../hashing/pairKeySet.js'
 import type { Workload } from './types.js'
 
 /**
@@ -94,8 +95,8 @@ export function computeTraceStats(w: Workload, pageSize?: number): TraceStats {
   checkOption(Number.isInteger(ps) && ps >= 1, `pageSize must be a positive integer, got ${ps}`, ps)
   // Entries of a page: its tokens, or its units for a block-granular workload (KvGeometry).
   const pe = new KvGeometry(ps, w.blockTokens ?? 1).pageUnits
-  // Chained page keys: two independent 32-bit lanes folded into a 53-bit number.
-  const seen = new Set<number>()
+  // Chained page keys: two independent 32-bit lanes, the second cut to 21 bits (a 53-bit key).
+  const seen = new PairKeySet(1 << 16)
   let total = 0
   let hits = 0
   let hitTokens = 0
@@ -114,11 +115,11 @@ export function computeTraceStats(w: Workload, pageSize?: number): TraceStats {
         h1 = Math.imul(h1 ^ x, 0x01000193)
         h2 = Math.imul(h2 ^ x, 0x5bd1e995) ^ (h2 >>> 15)
       }
-      const key = (h1 >>> 0) * 2097152 + ((h2 >>> 0) & 0x1fffff)
-      if (prefix && seen.has(key)) hitPages++
+      const lo = h2 & 0x1fffff
+      if (prefix && seen.has(h1, lo)) hitPages++
       else {
         prefix = false
-        seen.add(key)
+        seen.add(h1, lo)
       }
     }
     total += pages
