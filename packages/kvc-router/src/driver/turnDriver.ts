@@ -487,7 +487,11 @@ export class TurnDriver {
         let done = false
         const finish = (): void => {
           if (done) return
-          if (p?.type === 'stop') return void ((done = true), resolve(p))
+          if (p?.type === 'stop') {
+            done = true
+            resolve(p)
+            return
+          }
           const winner = admitted(p) ? 'primary' : admitted(h) ? 'hedge' : undefined
           if (winner === undefined && (p === undefined || h === undefined)) return
           done = true
