@@ -1,6 +1,7 @@
 import { readFileSync } from 'node:fs'
 import { dirname, resolve } from 'node:path'
 import ts from 'typescript'
+import { describe, expect, it } from 'vitest'
 
 /**
  * The public surface of a package entry point, for the packages' export-surface snapshot tests:
@@ -72,4 +73,29 @@ function collect(file: string, names: Map<string, 'value' | 'type'>, seen: Set<s
 
 function sourceOf(from: string, specifier: string): string {
   return resolve(dirname(from), specifier.replace(/\.js$/, '.ts'))
+}
+
+/**
+ * The export-surface test of a package: for its entry point (and its `/testing` subpath when
+ * given), the parsed surface's values must be the loaded module's runtime keys, and the whole
+ * surface must match the snapshot file beside the test (`__snapshots__/surface.<entry>.snap`).
+ * `testUrl` is the test file's `import.meta.url`.
+ */
+export function describePublicSurface(
+  testUrl: string,
+  modules: { readonly index: object; readonly testing?: object },
+): void {
+  describe('public surface', () => {
+    for (const [entry, mod, path] of [
+      ['index', modules.index, '../src/index.ts'],
+      ['testing', modules.testing, '../src/testing/index.ts'],
+    ] as const) {
+      if (mod === undefined) continue
+      it(`of ${entry === 'index' ? 'the entry point' : 'the /testing subpath'}`, async () => {
+        const surface = exportSurface(new URL(path, testUrl).pathname)
+        expect(valueNames(surface)).toEqual(Object.keys(mod).sort())
+        await expect(surface.join('\n')).toMatchFileSnapshot(`__snapshots__/surface.${entry}.snap`)
+      })
+    }
+  })
 }

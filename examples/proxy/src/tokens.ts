@@ -56,7 +56,9 @@ export function createTokenizer(mode: TokenizerMode): PromptTokenizer {
  * Chained block hashes of a session's prompts, computed incrementally: the pages a prompt shares
  * with the session's previous prompt are not hashed again (a multi-turn prompt grows by its
  * append, so each turn hashes only its new pages). Uses SGLang's SHA-256 chain, the hash in
- * SGLang's (and the emulator's) KV events.
+ * SGLang's (and the emulator's) KV events; a prompt with a cache salt (a tenant's namespace) seeds
+ * the chain with it (`namespaceInSeed`), so its blocks never match another namespace's in the
+ * router's residency index (an unsalted prompt hashes exactly as upstream SGLang).
  */
 export class BlockHashCache {
   readonly pageSize: number
@@ -64,19 +66,21 @@ export class BlockHashCache {
   #tokens: Uint32Array = new Uint32Array(0)
   #digests: Uint8Array[] = []
   #ids: bigint[] = []
+  #salt: string | undefined
 
-  constructor(pageSize: number, hasher: BlockHasher = sglangBlockHasher()) {
+  constructor(pageSize: number, hasher: BlockHasher = sglangBlockHasher({ namespaceInSeed: true })) {
     this.pageSize = pageSize
     this.#hasher = hasher
   }
 
-  /** Block ids of every full page of `tokens`. */
-  blocks(tokens: Uint32Array): bigint[] {
+  /** Block ids of every full page of `tokens`, in the namespace `salt` (none by default). */
+  blocks(tokens: Uint32Array, salt?: string): bigint[] {
     const ps = this.pageSize
     const pages = Math.floor(tokens.length / ps)
     const prev = this.#tokens
     let keep = 0
-    const limit = Math.min(pages, this.#ids.length)
+    const limit = salt === this.#salt ? Math.min(pages, this.#ids.length) : 0
+    this.#salt = salt
     outer: while (keep < limit) {
       const base = keep * ps
       for (let j = 0; j < ps; j++) if (tokens[base + j] !== prev[base + j]) break outer
@@ -86,7 +90,7 @@ export class BlockHashCache {
     const ids = this.#ids.slice(0, keep)
     let parent = keep === 0 ? undefined : digests[keep - 1]
     for (let p = keep; p < pages; p++) {
-      const d = this.#hasher.hashBlock(parent, tokens.subarray(p * ps, (p + 1) * ps), undefined)
+      const d = this.#hasher.hashBlock(parent, tokens.subarray(p * ps, (p + 1) * ps), salt)
       digests.push(d)
       ids.push(this.#hasher.blockId(d))
       parent = d

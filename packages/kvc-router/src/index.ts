@@ -88,6 +88,7 @@ export {
 } from './residency/residencyIndex.js'
 export {
   InMemoryClusterStateStore,
+  checkLoadDelta,
   type ClaimOutcome,
   type ClusterStateStore,
   type InMemoryClusterStateStoreOptions,
@@ -192,4 +193,5 @@ export {
   type DynamoKvCostOptions,
   type SglangCacheAwareOptions,
 } from './policies/baselines.js'
+export { llmdPrecisePrefixPolicy, type LlmdPrecisePrefixOptions } from './policies/llmdPrecisePrefix.js'
 export { renderDispatch, renderRoute } from './explain/render.js'

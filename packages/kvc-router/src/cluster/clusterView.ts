@@ -210,7 +210,8 @@ export interface ClusterViewOptions {
 
 /**
  * The router's pure view of the cluster: P and D workers with capacity, load, health and pause
- * state; the residency index of the D workers; P→D link health; and, through a
+ * state; the residency index of the D workers and, apart, that of the P workers (a P's prefix
+ * cache publishes KV events too: KV-aware P choices read it); P→D link health; and, through a
  * {@link ClusterStateStore}, the shared part (session bindings, in-flight load, pending seeds,
  * pause hints, rejects and exclusions). Updated only by explicit calls; never reads a clock or
  * a random source of its own.
@@ -229,6 +230,12 @@ export interface ClusterViewOptions {
 export class ClusterView {
   /** The residency index over the D workers. */
   readonly residency: ResidencyIndex
+  /**
+   * The residency index over the P workers, fed by their KV events (the P's radix cache publishes
+   * them as a D's does). Kept apart from {@link ClusterView.residency} so that P workers never
+   * count as holders in the D workers' overlap (or its boilerplate threshold).
+   */
+  readonly prefillResidency: ResidencyIndex
   /** The shared state. */
   readonly store: ClusterStateStore
   /** Turns waiting for D workers' pending-seed slots, oldest first (this replica's). */
@@ -258,6 +265,7 @@ export class ClusterView {
     this.#now = options.now
     this.store = options.store ?? new InMemoryClusterStateStore()
     this.residency = new ResidencyIndex(options.residency)
+    this.prefillResidency = new ResidencyIndex(options.residency)
     // The router's parameters, with its defaults and rules (a Router passes its own params).
     this.#linkThreshold = checkRouterParam(
       'linkFailureThreshold',
@@ -350,7 +358,7 @@ export class ClusterView {
   }
 
   /**
-   * Registers a worker. D workers also join the residency index.
+   * Registers a worker. D workers also join the residency index, P workers the P residency index.
    *
    * @throws RouterError `DUPLICATE_WORKER`, `INVALID_OPTION`, `INVALID_LENGTH`.
    *
@@ -382,13 +390,11 @@ export class ClusterView {
     if (this.#workers.has(spec.id)) {
       throw new RouterError('DUPLICATE_WORKER', `worker ${spec.id} already added`, spec.id)
     }
+    const eventOpts = spec.lastEventId === undefined ? {} : { lastEventId: spec.lastEventId }
     const slot =
       spec.role === 'decode'
-        ? this.residency.addWorker(
-            spec.id,
-            spec.lastEventId === undefined ? {} : { lastEventId: spec.lastEventId },
-          )
-        : -1
+        ? this.residency.addWorker(spec.id, eventOpts)
+        : this.prefillResidency.addWorker(spec.id, eventOpts)
     const state: WorkerState = {
       id: spec.id,
       role: spec.role,
@@ -429,7 +435,10 @@ export class ClusterView {
       this.residency.removeWorker(id)
       this.#decodeIds = this.#decodeIds.filter((x) => x !== id)
       this.#decodeStates = this.#decodeStates.filter((x) => x.id !== id)
-    } else this.#prefillIds = this.#prefillIds.filter((x) => x !== id)
+    } else {
+      this.prefillResidency.removeWorker(id)
+      this.#prefillIds = this.#prefillIds.filter((x) => x !== id)
+    }
     this.#workers.delete(id)
     this.#queues.delete(id)
     this.store.dropWorker(id)
@@ -883,9 +892,10 @@ export class ClusterView {
   }
 
   /**
-   * Feeds one KV event of a D worker to the residency index (see `ResidencyIndex.ingest`).
+   * Feeds one KV event of a worker to its residency index (see `ResidencyIndex.ingest`): a D's to
+   * {@link ClusterView.residency}, a P's to {@link ClusterView.prefillResidency}.
    *
-   * @throws RouterError `UNKNOWN_WORKER`, `WRONG_ROLE`, `INVALID_MESSAGE`, `EVENT_OUT_OF_ORDER`.
+   * @throws RouterError `UNKNOWN_WORKER`, `INVALID_MESSAGE`, `EVENT_OUT_OF_ORDER`.
    *
    * @example
    * ```ts
@@ -895,9 +905,9 @@ export class ClusterView {
    * view.ingest('d0', { type: 'AllBlocksCleared', eventId: 0 }) // 'applied'
    * ```
    */
-  ingest(d: string, event: KvEvent): IngestStatus {
-    this.#decode(d)
-    return this.residency.ingest(d, event)
+  ingest(id: string, event: KvEvent): IngestStatus {
+    const w = this.#get(id)
+    return (w.role === 'decode' ? this.residency : this.prefillResidency).ingest(id, event)
   }
 
   /**

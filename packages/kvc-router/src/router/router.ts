@@ -272,9 +272,10 @@ export class Router {
   }
 
   /**
-   * Feeds a D worker's KV event to the residency index.
+   * Feeds a worker's KV event to the residency index (a P's to the P workers' index, which the
+   * KV-aware baselines' P choice reads).
    *
-   * @throws RouterError `UNKNOWN_WORKER`, `WRONG_ROLE`, `INVALID_MESSAGE`, `EVENT_OUT_OF_ORDER`.
+   * @throws RouterError `UNKNOWN_WORKER`, `INVALID_MESSAGE`, `EVENT_OUT_OF_ORDER`.
    *
    * @example
    * ```ts

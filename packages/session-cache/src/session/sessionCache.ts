@@ -1,5 +1,4 @@
 import { type NodeHandle, PagedAllocator, RadixCache, RadixCacheError } from '@kvc/radix-cache'
-import { SessionCacheError, type SessionCacheErrorCode } from '../errors/sessionCacheError.js'
 import { DEFAULT_EVICTION_BUCKETS, Histogram } from '../metrics/histogram.js'
 import type {
   CacheReqResult,
@@ -12,7 +11,6 @@ import type {
   OpenSessionOptions,
   PoolAccounting,
   RequestInit,
-  RequestPhase,
   SessionCacheOptions,
   SessionCacheStats,
   SessionGranularity,
@@ -21,98 +19,8 @@ import type {
   SessionSlot,
   SessionStatus,
 } from './types.js'
-
-const EMPTY_I32 = new Int32Array(0)
-const EMPTY_U32 = new Uint32Array(0)
-
-/** Internal, mutable request state; callers see it through {@link SessionRequest}. */
-class RequestState implements SessionRequest {
-  readonly rid: string
-  readonly sessionId: string | undefined
-  extraKey: string | undefined
-  /** Normalized namespace ('' = default). */
-  ns: string
-  readonly priority: number
-  readonly originInputIds: Uint32Array
-  readonly outputIds: number[] = []
-  /** origin + output tokens; capacity grows by doubling. */
-  buf: Uint32Array
-  len: number
-  reqToToken: Int32Array = EMPTY_I32
-  cacheProtectedLen = 0
-  kvCommittedLen = 0
-  kvAllocatedLen = 0
-  lastNode: NodeHandle | undefined = undefined
-  cachedTokens = 0
-  extra: unknown = undefined
-  phase: RequestPhase = 'created'
-  /** Session mode, later turn: running on the row lent by its session slot. */
-  restored = false
-  /** Session mode, restored: the slot's `kvAllocatedLen` when lent (its pages stay the slot's on abort). */
-  slotAllocated = 0
-
-  constructor(
-    rid: string,
-    tokens: Uint32Array,
-    len: number,
-    sessionId: string | undefined,
-    extraKey: string | undefined,
-    priority: number,
-  ) {
-    this.rid = rid
-    this.sessionId = sessionId
-    this.extraKey = extraKey
-    this.ns = extraKey ?? ''
-    this.priority = priority
-    // `tokens` is a private buffer with spare capacity for the output (see toTokens).
-    this.buf = tokens
-    this.len = len
-    this.originInputIds = tokens.subarray(0, len)
-  }
-
-  get tokenIds(): Uint32Array {
-    return this.buf.subarray(0, this.len)
-  }
-
-  get prefixIndices(): Int32Array {
-    return this.reqToToken.subarray(0, this.kvCommittedLen)
-  }
-}
-
-/** Internal session slot; callers see snapshots ({@link SessionSlot}, {@link SessionStatus}). */
-class Slot {
-  readonly sessionId: string
-  readonly ns: string
-  lastNode: NodeHandle | undefined = undefined
-  lastAccessTime: number
-  /** Logical LRU tie-break. */
-  seq: number
-  extra: unknown
-  /** Committed token ids of the session (a view of the last finished request's tokens). */
-  committed: Uint32Array = EMPTY_U32
-  turns = 0
-  activeRid: string | undefined = undefined
-  /** Tokens its previous incarnation had committed when it was evicted (until its first match). */
-  lostCommitted = 0
-  /** Demoted: holds a host reference on `lastNode` instead of a device lock. */
-  pinned = false
-  // Session mode only: the parked row and its ownership split.
-  row: Int32Array | undefined = undefined
-  protectedLen = 0
-  allocatedLen = 0
-
-  constructor(sessionId: string, ns: string, extra: unknown, now: number, seq: number) {
-    this.sessionId = sessionId
-    this.ns = ns
-    this.extra = extra
-    this.lastAccessTime = now
-    this.seq = seq
-  }
-}
-
-function fail(code: SessionCacheErrorCode, message: string, value?: unknown): never {
-  throw new SessionCacheError(code, message, value)
-}
+import { EMPTY_I32, RequestState, Slot } from './state.js'
+import { fail, startsWith, toTokens } from './tokens.js'
 
 function defaultNow(): number {
   return performance.now()
@@ -182,8 +90,8 @@ export class SessionCache {
   readonly #onEviction: ((event: EvictionEvent) => void) | undefined
   readonly #releasedMemory: number
   readonly #slots = new Map<string, Slot>()
-  /** Scratch of `releasableTokens`: idle-session locks per node. */
-  readonly #lockScratch = new Map<NodeHandle, number>()
+  /** Scratch of `releasableTokens`: the counted sessions' lock holders. */
+  readonly #holderScratch: NodeHandle[] = []
   /** Recently dropped sessions: why, and (evicted ones) how many tokens they had committed. */
   readonly #released = new Map<string, { why: 'released' | 'evicted'; committed: number }>()
   readonly #requests = new Map<string, RequestState>()
@@ -579,8 +487,7 @@ export class SessionCache {
       fail('INVALID_OPTION', `sessionId must be a non-empty string, got ${String(sessionId)}`, sessionId)
     }
     const now = idleMs === undefined ? 0 : this.#now()
-    const locks = this.#lockScratch
-    locks.clear()
+    const holders = this.#holderScratch
     let tokens = 0
     const one = sessionId === undefined ? undefined : this.#slots.get(sessionId)
     if (sessionId !== undefined && one === undefined) return 0
@@ -588,17 +495,15 @@ export class SessionCache {
       if (s.activeRid !== undefined || (idleMs !== undefined && now - s.lastAccessTime < idleMs)) continue
       if (s.pinned) continue // a demoted session locks nothing on the device
       tokens += this.#heldBySlot(s)
-      for (let n = s.lastNode; n !== undefined; n = this.cache.parentOf(n)) {
-        locks.set(n, (locks.get(n) ?? 0) + 1)
-      }
+      if (s.lastNode !== undefined) holders.push(s.lastNode)
     }
-    for (const [n, count] of locks) {
-      if (this.cache.lockRefOf(n) !== count) continue
-      const parent = this.cache.parentOf(n)
-      tokens += this.cache.tokensUnder(n) - (parent === undefined ? 0 : this.cache.tokensUnder(parent))
+    if (holders.length === 0) return tokens
+    try {
+      // The tree's tokens these sessions' locks alone protect (shared prefixes once).
+      return tokens + this.cache.tokensLockedOnlyBy(holders)
+    } finally {
+      holders.length = 0
     }
-    locks.clear()
-    return tokens
   }
 
   // ---------------------------------------------------------------------------------------------
@@ -878,7 +783,11 @@ export class SessionCache {
     }
     const aligned = res.alignedLen
     if (aligned > p) {
-      const m = this.cache.matchPrefix(tokens.subarray(0, aligned), { extraKey: r.ns })
+      // Re-match (as SGLang does) to adopt the tree's canonical slots for [p, aligned).
+      const m = this.cache.matchPrefix(tokens.subarray(0, aligned), {
+        extraKey: r.ns,
+        into: this.#matchScratch(aligned),
+      })
       if (m.length !== aligned) {
         throw new Error(`session-cache: re-match found ${m.length} of ${aligned} just-inserted tokens`)
       }
@@ -1196,6 +1105,14 @@ export class SessionCache {
     fail('UNKNOWN_SESSION', `session ${String(sessionId)} was never opened`, sessionId)
   }
 
+  /** A reusable buffer for `n` match indices (a re-match's are copied out at once). */
+  #matchScratch(n: number): Int32Array {
+    if (this.#scratch.length < n) this.#scratch = new Int32Array(Math.max(n, this.#scratch.length * 2))
+    return this.#scratch
+  }
+
+  #scratch: Int32Array = EMPTY_I32
+
   #ensureRow(r: RequestState, n: number): void {
     const row = r.reqToToken
     if (row.length >= n) return
@@ -1237,7 +1154,10 @@ export class SessionCache {
 
   #rematch(r: RequestState): SessionMatchResult {
     if (!r.restored) {
-      const m = this.cache.matchPrefix(r.buf.subarray(0, r.len - 1), { extraKey: r.ns })
+      const m = this.cache.matchPrefix(r.buf.subarray(0, r.len - 1), {
+        extraKey: r.ns,
+        into: this.#matchScratch(r.len - 1),
+      })
       if (m.length > r.kvCommittedLen) {
         // Another request inserted more of our tokens: adopt the tree's slots.
         const p = r.cacheProtectedLen
@@ -1473,54 +1393,4 @@ export class SessionCache {
       this.#onEviction({ kind, requestedTokens: requested, freedTokens: freed, sessionId, time: this.#now() })
     }
   }
-}
-
-/** Validate token ids and copy them into a new `Uint32Array` with `spare` free slots at the end. */
-function toTokens(tokens: ArrayLike<number>, spare: number): Uint32Array {
-  if (tokens === null || typeof tokens !== 'object' || typeof tokens.length !== 'number') {
-    fail(
-      'INVALID_REQUEST',
-      `inputIds must be an array of token ids, got ${tokens === null ? 'null' : typeof tokens}`,
-      tokens,
-    )
-  }
-  const n = tokens.length
-  const out = new Uint32Array(n + spare)
-  if (tokens instanceof Uint32Array) {
-    out.set(tokens)
-    return out
-  }
-  for (let i = 0; i < n; i++) {
-    const t = tokens[i]!
-    if (!Number.isInteger(t) || t < 0 || t > 0xffffffff) {
-      fail('INVALID_REQUEST', `token ${String(t)} at index ${i} is not an integer in [0, 2^32)`, t)
-    }
-    out[i] = t
-  }
-  return out
-}
-
-/** Whether `a` starts with all of `b` (8 tokens per step: committed prefixes are long). */
-function startsWith(a: Uint32Array, b: Uint32Array): boolean {
-  const n = b.length
-  if (a.length < n) return false
-  let i = 0
-  const n8 = n - 7
-  while (i < n8) {
-    if (
-      (a[i]! ^ b[i]!) |
-      (a[i + 1]! ^ b[i + 1]!) |
-      (a[i + 2]! ^ b[i + 2]!) |
-      (a[i + 3]! ^ b[i + 3]!) |
-      (a[i + 4]! ^ b[i + 4]!) |
-      (a[i + 5]! ^ b[i + 5]!) |
-      (a[i + 6]! ^ b[i + 6]!) |
-      (a[i + 7]! ^ b[i + 7]!)
-    ) {
-      return false
-    }
-    i += 8
-  }
-  for (; i < n; i++) if (a[i] !== b[i]) return false
-  return true
 }

@@ -92,9 +92,10 @@ export class ElasticController {
     const role = w.role === 'prefill' ? 'prefill' : 'decode'
     let pressure = 0
     if (role === 'decode' && w.alive) {
-      const r = buildCapacityReport(w, ctx.now, ctx.config.reaper?.idleMs)
+      const g = ctx.config.geometry
+      const r = buildCapacityReport(w, ctx.now, ctx.config.reaper?.idleMs, g)
       const free = r.freeTokens + r.evictableTokens - (r.reservedTokens ?? 0) + (r.releasableTokens ?? 0)
-      pressure = Math.min(1, Math.max(0, 1 - free / w.pool.size))
+      pressure = Math.min(1, Math.max(0, 1 - free / g.tokens(w.pool.size)))
     }
     const d = this.#draining
     return {
@@ -161,8 +162,8 @@ export class ElasticController {
     ctx.router.cluster.addWorker({
       id: w.id,
       role: d.to,
-      capacityTokens: w.pool.size,
-      publishesEvents: w.retention === 'sessions',
+      capacityTokens: ctx.config.geometry.tokens(w.pool.size),
+      publishesEvents: w.retention !== 'none',
     })
     ctx.touch(w)
     d.record.switchMs = ctx.now

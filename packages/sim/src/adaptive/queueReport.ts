@@ -26,7 +26,7 @@ export function simQueueReport(ctx: SimContext, workerId: string): QueueReport |
     const input = turn.spec.inputLength
     const matched =
       radix !== undefined && turn.prompt !== undefined
-        ? radix.matchPrefix(turn.prompt, { readOnly: true }).length
+        ? ctx.config.geometry.tokens(radix.matchPrefix(turn.prompt, { readOnly: true }).length)
         : 0
     const cached = Math.min(Math.round(matched * scale), input)
     s += prefillSeconds(cm, Math.max(1, input - cached), cached)

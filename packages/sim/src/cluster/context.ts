@@ -24,6 +24,8 @@ export interface SimCounters {
   sessionsReaped: number
   admissionReleases: number
   seedWakes: number
+  preallocTimeouts: number
+  retries: number
 }
 
 /** Why a physical step of a turn failed (what its dispatch is told). */
@@ -67,6 +69,8 @@ export class SimContext {
     sessionsReaped: 0,
     admissionReleases: 0,
     seedWakes: 0,
+    preallocTimeouts: 0,
+    retries: 0,
   }
   readonly workers: SimWorker[] = []
   readonly byId = new Map<string, SimWorker>()
@@ -96,7 +100,11 @@ export class SimContext {
         ...spec.routerParams,
       },
       policy: config.policy,
-      residency: { hasher: simBlockHasher, pageSize: config.pageSize },
+      // Block granularity: the caches' events carry pages of units, not of `pageSize` tokens
+      // (the router counts a block key as a page of tokens all the same).
+      residency: config.geometry.tokenLevel
+        ? { hasher: simBlockHasher, pageSize: config.pageSize }
+        : { hasher: simBlockHasher },
       // The adaptive path choice estimates with the run's cost model and reads the workers' queues.
       costModel: config.cost,
       queueSource: (id) => simQueueReport(this, id),

@@ -90,6 +90,9 @@ export class SimWorker {
   sumJoin = 0
   decodeGen = 0
 
+  // classic P/D: requests waiting for this D to preallocate their KV (FIFO)
+  preallocWait: { readonly turn: SimTurnRef; readonly seq: number }[] = []
+
   // transfers into this D
   transferWait: Transfer[] = []
   transfersOnWire = 0
@@ -136,6 +139,7 @@ export class SimWorker {
     this.sumJoin = 0
     this.decodeGen++
     this.transferWait = []
+    this.preallocWait = []
     this.transfersOnWire = 0
     this.reservedOutputs = 0
     this.blockedSince = Number.NaN

@@ -1,0 +1,94 @@
+/**
+ * The session cache's internal mutable state: a request's and a session slot's. Callers see them
+ * only through {@link SessionRequest} and snapshots.
+ */
+import type { NodeHandle } from '@kvc/radix-cache'
+import type { RequestPhase, SessionRequest } from './types.js'
+
+export const EMPTY_I32 = new Int32Array(0)
+export const EMPTY_U32 = new Uint32Array(0)
+
+/** Internal, mutable request state; callers see it through {@link SessionRequest}. */
+export class RequestState implements SessionRequest {
+  readonly rid: string
+  readonly sessionId: string | undefined
+  extraKey: string | undefined
+  /** Normalized namespace ('' = default). */
+  ns: string
+  readonly priority: number
+  readonly originInputIds: Uint32Array
+  readonly outputIds: number[] = []
+  /** origin + output tokens; capacity grows by doubling. */
+  buf: Uint32Array
+  len: number
+  reqToToken: Int32Array = EMPTY_I32
+  cacheProtectedLen = 0
+  kvCommittedLen = 0
+  kvAllocatedLen = 0
+  lastNode: NodeHandle | undefined = undefined
+  cachedTokens = 0
+  extra: unknown = undefined
+  phase: RequestPhase = 'created'
+  /** Session mode, later turn: running on the row lent by its session slot. */
+  restored = false
+  /** Session mode, restored: the slot's `kvAllocatedLen` when lent (its pages stay the slot's on abort). */
+  slotAllocated = 0
+
+  constructor(
+    rid: string,
+    tokens: Uint32Array,
+    len: number,
+    sessionId: string | undefined,
+    extraKey: string | undefined,
+    priority: number,
+  ) {
+    this.rid = rid
+    this.sessionId = sessionId
+    this.extraKey = extraKey
+    this.ns = extraKey ?? ''
+    this.priority = priority
+    // `tokens` is a private buffer with spare capacity for the output (see toTokens).
+    this.buf = tokens
+    this.len = len
+    this.originInputIds = tokens.subarray(0, len)
+  }
+
+  get tokenIds(): Uint32Array {
+    return this.buf.subarray(0, this.len)
+  }
+
+  get prefixIndices(): Int32Array {
+    return this.reqToToken.subarray(0, this.kvCommittedLen)
+  }
+}
+
+/** Internal session slot; callers see snapshots ({@link SessionSlot}, {@link SessionStatus}). */
+export class Slot {
+  readonly sessionId: string
+  readonly ns: string
+  lastNode: NodeHandle | undefined = undefined
+  lastAccessTime: number
+  /** Logical LRU tie-break. */
+  seq: number
+  extra: unknown
+  /** Committed token ids of the session (a view of the last finished request's tokens). */
+  committed: Uint32Array = EMPTY_U32
+  turns = 0
+  activeRid: string | undefined = undefined
+  /** Tokens its previous incarnation had committed when it was evicted (until its first match). */
+  lostCommitted = 0
+  /** Demoted: holds a host reference on `lastNode` instead of a device lock. */
+  pinned = false
+  // Session mode only: the parked row and its ownership split.
+  row: Int32Array | undefined = undefined
+  protectedLen = 0
+  allocatedLen = 0
+
+  constructor(sessionId: string, ns: string, extra: unknown, now: number, seq: number) {
+    this.sessionId = sessionId
+    this.ns = ns
+    this.extra = extra
+    this.lastAccessTime = now
+    this.seq = seq
+  }
+}
