@@ -74,7 +74,7 @@ export interface PathSignals {
  * @example
  * ```ts
  * import { DEFAULT_COST_MODEL, type PathParams } from '@kvc/kvc-router'
- * const p: PathParams = { cost: DEFAULT_COST_MODEL, stallWeight: 1, transferChunkTokens: 8_192 }
+ * const p: PathParams = { cost: DEFAULT_COST_MODEL, stallWeight: 1, transferChunkTokens: 8_192, maxPromptTokens: 1_048_576 }
  * ```
  */
 export interface PathParams {
@@ -91,6 +91,11 @@ export interface PathParams {
    * left after the prefill. Default 8,192 (SGLang's `--chunked-prefill-size`).
    */
   readonly transferChunkTokens: number
+  /**
+   * The longest prompt the decision considers when it keeps its choice monotone in the prompt's
+   * length (a context window; default 1,048,576).
+   */
+  readonly maxPromptTokens: number
 }
 
 /**
@@ -138,7 +143,8 @@ export interface PathChoice {
 }
 
 /**
- * The default parameters with a given cost model (`stallWeight` 1, `transferChunkTokens` 8,192).
+ * The default parameters with a given cost model (`stallWeight` 1, `transferChunkTokens` 8,192,
+ * `maxPromptTokens` 1,048,576).
  *
  * @example
  * ```ts
@@ -151,9 +157,11 @@ export function pathParams(cost: CostModel, overrides: Partial<Omit<PathParams, 
     cost,
     stallWeight: overrides.stallWeight ?? 1,
     transferChunkTokens: overrides.transferChunkTokens ?? 8192,
+    maxPromptTokens: overrides.maxPromptTokens ?? 1_048_576,
   }
   checkNumber('stallWeight', p.stallWeight, 0)
   checkNumber('transferChunkTokens', p.transferChunkTokens, 1)
+  checkNumber('maxPromptTokens', p.maxPromptTokens, 1)
   return Object.freeze(p)
 }
 
@@ -260,13 +268,70 @@ function fmt(x: number): string {
 }
 
 /**
+ * `local cost − remote cost` of the same turn with its prompt `prompt` tokens long (the cached
+ * parts unchanged): ≤ 0 where the plain comparison prefills locally.
+ */
+function margin(s: PathSignals, p: PathParams, prompt: number): number {
+  const t = { ...s, promptTokens: prompt }
+  return estimateLocal(t, p).costS - estimateRemote(t, p)!.costS
+}
+
+/**
+ * The prompt length `L' > s.promptTokens` (up to `maxPromptTokens`) at which a local prefill is
+ * cheapest against the remote seed, when the plain comparison at some longer prompt prefers
+ * local; `undefined` when no longer prompt does. Exact for whole token counts: as a function of the prompt length, the
+ * margin is convex on each piece between the breakpoints (the P's cached length, where its
+ * prefill starts costing α; one transfer chunk past the D's cached length, where the transfer
+ * starts to overlap the prefill), or beyond the last one the minimum of a non-decreasing and a
+ * convex function; so its minimum over `[L, ∞)` lies at a breakpoint or a stationary point.
+ */
+function localAtLongerPrompt(s: PathSignals, p: PathParams): number | undefined {
+  const cm = p.cost
+  const L = s.promptTokens
+  const pre = s.prefill!
+  const wr = p.stallWeight * s.runningDecodes
+  const wire = (cm.kvBytesPerToken * 8) / ((pre.linkGbps ?? cm.linkGbps) * 1e9)
+  const perToken = 1 / cm.prefillTokensPerS
+  const g = cm.prefillQuadraticS
+  const hD = Math.min(s.decodeHeldTokens, L)
+  const cands = [pre.heldTokens, pre.heldTokens + 1, hD + p.transferChunkTokens]
+  if (g > 0) {
+    // Stationary points: within one chunk with the P prefilling (wr·(1/T + γL) = wire), and
+    // with the P prefilling nothing or past one chunk ((1 + wr)·(1/T + γL) = wire).
+    if (wr > 0) cands.push((wire / wr - perToken) / g)
+    cands.push((wire / (1 + wr) - perToken) / g)
+  }
+  cands.push(p.maxPromptTokens)
+  let best: number | undefined
+  let bestM = 0
+  for (const raw of cands) {
+    const c = Math.min(raw, p.maxPromptTokens)
+    if (!(c > L) || !Number.isFinite(c)) continue
+    const m = margin(s, p, c)
+    if (m <= bestM) {
+      bestM = m
+      best = c
+    }
+  }
+  return best
+}
+
+/**
  * Chooses the prefill site for a turn on a D: local when its cost is not higher than the remote
  * seed's, remote otherwise; local when no P can seed the D or the D holds the whole prompt.
- * Properties (fast-check tests): a longer P queue, a slower link, a shorter D queue or fewer
- * running decodes never turn a local choice into a remote one; a shorter prompt never does either
- * while `stallWeight × runningDecodes` is at least the link's wire time per token over the
- * prefill's time per token (0.06 on a 400 Gb/s link; `docs/design/algorithms.md#path-choice`
- * shows the exception on an idle D).
+ *
+ * One refinement keeps the choice monotone in the prompt's length, as conditional
+ * disaggregation is (Dynamo prefills short prompts locally): when the remote seed is cheaper at
+ * this length but a local prefill would win for a longer prompt with the same cached parts, the
+ * turn prefills locally too. Only near ties differ from the plain comparison: a sub-chunk
+ * transfer grows with the prompt while a local prefill beside no running decodes costs nobody
+ * else (the gap is at most one chunk's wire time, ≈ 16 ms at 400 Gb/s), the P's fixed prefill
+ * cost once the prompt outgrows what the P caches, and on links slower than the prefill (under
+ * ≈ 24 Gb/s with the default cost model) the transfer that outgrows it.
+ *
+ * Properties (fast-check tests): a longer P queue, a slower link, a shorter D queue, fewer
+ * running decodes or a shorter prompt never turn a local choice into a remote one
+ * (`docs/design/algorithms.md#path-choice`).
  *
  * @throws RouterError `INVALID_OPTION` on a negative or non-finite signal.
  *
@@ -293,10 +358,20 @@ export function choosePath(s: PathSignals, p: PathParams): PathChoice {
       reason: `no P can seed the D: local prefill ${fmt(local.ttftS)} s`,
     }
   }
-  const site: PrefillSite = local.costS <= remote.costS ? 'local' : 'remote'
   const l = `local ${fmt(local.costS)} s (ttft ${fmt(local.ttftS)} + ${fmt(p.stallWeight)} × ${fmt(local.stallS)} s × ${s.runningDecodes} decodes)`
   const r = `remote ${fmt(remote.costS)} s (P queue ${fmt(s.prefill!.queueS)} + prefill and transfer ${fmt(remote.ttftS - s.prefill!.queueS)})`
-  return { site, local, remote, reason: site === 'local' ? `${l} ≤ ${r}` : `${r} < ${l}` }
+  if (local.costS <= remote.costS) return { site: 'local', local, remote, reason: `${l} ≤ ${r}` }
+  const longer = localAtLongerPrompt(s, p)
+  if (longer !== undefined) {
+    const at = `${Math.round(longer)} tokens`
+    return {
+      site: 'local',
+      local,
+      remote,
+      reason: `${r} < ${l}, but a prompt of ${at} would prefill locally, so this shorter one does too (near tie)`,
+    }
+  }
+  return { site: 'remote', local, remote, reason: `${r} < ${l}` }
 }
 
 /**

@@ -61,8 +61,8 @@ export interface RunCounters {
 
 /**
  * What the adaptive mechanisms of a run did: the elastic controller's role switches
- * (`elastic=on`), the hedged admission RPCs (`hedgeAdmissions`), the self-tuned parameters
- * (`selfTune`) and the hot sessions the D workers retracted (`retract=on`).
+ * (`elastic=on`), the hedged admission RPCs (`hedgeAdmissions`) and the self-tuned parameters
+ * (`selfTune`).
  *
  * @example
  * ```ts
