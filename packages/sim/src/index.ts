@@ -1,4 +1,11 @@
-export { SimError, SimErrorCode, checkOption, traceError, type TraceLocation } from './errors/simError.js'
+export {
+  RawText,
+  SimError,
+  SimErrorCode,
+  checkOption,
+  traceError,
+  type TraceLocation,
+} from './errors/simError.js'
 export { EventQueue } from './engine/eventQueue.js'
 export { Prng } from './engine/prng.js'
 export {

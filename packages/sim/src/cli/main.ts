@@ -1,5 +1,5 @@
 #!/usr/bin/env node
-import { mkdirSync, writeFileSync } from 'node:fs'
+import { writeFileSync } from 'node:fs'
 import { join, resolve } from 'node:path'
 import { SingleBar } from 'cli-progress'
 import { Command, CommanderError, Option } from 'commander'
@@ -21,6 +21,7 @@ import { renderComparisonTable } from '../report/table.js'
 import { TRACE_FORMATS, type TraceFormat, loadTrace } from '../workload/loadTrace.js'
 import { computeTraceStats } from '../workload/stats.js'
 import { parseCapacity, parseCount, parsePositive, parseSeeds } from './args.js'
+import { prepareOutDir } from './outDir.js'
 import { defaultJobs, threadRunner } from './parallel.js'
 
 /** The policies `kvc-sim compare` runs by default (see the README for why the baselines use sgl-router's Rust defaults). */
@@ -181,8 +182,7 @@ async function execute(
 }
 
 function writeOutputs(outDir: string, result: ExperimentResult, io: Io): void {
-  const dir = resolve(outDir)
-  mkdirSync(dir, { recursive: true })
+  const dir = prepareOutDir(outDir)
   writeFileSync(join(dir, 'results.json'), toStableJson(result))
   writeFileSync(join(dir, 'report.html'), renderHtmlReport(result))
   io.out('')
@@ -240,6 +240,7 @@ export function buildProgram(io: Io = defaultIo): Command {
       .map((s) => s.trim())
       .filter((s) => s !== '')
     const config = buildConfig(o, policies)
+    prepareOutDir(o.out)
     const result = await execute(o, config, io)
     io.out(renderComparisonTable(result))
     writeOutputs(o.out, result, io)
@@ -258,6 +259,7 @@ export function buildProgram(io: Io = defaultIo): Command {
     { seeds: '1' },
   ).action(async (o: CommonOpts & { policy: string; records?: boolean }) => {
     const config = buildConfig(o, [o.policy])
+    prepareOutDir(o.out)
     let runs: readonly RunResult[] = []
     const result = await execute(o, config, io, (r) => {
       runs = r

@@ -1,5 +1,8 @@
-import { readFileSync } from 'node:fs'
 import { SimError, SimErrorCode } from '../errors/simError.js'
+import { readTextCapped } from '../workload/traceFiles.js'
+
+/** Largest fault file read (bytes): a schedule is a short list. */
+const MAX_FAULT_FILE_BYTES = 16 * 1024 * 1024
 
 /**
  * Kinds of injectable faults (`docs/design/simulation.md#faults`):
@@ -152,11 +155,11 @@ export function parseFaults(spec: string): FaultSpec[] {
   if (s.endsWith('.json')) {
     let data: unknown
     try {
-      data = JSON.parse(readFileSync(s, 'utf8'))
+      data = JSON.parse(readTextCapped(s, MAX_FAULT_FILE_BYTES, 'fault file'))
     } catch (err) {
       throw new SimError(
         SimErrorCode.InvalidFault,
-        `cannot read fault file ${s}: ${(err as Error).message}`,
+        err instanceof SimError ? err.message : `cannot read fault file ${s}: ${(err as Error).message}`,
         s,
       )
     }
