@@ -242,6 +242,10 @@ export function classifyUpstreamError(err: unknown, path: 'fast' | 'seed' | 'dir
   }
   if (e instanceof WorkerBindingsError) {
     if (e.code === 'ABORTED') return { kind: 'aborted' }
+    // Refused before anything was sent (a body that cannot be written as JSON): the same request
+    // fails on every worker, and no worker is at fault.
+    if (e.code === 'INVALID_ARGUMENT' || e.code === 'INVALID_OPTION')
+      return { kind: 'client', status: 400, message: e.message }
     if (e instanceof WorkerApiError) {
       const s = e.status
       const msg = e.serverMessage ?? e.message

@@ -1,5 +1,6 @@
 import type { IncomingMessage, ServerResponse } from 'node:http'
 import { ProxyError, badRequest } from './errors.js'
+import { decodeJsonBody } from './inputLimits.js'
 
 /** OpenAI's error body: `{"error": {"message", "type", "param", "code"}}`. */
 export function errorBody(
@@ -62,10 +63,14 @@ export function sendError(res: ServerResponse, err: unknown): number {
 
 /**
  * Reads a JSON object body: 415 unless `Content-Type: application/json`, 413 above `maxBytes`
- * (the rest of the body is drained so the client reads the answer), 400 when it does not parse or
- * is not an object.
+ * (the rest of the body is drained so the client reads the answer), 400 when it nests deeper than
+ * `maxDepth` (checked before parsing), does not parse or is not an object.
  */
-export function readJsonBody(req: IncomingMessage, maxBytes: number): Promise<Record<string, unknown>> {
+export function readJsonBody(
+  req: IncomingMessage,
+  maxBytes: number,
+  maxDepth?: number,
+): Promise<Record<string, unknown>> {
   return new Promise((resolve, reject) => {
     const ct = (req.headers['content-type'] ?? '').split(';')[0]!.trim().toLowerCase()
     if (ct !== 'application/json') {
@@ -96,19 +101,13 @@ export function readJsonBody(req: IncomingMessage, maxBytes: number): Promise<Re
         reject(badRequest(`request body of ${size} bytes exceeds the limit of ${maxBytes} bytes`, 413))
         return
       }
-      const text = Buffer.concat(chunks).toString('utf8')
-      let json: unknown
-      try {
-        json = JSON.parse(text)
-      } catch (e) {
-        reject(badRequest(`request body is not valid JSON: ${(e as Error).message}`))
-        return
-      }
-      if (typeof json !== 'object' || json === null || Array.isArray(json)) {
-        reject(badRequest('request body must be a JSON object'))
-        return
-      }
-      resolve(json as Record<string, unknown>)
+      decodeJsonBody(chunks, size, maxDepth).then((json) => {
+        if (typeof json !== 'object' || json === null || Array.isArray(json)) {
+          reject(badRequest('request body must be a JSON object'))
+          return
+        }
+        resolve(json as Record<string, unknown>)
+      }, reject)
     })
   })
 }

@@ -1,12 +1,16 @@
 import { type IncomingMessage, type Server, type ServerResponse, createServer } from 'node:http'
 import type { AddressInfo } from 'node:net'
+import { WorkerApiError } from '@kvc/worker-bindings'
 import type { ProxyConfig } from './config.js'
 import { ProxyError, badRequest } from './errors.js'
 import { Gateway, type GatewayOptions, type TurnResult } from './gateway.js'
 import { errorBody, readJsonBody, sendError, sendJson } from './http.js'
-import { ChatTransport, CompletionTransport, parseChat, parseCompletion, promptTokensOf } from './openai.js'
+import { promptChars } from './inputLimits.js'
+import { ChatTransport, CompletionTransport, parseChat, parseCompletion } from './openai.js'
+import { promptTokensAsync } from './promptTokens.js'
+import { registerSessionTableMetrics } from './sessionMetrics.js'
 import { SessionTable, identifySession } from './sessions.js'
-import { type PromptTokenizer, createTokenizer } from './tokens.js'
+import { createTokenizer } from './tokens.js'
 
 /** A running proxy. */
 export interface KvcProxy {
@@ -45,6 +49,8 @@ const ROUTES: Record<string, readonly string[]> = {
 function failureError(r: TurnResult): ProxyError {
   const cause = r.cause ?? 'unknown'
   const retryable = RETRYABLE.has(cause)
+  // The router found the turn larger than any D (capacities changed since the proxy checked).
+  const status = cause === 'too_large' ? 400 : retryable ? 503 : 502
   const msg = r.error?.message ?? `turn ${r.turnId} of session ${r.sessionId} failed: ${cause}`
   return new ProxyError(
     'TURN_FAILED',
@@ -56,7 +62,7 @@ function failureError(r: TurnResult): ProxyError {
       attempts: r.record.attempts,
       ...(retryable ? { retryAfterS: 1 } : {}),
     },
-    retryable ? 503 : 502,
+    status,
   )
 }
 
@@ -75,7 +81,13 @@ export async function createProxy(config: ProxyConfig, options: GatewayOptions =
   }
   const table = new SessionTable(config, gateway.router.params.pageSize, (id) => gateway.forgetSession(id))
   sessions = table
+  registerSessionTableMetrics(gateway.metrics.registry, table)
   const tokenizer = createTokenizer(config.tokenizer)
+  // The largest KV pool of a D worker: a turn needing more can never be admitted.
+  const largestDecode = Math.max(
+    0,
+    ...gateway.workers.all().flatMap((w) => (w.role === 'decode' ? [w.capacityTokens] : [])),
+  )
   const model =
     gateway.workers.all().find((w) => w.role === 'decode' && w.modelName !== undefined)?.modelName ??
     'default'
@@ -165,18 +177,36 @@ export async function createProxy(config: ProxyConfig, options: GatewayOptions =
       throw new ProxyError('SHUTTING_DOWN', 'the proxy is shutting down', undefined, 503)
     }
     const t0 = gateway.now()
-    const body = await readJsonBody(req, config.limits.maxBodyBytes)
+    const body = await readJsonBody(req, config.limits.maxBodyBytes, config.limits.maxJsonDepth)
     const sloHeader = req.headers['x-kvc-slo-class']
     const slo = typeof sloHeader === 'string' ? sloHeader : undefined
     const parsed = kind === 'chat' ? parseChat(body, slo, config) : parseCompletion(body, slo, config)
-    const tokens = promptTokensOf(parsed, tokenizer as PromptTokenizer)
-    if (tokens.length === 0)
-      throw badRequest('the prompt is empty', 400, kind === 'chat' ? 'messages' : 'prompt')
+    const param = kind === 'chat' ? 'messages' : 'prompt'
+    // Cheap limits first: the character count before the CPU to tokenize is spent.
+    const chars = promptChars(parsed.messages, parsed.promptText)
+    if (chars > config.limits.maxPromptChars) {
+      throw badRequest(
+        `the prompt has ${chars} characters, more than the limit of ${config.limits.maxPromptChars} (limits.maxPromptChars)`,
+        400,
+        param,
+      )
+    }
+    // Tokenized in slices: other requests (and /health) go on meanwhile.
+    const tokens = await promptTokensAsync(parsed, tokenizer)
+    if (tokens.length === 0) throw badRequest('the prompt is empty', 400, param)
     if (tokens.length > config.limits.maxPromptTokens) {
       throw badRequest(
         `the prompt has ${tokens.length} tokens, more than the limit of ${config.limits.maxPromptTokens}`,
         400,
-        kind === 'chat' ? 'messages' : 'prompt',
+        param,
+      )
+    }
+    if (tokens.length + parsed.maxTokens > largestDecode) {
+      // No D can ever hold it: refuse now rather than let the router try every worker.
+      throw badRequest(
+        `the prompt (${tokens.length} tokens) plus max_tokens (${parsed.maxTokens}) needs ${tokens.length + parsed.maxTokens} tokens of KV cache, more than the largest decode worker holds (${largestDecode} tokens)`,
+        400,
+        param,
       )
     }
     const ident = identifySession(req.headers, body, parsed.messages, config)
@@ -188,7 +218,7 @@ export async function createProxy(config: ProxyConfig, options: GatewayOptions =
     try {
       await table.run(ident.id, async () => {
         gateway.metrics.queuedTurns.set(table.queued)
-        const blocks = table.blocks(ident.id).blocks(tokens)
+        const blocks = await table.hashBlocks(ident.id, tokens)
         const transport =
           kind === 'chat'
             ? new ChatTransport(parsed, res, tokens.length, model)
@@ -226,7 +256,11 @@ export async function createProxy(config: ProxyConfig, options: GatewayOptions =
               (result.error as { serverMessage?: string } | undefined)?.serverMessage ??
               result.error?.message ??
               'bad request'
-            throw badRequest(`the worker refused the request: ${msg}`, result.upstreamStatus ?? 400)
+            const sent = result.error instanceof WorkerApiError
+            throw badRequest(
+              `${sent ? 'the worker refused the request' : 'the request cannot be sent to the workers'}: ${msg}`,
+              result.upstreamStatus ?? 400,
+            )
           }
           throw failureError(result)
         }
