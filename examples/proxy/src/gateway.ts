@@ -34,7 +34,7 @@ import { type ProxyConfig, type ProxyPolicyName, stateStoreKind } from './config
 import { DecisionLog, type DecisionLine, decisionLine } from './decisionLog.js'
 import { ProxyError } from './errors.js'
 import { ProxyMetrics } from './metrics.js'
-import { type WorkerHandle, WorkerPool } from './workers.js'
+import { SLOW_TIMEOUT_FACTOR, type WorkerHandle, WorkerPool } from './workers.js'
 
 /** One turn as the gateway dispatches it. */
 export interface TurnInput {
@@ -688,7 +688,13 @@ export class Gateway {
     const w = this.workers.get(a.workerId)
     if (w.admission === undefined) return { type: 'admitError', message: `${w.id} has no admission endpoint` }
     try {
-      const response = await w.admission.admit(a.request, { timeout: a.timeoutMs, maxRetries: 0, signal })
+      const response = await w.admission.admit(a.request, {
+        timeout: a.timeoutMs,
+        // Slow is not dead: the timeout tracks the D's observed latency and stretches while it answers.
+        maxTimeout: SLOW_TIMEOUT_FACTOR * a.timeoutMs,
+        maxRetries: 0,
+        signal,
+      })
       this.metrics.admissions.inc({
         worker: w.id,
         result: response.admitted ? 'admitted' : `rejected_${response.reason}`,
