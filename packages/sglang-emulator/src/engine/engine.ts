@@ -338,7 +338,19 @@ export class EmulatorEngine {
       } else {
         await sleepScaled(prefillMs(timing, uncached, cached), timing.scale, signal)
       }
-      sc.prefill(sreq, uncached)
+      const chunk = this.#config.chunkedPrefillSize
+      if (chunk === undefined || uncached <= chunk) sc.prefill(sreq, uncached)
+      else {
+        // Chunked prefill: each chunk's pages enter the tree before the next is computed, and the
+        // request re-matches (it adopts pages another request inserted meanwhile), as SGLang does.
+        for (let left = uncached; left > 0; left = promptLen - sreq.kvCommittedLen) {
+          sc.prefill(sreq, Math.min(chunk, left))
+          if (sreq.kvCommittedLen < promptLen) {
+            sc.cacheUnfinishedReq(sreq, { chunked: true })
+            sc.matchPrefix(sreq)
+          }
+        }
+      }
       syncReserve(sreq)
       counters.promptTokens += promptLen
       counters.cachedTokens += cached
