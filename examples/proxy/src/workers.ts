@@ -41,6 +41,8 @@ export interface WorkerHandle {
   kvEvents: KvEventSubscriber | undefined
   kvEventsReceived: number
   kvEventGaps: number
+  /** KV events the residency index refused (corrupt); each leaves a gap that flags a resync. */
+  kvEventsRefused: number
 }
 
 /** Options of {@link WorkerPool}. */
@@ -205,7 +207,18 @@ export class WorkerPool {
         },
         onError: (err) => this.#options.onWarning?.('KV-event error', { worker: w.id, error: String(err) }),
       })
-      const feed = residencyFeeder(router, w.id)
+      // A corrupt event (a hash past 64 bits, a wrong block size, an id out of order) is skipped,
+      // the rest of its batch applied, and the hole it leaves flags the worker for a resync.
+      const feed = residencyFeeder(router, w.id, 0, (err, e) => {
+        w.kvEventsRefused++
+        if (w.kvEventsRefused === 1 || w.kvEventsRefused % 1_000 === 0)
+          this.#options.onWarning?.('KV event refused', {
+            worker: w.id,
+            refused: w.kvEventsRefused,
+            eventId: e.eventId,
+            error: String(err),
+          })
+      })
       w.kvEvents = sub
       try {
         await sub.start()
@@ -282,6 +295,7 @@ export class WorkerPool {
       kvEvents: undefined,
       kvEventsReceived: 0,
       kvEventGaps: 0,
+      kvEventsRefused: 0,
     }
     this.#workers.set(cfg.id, w)
     this.#byUrl.set(client.baseURL, cfg.id)

@@ -371,7 +371,11 @@ export interface KvEventSink {
  * whose sequence numbers follow each other (live, or filled by replay) give a contiguous event
  * stream; a batch that arrives after unrecovered missing batches skips one event id per missing
  * batch, so the sink's own gap check sees the loss (the residency index then flags the worker
- * for a resync) instead of silently carrying on.
+ * for a resync) instead of silently carrying on. With `onRefused`, an event the sink refuses
+ * (a corrupt one: a hash past 64 bits, a block size the index does not use, an id out of order)
+ * is reported there and skipped, leaving a hole in the event ids that the sink's gap check
+ * reports in turn; the rest of the batch is applied. Without it the refusal is thrown (to the
+ * subscriber's `onError`) and the rest of the batch is lost.
  *
  * @example
  * ```ts
@@ -387,6 +391,7 @@ export function residencyFeeder(
   sink: KvEventSink,
   workerId: string,
   firstEventId = 0,
+  onRefused?: (error: unknown, event: KvEvent) => void,
 ): (message: ReceivedKvBatch) => void {
   let next = firstEventId
   let lastSeq: bigint | undefined
@@ -394,8 +399,15 @@ export function residencyFeeder(
     if (lastSeq !== undefined && seq > lastSeq + 1n) next += Number(seq - lastSeq - 1n)
     if (lastSeq === undefined || seq > lastSeq) lastSeq = seq
     for (const e of toRadixKvEvents(batch, next)) {
-      sink.ingest(workerId, e)
+      // The event's id is used up either way: an event the sink refuses (a corrupt one) leaves a
+      // hole in the ids, which the sink's gap check reports, and the rest of the batch goes on.
       next = e.eventId + 1
+      try {
+        sink.ingest(workerId, e)
+      } catch (err) {
+        if (onRefused === undefined) throw err
+        onRefused(err, e)
+      }
     }
   }
 }
