@@ -81,6 +81,7 @@ export class EmulatorEngine {
   readonly rooms: PrefillRooms | undefined
   readonly kvEvents: KvEventStream | undefined
   readonly #config: EmulatorConfig
+  readonly #faults: FaultInjector
   readonly #cache: RadixCache
   readonly #pool: PagedAllocator
   readonly #leases = new LeaseBook()
@@ -96,6 +97,7 @@ export class EmulatorEngine {
 
   constructor(config: EmulatorConfig, faults: FaultInjector) {
     this.#config = config
+    this.#faults = faults
     this.role = config.role
     this.pageSize = config.pageSize
     this.capacityTokens = config.capacityTokens
@@ -397,7 +399,10 @@ export class EmulatorEngine {
       sreq = undefined
       this.sessions.afterTurn(item, finishedReq)
       if (this.role === 'prefill' && item.bootstrap !== undefined) {
-        this.rooms?.settle(item.bootstrap.room, { ok: true, tokens: promptLen, message: undefined })
+        // A partial-transfer fault delivers only part of the prompt's pages.
+        const part = this.#faults.takeTransferFraction()
+        const tokens = part >= 1 ? promptLen : Math.floor((promptLen * part) / this.pageSize) * this.pageSize
+        this.rooms?.settle(item.bootstrap.room, { ok: true, tokens, message: undefined })
       }
       let text = fakeDetokenize(
         out.filter((t) => !item.sampling.stopTokenIds.has(t) || item.sampling.noStopTrim),
@@ -458,6 +463,13 @@ export class EmulatorEngine {
           throw new EngineError(
             'kv_transfer',
             `KVTransferError(bootstrap_room=${b.room}): Failed to get kvcache from prefill instance, it might be dead (${r.message ?? 'unknown'})`,
+          )
+        }
+        // What arrived must cover the prompt: a transfer cut short is refused, never decoded from.
+        if (r.tokens < item.tokens.length) {
+          throw new EngineError(
+            'kv_transfer',
+            `KVTransferError(bootstrap_room=${b.room}): the prefill instance delivered the KV of ${r.tokens} of ${item.tokens.length} prompt tokens`,
           )
         }
       }
