@@ -53,3 +53,5 @@ export {
   type WorkerStream,
 } from './openai.js'
 export { createProxy, type KvcProxy } from './server.js'
+export { LARGE_BODY_BYTES, checkJsonDepth, decodeJsonBody, promptChars } from './inputLimits.js'
+export { promptTokensAsync } from './promptTokens.js'
