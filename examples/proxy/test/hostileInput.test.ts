@@ -1,4 +1,4 @@
-import diagnostics from 'node:diagnostics_channel'
+import * as diagnostics from 'node:diagnostics_channel'
 import { type IncomingMessage, type ServerResponse, request } from 'node:http'
 import { describe, expect, it } from 'vitest'
 import { createSglangEmulator } from '@kvc/sglang-emulator'
