@@ -10,6 +10,7 @@ import {
 } from './config.js'
 import { ProxyError } from './errors.js'
 import { createProxy } from './server.js'
+import { maskSecrets } from './tenancy/authConfig.js'
 
 function intArg(name: string) {
   return (v: string): number => {
@@ -87,6 +88,11 @@ export function proxyCommand(): Command {
     )
     .option('--state-store-name <name>', 'one name per group of replicas sharing the store (stateStore.name)')
     .option('--replica-id <id>', 'this replica’s id in the shared store (stateStore.replicaId)')
+    .option(
+      '--tenants-file <file>',
+      'JSON file {"tenants": [...]} of API keys and tenants, reloaded on SIGHUP and when it changes (auth.tenantsFile)',
+    )
+    .option('--turn-deadline-ms <n>', 'deadlines.turnMs: a turn’s deadline', intArg('--turn-deadline-ms'))
     .option('--print-config', 'print the resolved configuration and exit')
     .exitOverride()
     .configureOutput({ writeErr: (s) => process.stderr.write(s) })
@@ -139,6 +145,10 @@ export function configFromArgs(argv: readonly string[]): { config: ProxyConfig; 
       ...(o.loadsIntervalMs === undefined ? {} : { intervalMs: o.loadsIntervalMs as number }),
     },
     metrics: { ...file.metrics, ...(o.processMetrics === true ? { processMetrics: true } : {}) },
+    ...(o.tenantsFile === undefined ? {} : { auth: { ...file.auth, tenantsFile: o.tenantsFile as string } }),
+    ...(o.turnDeadlineMs === undefined
+      ? {}
+      : { deadlines: { ...file.deadlines, turnMs: o.turnDeadlineMs as number } }),
     ...(o.stateStore === undefined && o.stateStoreName === undefined && o.replicaId === undefined
       ? {}
       : {
@@ -167,7 +177,8 @@ export async function main(argv: readonly string[]): Promise<number> {
     throw err
   }
   if (parsed.printConfig) {
-    process.stdout.write(`${JSON.stringify(parsed.config, null, 2)}\n`)
+    // Key digests as fingerprints, the state store's password masked.
+    process.stdout.write(`${JSON.stringify(maskSecrets(parsed.config), null, 2)}\n`)
     return 0
   }
   let proxy: Awaited<ReturnType<typeof createProxy>>
@@ -180,14 +191,34 @@ export async function main(argv: readonly string[]): Promise<number> {
   process.stderr.write(
     `${JSON.stringify({ ts: new Date().toISOString(), level: 'info', msg: 'listening', url: proxy.url, policy: parsed.config.policy, stateStore: proxy.gateway.stateStoreInfo(), workers: parsed.config.workers.map((w) => `${w.role}:${w.id}`) })}\n`,
   )
+  // SIGHUP rotates keys: the configuration file's tenants and the tenants file are read again
+  // (all or nothing: a bad reload keeps the previous keys and logs why).
+  const reload = (): void => {
+    let config: ProxyConfig
+    try {
+      config = configFromArgs(argv).config
+    } catch (err) {
+      process.stderr.write(
+        `${JSON.stringify({ ts: new Date().toISOString(), level: 'warn', msg: 'tenants refused', error: (err as Error).message })}\n`,
+      )
+      return
+    }
+    try {
+      proxy.reloadTenants(config)
+    } catch {
+      // reported on stderr by the proxy (tenants refused); the previous keys stay valid
+    }
+  }
   await new Promise<void>((resolve) => {
     const stop = (): void => {
       process.off('SIGINT', stop)
       process.off('SIGTERM', stop)
+      process.off('SIGHUP', reload)
       resolve()
     }
     process.on('SIGINT', stop)
     process.on('SIGTERM', stop)
+    process.on('SIGHUP', reload)
   })
   await proxy.close()
   return 0

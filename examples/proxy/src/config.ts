@@ -1,6 +1,21 @@
 import { readFileSync } from 'node:fs'
 import { type RouterParamsInput, SLO_CLASSES, type SloClass, resolveRouterParams } from '@kvc/kvc-router'
 import { ProxyError } from './errors.js'
+import { DEFAULT_DEADLINES, type DeadlinesConfig, resolveDeadlines } from './limits/deadlines.js'
+import {
+  type AuthConfig,
+  type AuthConfigInput,
+  DEFAULT_AUTH,
+  resolveAuth,
+  resolveCacheSaltField,
+} from './tenancy/authConfig.js'
+import type { CacheSaltField } from './tenancy/requestScope.js'
+import {
+  DEFAULT_TENANT_DEFAULTS,
+  type TenantDefaults,
+  type TenantDefaultsInput,
+  resolveTenantDefaults,
+} from './tenancy/tenants.js'
 
 /** Where a session id comes from, tried in the configured order. */
 export type SessionSource = 'header' | 'session_id' | 'user' | 'prefix-hash'
@@ -84,8 +99,13 @@ export interface ProxyConfig {
   /** How sessions are identified and kept (see `identifySession`). */
   readonly session: {
     readonly sources: readonly SessionSource[]
-    /** Header carrying the session id (`header` source). */
+    /** The first of `headers` (kept for configurations that name one header). */
     readonly header: string
+    /**
+     * Headers carrying the session id (`header` source), tried in order: `x-session-id`, SGLang
+     * model gateway's `x-smg-routing-key` and llm-d's `x-session-token` by default.
+     */
+    readonly headers: readonly string[]
     /** A session idle this long is forgotten and its KV released on its D (`/close_session`). */
     readonly idleTimeoutMs: number
     /** Turns of one session queued behind the running one before 429. */
@@ -111,7 +131,17 @@ export interface ProxyConfig {
     readonly defaultMaxTokens: number
     /** Largest `max_tokens` accepted. */
     readonly maxMaxTokens: number
+    /** Turns in progress at once over every tenant (reading, queued, routed, streaming); 429 past it. */
+    readonly maxConcurrentTurns: number
   }
+  /** How long a turn, a request body and request headers may take. */
+  readonly deadlines: DeadlinesConfig
+  /** API keys and tenants; off (one implicit tenant) when no tenant is configured. */
+  readonly auth: AuthConfig
+  /** What every configured tenant gets unless it says otherwise. */
+  readonly tenantDefaults: TenantDefaults
+  /** The worker request field carrying a tenant's cache salt. */
+  readonly cacheSaltField: CacheSaltField
   readonly defaultSloClass: SloClass
   /** Probes of every worker's `/health` (and recovery of unhealthy ones). */
   readonly health: {
@@ -153,6 +183,10 @@ export interface ProxyConfigInput {
   readonly metrics?: Partial<ProxyConfig['metrics']>
   /** A store URL (`memory`, `nats://…`, `redis://…`) or the whole object. */
   readonly stateStore?: string | Partial<StateStoreConfig>
+  readonly deadlines?: Partial<DeadlinesConfig>
+  readonly auth?: AuthConfigInput
+  readonly tenantDefaults?: TenantDefaultsInput
+  readonly cacheSaltField?: string
 }
 
 /** The defaults: every key but `workers` (and `stateStore.bindingTtlMs`, `session.idleTimeoutMs` by default). */
@@ -167,8 +201,9 @@ export const DEFAULT_CONFIG: DefaultConfig = Object.freeze({
   router: {},
   tokenizer: 'estimate',
   session: {
-    sources: ['header', 'session_id', 'prefix-hash'],
+    sources: ['header', 'prefix-hash'],
     header: 'x-session-id',
+    headers: ['x-session-id', 'x-smg-routing-key', 'x-session-token'],
     idleTimeoutMs: 30 * 60_000,
     maxQueuedTurns: 8,
     maxSessions: 100_000,
@@ -181,7 +216,12 @@ export const DEFAULT_CONFIG: DefaultConfig = Object.freeze({
     maxJsonDepth: 64,
     defaultMaxTokens: 512,
     maxMaxTokens: 32_768,
+    maxConcurrentTurns: 1_024,
   },
+  deadlines: DEFAULT_DEADLINES,
+  auth: DEFAULT_AUTH,
+  tenantDefaults: DEFAULT_TENANT_DEFAULTS,
+  cacheSaltField: 'cache_salt',
   defaultSloClass: 'interactive',
   health: { intervalMs: 2_000, timeoutMs: 1_000, failureThreshold: 3 },
   loads: { intervalMs: 1_000 },
@@ -362,6 +402,10 @@ export function resolveConfig(input: ProxyConfigInput): ProxyConfig {
     'decisionLog',
     'metrics',
     'stateStore',
+    'deadlines',
+    'auth',
+    'tenantDefaults',
+    'cacheSaltField',
   ])
   const d = DEFAULT_CONFIG
   const listenIn = obj('listen', i.listen)
@@ -395,6 +439,7 @@ export function resolveConfig(input: ProxyConfigInput): ProxyConfig {
   checkKeys('session', sIn, [
     'sources',
     'header',
+    'headers',
     'idleTimeoutMs',
     'maxQueuedTurns',
     'maxSessions',
@@ -407,12 +452,20 @@ export function resolveConfig(input: ProxyConfigInput): ProxyConfig {
     sources.some((s) => !SESSION_SOURCES.includes(s as SessionSource))
   )
     fail('session.sources', `must be a non-empty list of ${SESSION_SOURCES.join(', ')}`, sources)
-  const header = sIn.header === undefined ? d.session.header : sIn.header
-  if (typeof header !== 'string' || !/^[A-Za-z0-9-]+$/.test(header))
-    fail('session.header', 'must be a header name', header)
+  if (sIn.header !== undefined && sIn.headers !== undefined)
+    fail('session.header', 'give session.header or session.headers, not both', sIn.header)
+  const headers =
+    sIn.headers !== undefined ? sIn.headers : sIn.header !== undefined ? [sIn.header] : d.session.headers
+  if (!Array.isArray(headers) || headers.length === 0)
+    fail('session.headers', 'must be a non-empty list of header names', headers)
+  for (const h of headers as unknown[])
+    if (typeof h !== 'string' || !/^[A-Za-z0-9-]+$/.test(h))
+      fail(sIn.header !== undefined ? 'session.header' : 'session.headers', 'must be a header name', h)
+  const headerNames = (headers as string[]).map((h) => h.toLowerCase())
   const session = {
     sources: sources as SessionSource[],
-    header: header.toLowerCase(),
+    header: headerNames[0]!,
+    headers: headerNames,
     idleTimeoutMs: intOr('session.idleTimeoutMs', sIn.idleTimeoutMs, 1, d.session.idleTimeoutMs),
     maxQueuedTurns: intOr('session.maxQueuedTurns', sIn.maxQueuedTurns, 0, d.session.maxQueuedTurns),
     maxSessions: intOr('session.maxSessions', sIn.maxSessions, 1, d.session.maxSessions),
@@ -426,6 +479,7 @@ export function resolveConfig(input: ProxyConfigInput): ProxyConfig {
     'maxJsonDepth',
     'defaultMaxTokens',
     'maxMaxTokens',
+    'maxConcurrentTurns',
   ])
   const maxPromptTokens = intOr('limits.maxPromptTokens', lIn.maxPromptTokens, 1, d.limits.maxPromptTokens)
   const limits = {
@@ -435,6 +489,12 @@ export function resolveConfig(input: ProxyConfigInput): ProxyConfig {
     maxJsonDepth: intOr('limits.maxJsonDepth', lIn.maxJsonDepth, 2, d.limits.maxJsonDepth),
     defaultMaxTokens: intOr('limits.defaultMaxTokens', lIn.defaultMaxTokens, 0, d.limits.defaultMaxTokens),
     maxMaxTokens: intOr('limits.maxMaxTokens', lIn.maxMaxTokens, 1, d.limits.maxMaxTokens),
+    maxConcurrentTurns: intOr(
+      'limits.maxConcurrentTurns',
+      lIn.maxConcurrentTurns,
+      1,
+      d.limits.maxConcurrentTurns,
+    ),
   }
   const slo = i.defaultSloClass === undefined ? d.defaultSloClass : i.defaultSloClass
   if (!(SLO_CLASSES as readonly string[]).includes(slo as string))
@@ -453,6 +513,7 @@ export function resolveConfig(input: ProxyConfigInput): ProxyConfig {
   }
   const kvEvents = i.kvEvents === undefined ? d.kvEvents : i.kvEvents
   if (kvEvents !== 'auto' && kvEvents !== 'off') fail('kvEvents', "must be 'auto' or 'off'", kvEvents)
+  const tenantDefaults = resolveTenantDefaults(i.tenantDefaults)
   const upstreamTimeoutMs = intOr('upstreamTimeoutMs', i.upstreamTimeoutMs, 1, d.upstreamTimeoutMs)
   const decisionLog = i.decisionLog === undefined ? d.decisionLog : i.decisionLog
   if (typeof decisionLog !== 'string' || decisionLog.length === 0)
@@ -477,6 +538,10 @@ export function resolveConfig(input: ProxyConfigInput): ProxyConfig {
     decisionLog,
     metrics: { processMetrics: (mIn.processMetrics as boolean | undefined) ?? d.metrics.processMetrics },
     stateStore: stateStore(i.stateStore, session.idleTimeoutMs),
+    deadlines: resolveDeadlines(i.deadlines),
+    auth: resolveAuth(i.auth, tenantDefaults),
+    tenantDefaults,
+    cacheSaltField: resolveCacheSaltField(i.cacheSaltField),
   }
 }
 
@@ -491,9 +556,11 @@ export function readConfigFile(path: string): ProxyConfigInput {
   try {
     return JSON.parse(text) as ProxyConfigInput
   } catch (err) {
+    // Where, not what: the parser's message may quote the file, which may hold keys.
+    const at = /(at )?position \d+|line \d+ column \d+/.exec((err as Error).message)?.[0]
     throw new ProxyError(
       'INVALID_CONFIG',
-      `config file ${path} is not valid JSON: ${(err as Error).message}`,
+      `config file ${path} is not valid JSON${at === undefined ? '' : ` (${at.replace(/^at /, '')})`}`,
       path,
     )
   }

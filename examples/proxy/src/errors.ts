@@ -17,6 +17,18 @@ export type ProxyErrorCode =
   | 'SHUTTING_DOWN'
   /** The shared state store (`stateStore.url`: NATS or Redis) could not be reached at startup. */
   | 'STATE_STORE_UNREACHABLE'
+  /** The request carries no API key, or one no tenant has (401). */
+  | 'INVALID_API_KEY'
+  /** The key is valid but its tenant may not use this route (403: `/metrics`, `/ready` details). */
+  | 'FORBIDDEN'
+  /** A tenant's rate limit or a concurrency cap is reached (429 with `retry-after`; `value.cause` names it). */
+  | 'RATE_LIMITED'
+  /** The client did not send its request body within `deadlines.bodyReadMs` (408). */
+  | 'REQUEST_TIMEOUT'
+  /** The turn did not end within its deadline (`deadlines.turnMs`; 504). */
+  | 'DEADLINE_EXCEEDED'
+  /** A programming error: a bad argument to one of the proxy's own classes (nothing changed). */
+  | 'INVALID_ARGUMENT'
 
 /** An error of the proxy, with a string code and the value that caused it. */
 export class ProxyError extends Error {

@@ -33,6 +33,8 @@ import { WorkerApiError, WorkerBindingsError } from '@kvc/worker-bindings'
 import { type ProxyConfig, type ProxyPolicyName, stateStoreKind } from './config.js'
 import { DecisionLog, type DecisionLine, decisionLine } from './decisionLog.js'
 import { ProxyError } from './errors.js'
+import { isDeadline } from './limits/deadlines.js'
+import { maskUrl } from './tenancy/authConfig.js'
 import { ProxyMetrics } from './metrics.js'
 import { SLOW_TIMEOUT_FACTOR, type WorkerHandle, WorkerPool } from './workers.js'
 
@@ -104,7 +106,9 @@ export interface TurnResult {
    * Failure cause: the router's (`all_paused`, `all_rejecting`, `worker_failed`, ...) or the
    * proxy's: `bad_request` (a worker refused the request itself, 4xx), `session_busy` (D runs
    * another turn of the session, sent through another replica), `stream_interrupted` (the
-   * worker failed after the response started), `client_closed`, `shutting_down`, `internal_error`.
+   * worker failed after the response started), `client_closed`, `deadline_exceeded` (the turn's
+   * deadline passed: the signal given to `runTurn` was aborted with a `DEADLINE_EXCEEDED`
+   * `ProxyError`), `shutting_down`, `internal_error`.
    */
   readonly cause: string | undefined
   readonly path: 'fast' | 'seed' | 'direct' | undefined
@@ -378,7 +382,8 @@ export class Gateway {
     const report =
       this.#options.onStoreEvent ??
       ((e: StoreEvent) =>
-        this.#warn(`state store ${e.type}`, { detail: e.detail, replica: this.#store?.replicaId }))
+        // A URL in a store error names no password in the logs.
+        this.#warn(`state store ${e.type}`, { detail: maskUrl(e.detail), replica: this.#store?.replicaId }))
     this.#store = await connectStateStore(this.config, (e) => {
       if (e.type === 'conflict' && e.conflict !== undefined) this.#onConflict(e.conflict)
       report(e)
@@ -517,7 +522,7 @@ export class Gateway {
           started = await transport.start(served, s)
         } catch (err) {
           const c = s.aborted ? ({ kind: 'aborted' } as const) : classifyUpstreamError(err, served.path)
-          if (c.kind === 'aborted') return { type: 'stop', reason: this.#abortCause() }
+          if (c.kind === 'aborted') return { type: 'stop', reason: this.#abortCause(ctl.signal) }
           if (c.kind === 'client') {
             upstreamStatus = c.status
             return { type: 'stop', reason: 'bad_request', error: err as Error }
@@ -546,7 +551,11 @@ export class Gateway {
             }
           }
           const reason =
-            c.kind === 'aborted' ? this.#abortCause() : c.kind === 'busy' ? 'session_busy' : 'bad_request'
+            c.kind === 'aborted'
+              ? this.#abortCause(ctl.signal)
+              : c.kind === 'busy'
+                ? 'session_busy'
+                : 'bad_request'
           return { type: 'stop', reason, error: err as Error }
         }
         this.metrics.sends.inc({ worker: served.decode.id, path: served.path, result: 'ok' })
@@ -565,7 +574,7 @@ export class Gateway {
     const stop = run.stop
     // The driver's own abort (the client's signal, or close()) carries no error of the turn's.
     const proxyCause =
-      stop === undefined ? undefined : stop.reason === 'aborted' ? this.#abortCause() : stop.reason
+      stop === undefined ? undefined : stop.reason === 'aborted' ? this.#abortCause(ctl.signal) : stop.reason
     const error = stop === undefined || stop.reason === 'aborted' ? undefined : stop.error
     const endedAt = this.#now()
     const done = final.type === 'done' && proxyCause === undefined
@@ -679,9 +688,10 @@ export class Gateway {
     }
   }
 
-  /** Why a turn ended by an abort: the proxy shuts down, or the client went away. */
-  #abortCause(): 'shutting_down' | 'client_closed' {
-    return this.#closing ? 'shutting_down' : 'client_closed'
+  /** Why a turn ended by an abort: the proxy shuts down, its deadline passed, or the client went away. */
+  #abortCause(signal: AbortSignal): 'shutting_down' | 'deadline_exceeded' | 'client_closed' {
+    if (this.#closing) return 'shutting_down'
+    return isDeadline(signal.reason) ? 'deadline_exceeded' : 'client_closed'
   }
 
   async #admit(a: AdmitAction, signal: AbortSignal): Promise<AdmitOutcome> {

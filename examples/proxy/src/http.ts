@@ -1,6 +1,7 @@
 import type { IncomingMessage, ServerResponse } from 'node:http'
 import { ProxyError, badRequest } from './errors.js'
 import { decodeJsonBody } from './inputLimits.js'
+import { readBody } from './limits/body.js'
 
 /** OpenAI's error body: `{"error": {"message", "type", "param", "code"}}`. */
 export function errorBody(
@@ -47,7 +48,10 @@ export function sendError(res: ServerResponse, err: unknown): number {
     // Turns that ended without an answer say why (`error.kvc.cause`).
     const hasCause = typeof err.value === 'object' && err.value !== null && 'cause' in err.value
     const extra = err.code === 'TURN_FAILED' || hasCause ? { kvc: err.value } : {}
-    const headers: Record<string, string> = {}
+    // Headers an error asks for (`www-authenticate` on a 401, `connection: close` on a 408).
+    const headers: Record<string, string> = {
+      ...(err.value as { headers?: Record<string, string> })?.headers,
+    }
     const retry = (err.value as { retryAfterS?: number } | undefined)?.retryAfterS
     if (typeof retry === 'number') headers['retry-after'] = String(retry)
     sendJson(res, err.status, errorBody(err.message, type, err.code.toLowerCase(), param, extra), headers)
@@ -63,51 +67,25 @@ export function sendError(res: ServerResponse, err: unknown): number {
 
 /**
  * Reads a JSON object body: 415 unless `Content-Type: application/json`, 413 above `maxBytes`
- * (the rest of the body is drained so the client reads the answer), 400 when it nests deeper than
- * `maxDepth` (checked before parsing), does not parse or is not an object.
+ * (answered at once; the rest of the body is read and discarded so the client reads the answer),
+ * 408 when it does not arrive within `timeoutMs` (see `readBody`), 400 when it nests deeper than
+ * `maxDepth` (checked before parsing; large bodies are decoded in steps, see `decodeJsonBody`),
+ * does not parse or is not an object.
  */
-export function readJsonBody(
+export async function readJsonBody(
   req: IncomingMessage,
   maxBytes: number,
+  timeoutMs = 30_000,
   maxDepth?: number,
 ): Promise<Record<string, unknown>> {
-  return new Promise((resolve, reject) => {
-    const ct = (req.headers['content-type'] ?? '').split(';')[0]!.trim().toLowerCase()
-    if (ct !== 'application/json') {
-      req.resume()
-      reject(badRequest(`Content-Type must be application/json, got ${JSON.stringify(ct || 'none')}`, 415))
-      return
-    }
-    const chunks: Buffer[] = []
-    let size = 0
-    let tooLarge = false
-    req.on('data', (c: Buffer) => {
-      size += c.length
-      if (size > maxBytes) {
-        tooLarge = true
-        chunks.length = 0
-        // Past four times the limit the client is abusive: stop reading and drop the connection.
-        if (size > 4 * maxBytes) req.destroy()
-        return
-      }
-      chunks.push(c)
-    })
-    req.on('error', (e) => reject(badRequest(`request body: ${e.message}`)))
-    req.on('close', () => {
-      if (!req.complete) reject(badRequest('the request body was cut short'))
-    })
-    req.on('end', () => {
-      if (tooLarge) {
-        reject(badRequest(`request body of ${size} bytes exceeds the limit of ${maxBytes} bytes`, 413))
-        return
-      }
-      decodeJsonBody(chunks, size, maxDepth).then((json) => {
-        if (typeof json !== 'object' || json === null || Array.isArray(json)) {
-          reject(badRequest('request body must be a JSON object'))
-          return
-        }
-        resolve(json as Record<string, unknown>)
-      }, reject)
-    })
-  })
+  const ct = (req.headers['content-type'] ?? '').split(';')[0]!.trim().toLowerCase()
+  if (ct !== 'application/json') {
+    req.resume()
+    throw badRequest(`Content-Type must be application/json, got ${JSON.stringify(ct || 'none')}`, 415)
+  }
+  const body = await readBody(req, { maxBytes, timeoutMs })
+  const json = await decodeJsonBody([body], body.length, maxDepth)
+  if (typeof json !== 'object' || json === null || Array.isArray(json))
+    throw badRequest('request body must be a JSON object')
+  return json as Record<string, unknown>
 }

@@ -52,6 +52,61 @@ export {
   type ParsedRequest,
   type WorkerStream,
 } from './openai.js'
-export { createProxy, type KvcProxy } from './server.js'
+export { createProxy, type KvcProxy, type ProxyOptions } from './server.js'
 export { LARGE_BODY_BYTES, checkJsonDepth, decodeJsonBody, promptChars } from './inputLimits.js'
 export { promptTokensAsync } from './promptTokens.js'
+export { TokenBucket, type TokenBucketOptions } from './limits/tokenBucket.js'
+export { RequestLimiter, rateLimited, type LimitCause, type RequestLimiterOptions } from './limits/limiter.js'
+export { readBody, type BodyLimits } from './limits/body.js'
+export {
+  DEFAULT_DEADLINES,
+  armDeadline,
+  deadlineExceeded,
+  isDeadline,
+  resolveDeadlines,
+  type DeadlinesConfig,
+} from './limits/deadlines.js'
+export { PrefixSessions, type PrefixSessionLease } from './sessionIdentity/prefixSessions.js'
+export { KeyTable, hashApiKey, isKeyHash, keyFingerprint, presentedKey } from './tenancy/keys.js'
+export {
+  DEFAULT_TENANT_DEFAULTS,
+  NO_LIMITS,
+  cacheSaltOf,
+  clientSaltOf,
+  implicitTenant,
+  resolveTenantDefaults,
+  resolveTenants,
+  type CacheScope,
+  type Tenant,
+  type TenantDefaults,
+  type TenantDefaultsInput,
+  type TenantInput,
+  type TenantLimits,
+} from './tenancy/tenants.js'
+export {
+  DEFAULT_AUTH,
+  authEnabled,
+  checkExposure,
+  isLoopback,
+  maskSecrets,
+  maskUrl,
+  resolveAuth,
+  type AuthConfig,
+  type AuthConfigInput,
+  type EndpointAccess,
+} from './tenancy/authConfig.js'
+export {
+  TenantRegistry,
+  type TenantRegistryOptions,
+  type TenantReloadEvent,
+} from './tenancy/registry.js'
+export {
+  OPEN_SCOPE,
+  saltFields,
+  visibleHeaders,
+  visibleKvc,
+  visibleUsage,
+  type CacheSaltField,
+  type RequestScope,
+} from './tenancy/requestScope.js'
+export { TenantMetrics } from './tenancy/tenantMetrics.js'

@@ -13,6 +13,14 @@ import {
 import type { ProxyConfig } from './config.js'
 import { badRequest } from './errors.js'
 import type { Completion, ServedBy, StartedResponse, TurnTransport } from './gateway.js'
+import {
+  OPEN_SCOPE,
+  type RequestScope,
+  saltFields,
+  visibleHeaders,
+  visibleKvc,
+  visibleUsage,
+} from './tenancy/requestScope.js'
 import type { ChatMessageLike, PromptTokenizer } from './tokens.js'
 
 /** A validated OpenAI request (chat or completion), ready to dispatch. */
@@ -32,10 +40,15 @@ export interface ParsedRequest {
 }
 
 const ROLES = new Set(['system', 'developer', 'user', 'assistant', 'tool', 'function'])
-/** Fields the proxy owns: a client may not set them (bootstrap fields from clients are a known SGLang hazard, #36855). */
+/**
+ * Fields the proxy owns: a client may not set them (bootstrap fields from clients are a known SGLang
+ * hazard, #36855). The client's `cache_salt` / `extra_key` are folded into its tenant's salt.
+ */
 const PROXY_OWNED = [
   'rid',
   'session_id',
+  'cache_salt',
+  'extra_key',
   'bootstrap_host',
   'bootstrap_port',
   'bootstrap_room',
@@ -362,21 +375,21 @@ export function servedHeaders(served: ServedBy): Record<string, string> {
   return h
 }
 
-function writeSseHead(res: ServerResponse, served: ServedBy): void {
+function writeSseHead(res: ServerResponse, served: ServedBy, scope: RequestScope): void {
   res.writeHead(200, {
     'content-type': 'text/event-stream',
     'cache-control': 'no-cache',
     connection: 'keep-alive',
-    ...servedHeaders(served),
+    ...visibleHeaders(servedHeaders(served), scope),
   })
 }
 
-function writeJson(res: ServerResponse, served: ServedBy, body: unknown): void {
+function writeJson(res: ServerResponse, served: ServedBy, body: unknown, scope: RequestScope): void {
   const text = JSON.stringify(body)
   res.writeHead(200, {
     'content-type': 'application/json',
     'content-length': String(Buffer.byteLength(text)),
-    ...servedHeaders(served),
+    ...visibleHeaders(servedHeaders(served), scope),
   })
   res.end(text)
 }
@@ -441,12 +454,26 @@ export class ChatTransport implements TurnTransport {
   readonly #res: ServerResponse
   readonly #promptTokens: number
   readonly #defaultModel: string
+  readonly #scope: RequestScope
+  #reply = ''
 
-  constructor(req: ParsedRequest, res: ServerResponse, promptTokens: number, defaultModel: string) {
+  constructor(
+    req: ParsedRequest,
+    res: ServerResponse,
+    promptTokens: number,
+    defaultModel: string,
+    scope: RequestScope = OPEN_SCOPE,
+  ) {
     this.#req = req
     this.#res = res
     this.#promptTokens = promptTokens
     this.#defaultModel = defaultModel
+    this.#scope = scope
+  }
+
+  /** The assistant's text delivered to the client (the last send's; empty before one). */
+  get reply(): string {
+    return this.#reply
   }
 
   #bodies(served: ServedBy): { d: Record<string, unknown>; p: Record<string, unknown> | undefined } {
@@ -456,6 +483,7 @@ export class ChatTransport implements TurnTransport {
     base.model = this.#req.model ?? this.#defaultModel
     base.max_tokens = this.#req.maxTokens
     delete base.max_completion_tokens
+    Object.assign(base, saltFields(this.#scope))
     const d: Record<string, unknown> = { ...base, ...decodeFields(served) }
     if (this.#req.stream) d.stream_options = { include_usage: true }
     if (served.path !== 'seed') return { d, p: undefined }
@@ -492,7 +520,15 @@ export class ChatTransport implements TurnTransport {
       finish: async () => {
         const out = answer.usage?.completion_tokens ?? 0
         const c = stats(served, this.#promptTokens, out, answer, pa)
-        writeJson(this.#res, served, { ...answer, kvc: kvcInfo(served, c) })
+        const content = answer.choices[0]?.message?.content
+        this.#reply = typeof content === 'string' ? content : ''
+        const scope = this.#scope
+        const body = {
+          ...answer,
+          usage: visibleUsage(answer.usage, scope),
+          kvc: visibleKvc(kvcInfo(served, c), scope),
+        }
+        writeJson(this.#res, served, body, scope)
         return c
       },
     }
@@ -505,7 +541,9 @@ export class ChatTransport implements TurnTransport {
     pair: PdPair | undefined,
   ): Promise<Completion> {
     const res = this.#res
-    writeSseHead(res, served)
+    const scope = this.#scope
+    writeSseHead(res, served, scope)
+    this.#reply = ''
     let usage: ChatCompletionChunk['usage'] = null
     let last: ChatCompletionChunk | undefined
     let pieces = 0
@@ -514,7 +552,9 @@ export class ChatTransport implements TurnTransport {
       if (c.choices.length === 0) return // the usage chunk the proxy asked for: re-sent at the end if wanted
       pieces++
       last = c
-      sse(res, c.usage && !this.#req.includeUsage ? { ...c, usage: null } : c)
+      const delta = c.choices[0]?.delta?.content
+      if (typeof delta === 'string') this.#reply += delta
+      sse(res, c.usage ? { ...c, usage: this.#req.includeUsage ? visibleUsage(c.usage, scope) : null } : c)
     }
     forward(first)
     await forwardRest(it, (c) => chatAbort(c, served.decode.url), forward)
@@ -529,8 +569,8 @@ export class ChatTransport implements TurnTransport {
         created: last?.created ?? first.created,
         model: last?.model ?? first.model,
         choices: [],
-        usage: u,
-        kvc: kvcInfo(served, c),
+        usage: visibleUsage(u, scope),
+        kvc: visibleKvc(kvcInfo(served, c), scope),
       })
     }
     if (!res.destroyed) res.end('data: [DONE]\n\n')
@@ -575,14 +615,22 @@ export class CompletionTransport implements TurnTransport {
   readonly #promptTokens: number
   readonly #model: string
   readonly #created = Math.floor(Date.now() / 1000)
+  readonly #scope: RequestScope
   /** The response id's suffix: the D request id of the send that answered. */
   #idSuffix = ''
 
-  constructor(req: ParsedRequest, res: ServerResponse, promptTokens: number, defaultModel: string) {
+  constructor(
+    req: ParsedRequest,
+    res: ServerResponse,
+    promptTokens: number,
+    defaultModel: string,
+    scope: RequestScope = OPEN_SCOPE,
+  ) {
     this.#req = req
     this.#res = res
     this.#promptTokens = promptTokens
     this.#model = req.model ?? defaultModel
+    this.#scope = scope
   }
 
   #bodies(served: ServedBy): { d: GenerateRequest; p: GenerateRequest | undefined } {
@@ -593,7 +641,7 @@ export class CompletionTransport implements TurnTransport {
       this.#req.promptIds !== undefined
         ? { input_ids: [...this.#req.promptIds] }
         : { text: this.#req.promptText! }
-    const base = { ...input, sampling_params: sampling } as GenerateRequest
+    const base = { ...input, sampling_params: sampling, ...saltFields(this.#scope) } as GenerateRequest
     const d = { ...base, ...decodeFields(served) } as GenerateRequest
     if (served.path !== 'seed') return { d, p: undefined }
     const boot = bootstrapFields(served)
@@ -635,12 +683,13 @@ export class CompletionTransport implements TurnTransport {
   }
 
   #usage(prompt: number, completion: number, cached: number): Record<string, unknown> {
-    return {
+    const usage = {
       prompt_tokens: prompt,
       completion_tokens: completion,
       total_tokens: prompt + completion,
       prompt_tokens_details: { cached_tokens: cached },
     }
+    return visibleUsage(usage, this.#scope)
   }
 
   #whole(served: ServedBy, answer: GenerateResponse, pa: unknown): StartedResponse {
@@ -654,9 +703,12 @@ export class CompletionTransport implements TurnTransport {
         const body = {
           ...this.#chunk(answer.text, finishName(m.finish_reason)),
           usage: this.#usage(m.prompt_tokens ?? this.#promptTokens, out, c.cachedTokens),
-          kvc: kvcInfo(served, c, this.#req.promptIds === undefined ? undefined : answer.output_ids),
+          kvc: visibleKvc(
+            kvcInfo(served, c, this.#req.promptIds === undefined ? undefined : answer.output_ids),
+            this.#scope,
+          ),
         }
-        writeJson(this.#res, served, body)
+        writeJson(this.#res, served, body, this.#scope)
         return c
       },
     }
@@ -670,7 +722,7 @@ export class CompletionTransport implements TurnTransport {
   ): Promise<Completion> {
     const res = this.#res
     this.#idSuffix = served.rid
-    writeSseHead(res, served)
+    writeSseHead(res, served, this.#scope)
     let last = first
     const forward = (c: GenerateStreamChunk): void => {
       last = c
@@ -690,7 +742,10 @@ export class CompletionTransport implements TurnTransport {
         model: this.#model,
         choices: [],
         usage: this.#usage(last.metaInfo.prompt_tokens ?? this.#promptTokens, out, c.cachedTokens),
-        kvc: kvcInfo(served, c, this.#req.promptIds === undefined ? undefined : last.outputIds),
+        kvc: visibleKvc(
+          kvcInfo(served, c, this.#req.promptIds === undefined ? undefined : last.outputIds),
+          this.#scope,
+        ),
       })
     }
     if (!res.destroyed) res.end('data: [DONE]\n\n')

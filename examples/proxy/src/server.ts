@@ -6,11 +6,29 @@ import { ProxyError, badRequest } from './errors.js'
 import { Gateway, type GatewayOptions, type TurnResult } from './gateway.js'
 import { errorBody, readJsonBody, sendError, sendJson } from './http.js'
 import { promptChars } from './inputLimits.js'
+import { armDeadline, deadlineExceeded } from './limits/deadlines.js'
+import { RequestLimiter } from './limits/limiter.js'
 import { ChatTransport, CompletionTransport, parseChat, parseCompletion } from './openai.js'
 import { promptTokensAsync } from './promptTokens.js'
 import { registerSessionTableMetrics } from './sessionMetrics.js'
+import { type PrefixSessionLease, PrefixSessions } from './sessionIdentity/prefixSessions.js'
 import { SessionTable, identifySession } from './sessions.js'
+import { checkExposure } from './tenancy/authConfig.js'
+import { TenantRegistry, type TenantReloadEvent } from './tenancy/registry.js'
+import type { RequestScope } from './tenancy/requestScope.js'
+import { TenantMetrics } from './tenancy/tenantMetrics.js'
+import { type Tenant, cacheSaltOf, clientSaltOf } from './tenancy/tenants.js'
 import { createTokenizer } from './tokens.js'
+
+/** Options of {@link createProxy}: the gateway's, and those of shared use. */
+export interface ProxyOptions extends GatewayOptions {
+  /** Clock of the tenants' rate limits (token buckets), ms. Default `performance.now`; tests inject one. */
+  readonly limitsNow?: () => number
+  /** Read for the tenants' `keysEnv` (default `process.env`). */
+  readonly env?: Readonly<Record<string, string | undefined>>
+  /** Outcome of every tenants reload. Default: a JSON line on stderr (no key in it). */
+  readonly onTenantsReload?: (event: TenantReloadEvent) => void
+}
 
 /** A running proxy. */
 export interface KvcProxy {
@@ -19,6 +37,18 @@ export interface KvcProxy {
   readonly port: number
   readonly gateway: Gateway
   readonly sessions: SessionTable
+  /** The tenants and their keys (see `TenantRegistry`). */
+  readonly tenants: TenantRegistry
+  /** The per-tenant limits and concurrency caps. */
+  readonly limiter: RequestLimiter
+  /** Sessions identified by their conversation's opening (see `PrefixSessions`). */
+  readonly prefixSessions: PrefixSessions
+  /**
+   * Rotates keys without a restart: re-reads `auth.tenantsFile` and, given a configuration (the
+   * file re-read on `SIGHUP`), takes its `auth.tenants`. Other settings need a restart. All or
+   * nothing: a reload that does not resolve throws and leaves the previous keys valid.
+   */
+  reloadTenants(config?: ProxyConfig): void
   /** Stops accepting requests, ends running turns (`shutting_down`), closes every socket and timer. */
   close(): Promise<void>
 }
@@ -70,7 +100,27 @@ function failureError(r: TurnResult): ProxyError {
  * Starts the proxy: discovers the workers, builds the router, and listens. See the README for the
  * HTTP surface (OpenAI chat completions and completions, `/metrics`, `/health`, `/ready`).
  */
-export async function createProxy(config: ProxyConfig, options: GatewayOptions = {}): Promise<KvcProxy> {
+export async function createProxy(config: ProxyConfig, options: ProxyOptions = {}): Promise<KvcProxy> {
+  // Refused before anything starts: no open proxy beyond loopback, no unreadable tenants file.
+  checkExposure(config.listen.host, config.auth)
+  const tenantMetrics: { m?: TenantMetrics } = {}
+  const registry = new TenantRegistry({
+    tenants: config.auth.tenants,
+    tenantsFile: config.auth.tenantsFile,
+    reloadIntervalMs: config.auth.reloadIntervalMs,
+    defaults: config.tenantDefaults,
+    ...(options.env === undefined ? {} : { env: options.env }),
+    onReload: (e) => {
+      tenantMetrics.m?.reloads.inc({ result: e.type })
+      ;(
+        options.onTenantsReload ??
+        ((ev: TenantReloadEvent) =>
+          process.stderr.write(
+            `${JSON.stringify({ ts: new Date().toISOString(), level: ev.type === 'reloaded' ? 'info' : 'warn', msg: `tenants ${ev.type}`, ...ev, type: undefined })}\n`,
+          ))
+      )(e)
+    },
+  })
   let sessions: SessionTable | undefined
   const gateway = new Gateway(config, { sessions: () => sessions?.size ?? 0, ...options })
   try {
@@ -79,9 +129,40 @@ export async function createProxy(config: ProxyConfig, options: GatewayOptions =
     await gateway.close()
     throw err
   }
-  const table = new SessionTable(config, gateway.router.params.pageSize, (id) => gateway.forgetSession(id))
+  const limiter = new RequestLimiter({
+    maxConcurrentTurns: config.limits.maxConcurrentTurns,
+    ...(options.limitsNow === undefined ? {} : { now: options.limitsNow }),
+    onLimited: (tenant, cause) => tenantMetrics.m?.limited.inc({ tenant, cause }),
+  })
+  tenantMetrics.m = new TenantMetrics(gateway.metrics.registry, () => limiter.runningByTenant())
+  registry.onChange((tenants) => limiter.update(tenants))
+  registry.watch()
+  const prefixSessions = new PrefixSessions()
+  const table = new SessionTable(config, gateway.router.params.pageSize, (id) => {
+    prefixSessions.forget(id)
+    gateway.forgetSession(id)
+  })
   sessions = table
   registerSessionTableMetrics(gateway.metrics.registry, table)
+  /** A tenant's session id: `<tenant>/<id>` once keys are on, so no tenant can name another's. */
+  const namespaced = (tenant: Tenant, id: string): string => (registry.enabled ? `${tenant.id}/${id}` : id)
+  /** The tenant of a request (401 without a valid key), counted when refused. */
+  const authenticate = (req: IncomingMessage): Tenant => {
+    try {
+      return registry.authenticate(req.headers)
+    } catch (err) {
+      tenantMetrics.m?.authFailures.inc({
+        reason: req.headers.authorization === undefined ? 'missing' : 'invalid',
+      })
+      throw err
+    }
+  }
+  /** An admin tenant's request, else 401 / 403. */
+  const requireAdmin = (req: IncomingMessage, path: string): void => {
+    if (authenticate(req).admin) return
+    tenantMetrics.m?.authFailures.inc({ reason: 'not_admin' })
+    throw new ProxyError('FORBIDDEN', `${path} needs an admin tenant's key`, { param: null }, 403)
+  }
   const tokenizer = createTokenizer(config.tokenizer)
   // The largest KV pool of a D worker: a turn needing more can never be admitted.
   const largestDecode = Math.max(
@@ -92,15 +173,26 @@ export async function createProxy(config: ProxyConfig, options: GatewayOptions =
     gateway.workers.all().find((w) => w.role === 'decode' && w.modelName !== undefined)?.modelName ??
     'default'
   let closing = false
-  const server = createServer((req, res) => {
-    const path = (req.url ?? '/').split('?')[0]!
-    const route = ROUTES[path] === undefined ? 'other' : path
-    res.once('finish', () => gateway.metrics.httpRequests.inc({ route, status: String(res.statusCode) }))
-    handle(req, res, path).catch((err: unknown) => {
-      if (!res.headersSent) sendError(res, err)
-      else if (!res.writableEnded) res.end()
-    })
-  })
+  const { headersMs, bodyReadMs } = config.deadlines
+  const server = createServer(
+    {
+      headersTimeout: headersMs,
+      // Node's backstop for bodies on every route, after ours: turns answer 408 after bodyReadMs,
+      // and discard the rest of an oversized body for up to twice that.
+      requestTimeout: headersMs + 2 * bodyReadMs + 1_000,
+      // How often Node checks those two: often enough to keep them near their value.
+      connectionsCheckingInterval: Math.max(10, Math.min(1_000, Math.floor(headersMs / 4))),
+    },
+    (req, res) => {
+      const path = (req.url ?? '/').split('?')[0]!
+      const route = ROUTES[path] === undefined ? 'other' : path
+      res.once('finish', () => gateway.metrics.httpRequests.inc({ route, status: String(res.statusCode) }))
+      handle(req, res, path).catch((err: unknown) => {
+        if (!res.headersSent) sendError(res, err)
+        else if (!res.writableEnded) res.end()
+      })
+    },
+  )
 
   async function handle(req: IncomingMessage, res: ServerResponse, path: string): Promise<void> {
     const methods = ROUTES[path]
@@ -129,6 +221,15 @@ export async function createProxy(config: ProxyConfig, options: GatewayOptions =
       case '/ready': {
         req.resume()
         const r = gateway.readiness()
+        // Workers' URLs and the topology only to an admin key when keys are on; the status to anyone.
+        const details =
+          !registry.enabled ||
+          config.auth.ready === 'public' ||
+          (req.headers.authorization !== undefined && authenticate(req).admin)
+        if (!details) {
+          sendJson(res, r.ready ? 200 : 503, { ready: r.ready, reason: r.reason ?? null })
+          return
+        }
         const workers = gateway.workers.all().map((w) => ({
           id: w.id,
           role: w.role,
@@ -146,6 +247,7 @@ export async function createProxy(config: ProxyConfig, options: GatewayOptions =
       }
       case '/metrics': {
         req.resume()
+        if (registry.enabled && config.auth.metrics === 'admin') requireAdmin(req, path)
         const text = await gateway.metrics.text()
         res.writeHead(200, { 'content-type': gateway.metrics.contentType })
         res.end(text)
@@ -153,6 +255,7 @@ export async function createProxy(config: ProxyConfig, options: GatewayOptions =
       }
       case '/v1/models': {
         req.resume()
+        authenticate(req)
         const d = gateway.workers.all().find((w) => w.role === 'decode' && gateway.workers.isHealthy(w.id))
         if (d === undefined)
           throw new ProxyError('TURN_FAILED', 'no healthy decode worker', { cause: 'all_unhealthy' }, 503)
@@ -177,7 +280,32 @@ export async function createProxy(config: ProxyConfig, options: GatewayOptions =
       throw new ProxyError('SHUTTING_DOWN', 'the proxy is shutting down', undefined, 503)
     }
     const t0 = gateway.now()
-    const body = await readJsonBody(req, config.limits.maxBodyBytes, config.limits.maxJsonDepth)
+    // Who, how often, how many at once: refused before the body is read.
+    let tenant: Tenant
+    let release: () => void
+    try {
+      tenant = authenticate(req)
+      limiter.admitRequest(tenant)
+      release = limiter.acquireTurn(tenant)
+    } catch (err) {
+      req.resume()
+      throw err
+    }
+    try {
+      await limitedTurn(req, res, kind, tenant, t0)
+    } finally {
+      release()
+    }
+  }
+
+  async function limitedTurn(
+    req: IncomingMessage,
+    res: ServerResponse,
+    kind: 'chat' | 'completion',
+    tenant: Tenant,
+    t0: number,
+  ): Promise<void> {
+    const body = await readJsonBody(req, config.limits.maxBodyBytes, bodyReadMs, config.limits.maxJsonDepth)
     const sloHeader = req.headers['x-kvc-slo-class']
     const slo = typeof sloHeader === 'string' ? sloHeader : undefined
     const parsed = kind === 'chat' ? parseChat(body, slo, config) : parseCompletion(body, slo, config)
@@ -209,23 +337,54 @@ export async function createProxy(config: ProxyConfig, options: GatewayOptions =
         param,
       )
     }
+    const scope: RequestScope = {
+      exposeCacheInfo: tenant.exposeCacheInfo,
+      cacheSalt: cacheSaltOf(tenant, clientSaltOf(body)),
+      cacheSaltField: config.cacheSaltField,
+    }
+    // Prompt plus the output it may produce; what it does not produce is given back at the end
+    // (all of it for a turn that never ran: refused by its session's queue, or past its deadline).
+    const charged = tokens.length + parsed.maxTokens
+    limiter.chargeTokens(tenant, charged)
+    let refund = charged
     const ident = identifySession(req.headers, body, parsed.messages, config)
+    // A prefix-hash id names a family of look-alike conversations: the turn gets one of its sessions.
+    const lease: PrefixSessionLease | undefined =
+      ident.source === 'prefix-hash' && parsed.messages !== undefined
+        ? prefixSessions.acquire(namespaced(tenant, ident.id), parsed.messages)
+        : undefined
+    const sessionId = lease?.id ?? namespaced(tenant, ident.id)
     const controller = new AbortController()
     res.once('close', () => {
       if (!res.writableFinished) controller.abort(new Error('the client closed the connection'))
     })
+    const disarm = armDeadline(controller, tenant.turnDeadlineMs ?? config.deadlines.turnMs)
+    // A turn still queued behind its session's running turn when its deadline passes is answered
+    // at once (and skipped when its place comes); a running one ends through the gateway.
+    let started = false
+    const whileQueued = new Promise<never>((_, reject) => {
+      controller.signal.addEventListener('abort', () => {
+        if (!started) reject(controller.signal.reason)
+      })
+    })
+    whileQueued.catch(() => {})
+    let chat: ChatTransport | undefined
+    let completed = false
     gateway.metrics.queuedTurns.set(table.queued)
     try {
-      await table.run(ident.id, async () => {
+      const run = table.run(sessionId, async () => {
+        started = true
+        if (controller.signal.aborted) return
         gateway.metrics.queuedTurns.set(table.queued)
-        const blocks = await table.hashBlocks(ident.id, tokens)
+        refund = parsed.maxTokens
+        const blocks = await table.hashBlocks(sessionId, tokens, scope.cacheSalt)
         const transport =
           kind === 'chat'
-            ? new ChatTransport(parsed, res, tokens.length, model)
-            : new CompletionTransport(parsed, res, tokens.length, model)
+            ? (chat = new ChatTransport(parsed, res, tokens.length, model, scope))
+            : new CompletionTransport(parsed, res, tokens.length, model, scope)
         const result = await gateway.runTurn(
           {
-            sessionId: ident.id,
+            sessionId,
             promptTokens: tokens.length,
             blocks,
             expectedOutputTokens: parsed.maxTokens,
@@ -234,7 +393,10 @@ export async function createProxy(config: ProxyConfig, options: GatewayOptions =
           transport,
           controller.signal,
         )
+        if (result.completion !== undefined)
+          refund = Math.max(0, parsed.maxTokens - result.completion.outputTokens)
         if (result.status === 'completed') {
+          completed = true
           const path = result.path ?? 'none'
           if (result.firstByteAt !== undefined)
             gateway.metrics.ttft.observe({ path }, (result.firstByteAt - t0) / 1000)
@@ -242,7 +404,18 @@ export async function createProxy(config: ProxyConfig, options: GatewayOptions =
           return
         }
         if (result.cause === 'client_closed') return
+        if (result.cause === 'deadline_exceeded')
+          tenantMetrics.m?.limited.inc({ tenant: tenant.id, cause: 'deadline_exceeded' })
         if (!res.headersSent) {
+          if (result.cause === 'deadline_exceeded') {
+            const e = deadlineExceeded(tenant.turnDeadlineMs ?? config.deadlines.turnMs)
+            throw new ProxyError(
+              e.code,
+              e.message,
+              { cause: 'deadline_exceeded', turn_id: result.turnId, session_id: result.sessionId },
+              504,
+            )
+          }
           if (result.cause === 'session_busy') {
             throw new ProxyError(
               'SESSION_BUSY',
@@ -273,9 +446,19 @@ export async function createProxy(config: ProxyConfig, options: GatewayOptions =
           res.end('data: [DONE]\n\n')
         } else if (!res.writableEnded) res.destroy()
       })
+      run.catch(() => {})
+      await Promise.race([run, whileQueued])
+    } catch (err) {
+      if (err instanceof ProxyError && err.code === 'SESSION_BUSY') limiter.count(tenant.id, 'session_queue')
+      if (err instanceof ProxyError && err.code === 'DEADLINE_EXCEEDED' && !started)
+        tenantMetrics.m?.limited.inc({ tenant: tenant.id, cause: 'deadline_exceeded' })
+      throw err
     } finally {
+      disarm()
+      limiter.refundTokens(tenant, refund)
+      lease?.end(completed ? (chat?.reply ?? '') : undefined)
       gateway.metrics.queuedTurns.set(table.queued)
-      if (ident.source === 'anonymous') table.drop(ident.id)
+      if (ident.source === 'anonymous') table.drop(sessionId)
     }
   }
 
@@ -287,6 +470,7 @@ export async function createProxy(config: ProxyConfig, options: GatewayOptions =
     })
   }).catch(async (err: unknown) => {
     table.close()
+    registry.close()
     await gateway.close()
     throw err
   })
@@ -297,10 +481,15 @@ export async function createProxy(config: ProxyConfig, options: GatewayOptions =
     port,
     gateway,
     sessions: table,
+    tenants: registry,
+    limiter,
+    prefixSessions,
+    reloadTenants: (c) => registry.reload(c?.auth.tenants),
     close: () => {
       closed ??= (async () => {
         closing = true
         table.close()
+        registry.close()
         await gateway.close()
         await closeServer(server)
       })()

@@ -27,14 +27,17 @@ function checkId(id: string, what: string): string {
 /**
  * Identifies the session of a request, trying the configured sources in order:
  *
- * 1. `header`: the `x-session-id` header (the name is configurable): the explicit, preferred way;
- * 2. `session_id`: the body's top-level `session_id` (SGLang's field, accepted in OpenAI bodies);
+ * 1. `header`: the first of `session.headers` present — `x-session-id`, then SGLang model gateway's
+ *    `x-smg-routing-key`, then llm-d's `x-session-token` by default: the explicit, preferred way;
+ * 2. `session_id`: the body's top-level `session_id` (SGLang's field, accepted in OpenAI bodies;
+ *    off by default: any client can write it, so a deployment opts in);
  * 3. `user`: the OpenAI `user` field (one session per end user: only right when a user runs one
  *    conversation at a time; off by default);
  * 4. `prefix-hash`: chat requests only, a SHA-256 of the conversation's opening — every message up
  *    to and including the first `user` message — so every turn of one agent conversation, which
- *    re-sends its whole history, maps to the same id (`h:` + 16 hex digits). Two conversations that
- *    open with the very same messages share a session (their turns are then serialized).
+ *    re-sends its whole history, maps to the same family id (`h:` + 16 hex digits). Look-alike
+ *    conversations (the very same opening) are told apart by the proxy's `PrefixSessions`, which
+ *    gives each conversation a session of the family.
  *
  * With no match the request is anonymous (a one-turn session).
  */
@@ -46,9 +49,11 @@ export function identifySession(
 ): SessionIdentity {
   for (const source of config.session.sources) {
     if (source === 'header') {
-      const v = headers[config.session.header]
-      const h = Array.isArray(v) ? v[0] : v
-      if (typeof h === 'string' && h.length > 0) return { id: checkId(h, config.session.header), source }
+      for (const name of config.session.headers) {
+        const v = headers[name]
+        const h = Array.isArray(v) ? v[0] : v
+        if (typeof h === 'string' && h.length > 0) return { id: checkId(h, name), source }
+      }
     } else if (source === 'session_id') {
       const v = body.session_id
       if (v !== undefined && v !== null) {
@@ -148,13 +153,13 @@ export class SessionTable {
   }
 
   /**
-   * Block ids of `tokens` for session `id`, hashed incrementally against its previous prompt and
-   * in slices (other requests run in between); the table's byte count follows, and a cap reached
+   * Block ids of `tokens` for session `id` in the namespace `salt` (a tenant's cache salt; none by
+   * default), hashed incrementally against its previous prompt and in slices (other requests run in between); the table's byte count follows, and a cap reached
    * evicts the least recently used idle sessions.
    */
-  async hashBlocks(id: string, tokens: Uint32Array): Promise<bigint[]> {
+  async hashBlocks(id: string, tokens: Uint32Array, salt?: string): Promise<bigint[]> {
     const s = this.#entry(id)
-    const ids = await s.blocks.blocksAsync(tokens)
+    const ids = await s.blocks.blocksAsync(tokens, salt)
     this.#resize(s)
     return ids
   }
@@ -169,7 +174,7 @@ export class SessionTable {
       throw new ProxyError(
         'SESSION_BUSY',
         `session ${id} already has ${s.pending - 1} turn(s) queued behind a running one`,
-        id,
+        { cause: 'session_queue', session_id: id, retryAfterS: 1 },
         429,
       )
     }

@@ -79,7 +79,9 @@ export function createTokenizer(mode: TokenizerMode): PromptTokenizer {
  * Chained block hashes of a session's prompts, computed incrementally: the pages a prompt shares
  * with the session's previous prompt are not hashed again (a multi-turn prompt grows by its
  * append, so each turn hashes only its new pages). Uses SGLang's SHA-256 chain, the hash in
- * SGLang's (and the emulator's) KV events.
+ * SGLang's (and the emulator's) KV events; a prompt with a cache salt (a tenant's namespace) seeds
+ * the chain with it (`namespaceInSeed`), so its blocks never match another namespace's in the
+ * router's residency index (an unsalted prompt hashes exactly as upstream SGLang).
  *
  * It keeps hashes, not the prompt: per page the chain digest, the block id and a 64-bit
  * fingerprint of the page's tokens (to tell which leading pages the next prompt shares), about
@@ -99,8 +101,10 @@ export class BlockHashCache {
   #signed = false
   /** Two 32-bit hashes of each page's tokens. */
   #fingerprints: Uint32Array = new Uint32Array(0)
+  /** The namespace of the hashes kept. */
+  #salt: string | undefined
 
-  constructor(pageSize: number, hasher: BlockHasher = sglangBlockHasher()) {
+  constructor(pageSize: number, hasher: BlockHasher = sglangBlockHasher({ namespaceInSeed: true })) {
     this.pageSize = pageSize
     this.#hasher = hasher
   }
@@ -110,9 +114,9 @@ export class BlockHashCache {
     return this.#digests.byteLength + this.#ids.byteLength + this.#fingerprints.byteLength
   }
 
-  /** Block ids of every full page of `tokens`. */
-  blocks(tokens: Uint32Array): bigint[] {
-    const steps = this.#run(tokens, Number.POSITIVE_INFINITY)
+  /** Block ids of every full page of `tokens`, in the namespace `salt` (none by default). */
+  blocks(tokens: Uint32Array, salt?: string): bigint[] {
+    const steps = this.#run(tokens, salt, Number.POSITIVE_INFINITY)
     let r = steps.next()
     while (r.done !== true) r = steps.next()
     return r.value
@@ -123,8 +127,8 @@ export class BlockHashCache {
    * event loop run between slices (a 4 MB prompt takes seconds to hash). Calls for one session
    * must not overlap (the proxy runs a session's turns one after the other).
    */
-  async blocksAsync(tokens: Uint32Array, pagesPerSlice = 256): Promise<bigint[]> {
-    const steps = this.#run(tokens, pagesPerSlice)
+  async blocksAsync(tokens: Uint32Array, salt?: string, pagesPerSlice = 256): Promise<bigint[]> {
+    const steps = this.#run(tokens, salt, pagesPerSlice)
     let r = steps.next()
     while (r.done !== true) {
       await yieldToEventLoop()
@@ -133,13 +137,14 @@ export class BlockHashCache {
     return r.value
   }
 
-  *#run(tokens: Uint32Array, slice: number): Generator<void, bigint[]> {
+  *#run(tokens: Uint32Array, salt: string | undefined, slice: number): Generator<void, bigint[]> {
     const ps = this.pageSize
     const pages = Math.floor(tokens.length / ps)
     const fp = new Uint32Array(2 * pages)
     let keep = 0
     let sameSoFar = true
-    const known = Math.min(pages, this.#pages)
+    // Hashes of another namespace are of no use: every page is hashed again.
+    const known = salt === this.#salt ? Math.min(pages, this.#pages) : 0
     for (let p = 0; p < pages; p++) {
       fingerprint(tokens, p * ps, ps, fp, 2 * p)
       if (
@@ -159,7 +164,7 @@ export class BlockHashCache {
     digests.set(this.#digests.subarray(0, stride * keep))
     let parent = keep === 0 ? undefined : digests.subarray(stride * (keep - 1), stride * keep)
     for (let p = keep; p < pages; p++) {
-      const d = this.#hasher.hashBlock(parent, tokens.subarray(p * ps, (p + 1) * ps), undefined)
+      const d = this.#hasher.hashBlock(parent, tokens.subarray(p * ps, (p + 1) * ps), salt)
       if (this.#stride === 0) {
         // The first page this cache hashes (keep is 0): learn the digest length.
         this.#stride = d.length
@@ -173,6 +178,7 @@ export class BlockHashCache {
       if ((p - keep + 1) % slice === 0) yield
     }
     this.#pages = pages
+    this.#salt = salt
     this.#digests = digests
     this.#ids = ids
     this.#fingerprints = fp

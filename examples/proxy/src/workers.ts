@@ -209,15 +209,17 @@ export class WorkerPool {
       })
       // A corrupt event (a hash past 64 bits, a wrong block size, an id out of order) is skipped,
       // the rest of its batch applied, and the hole it leaves flags the worker for a resync.
-      const feed = residencyFeeder(router, w.id, 0, (err, e) => {
-        w.kvEventsRefused++
-        if (w.kvEventsRefused === 1 || w.kvEventsRefused % 1_000 === 0)
-          this.#options.onWarning?.('KV event refused', {
-            worker: w.id,
-            refused: w.kvEventsRefused,
-            eventId: e.eventId,
-            error: String(err),
-          })
+      const feed = residencyFeeder(router, w.id, 0, {
+        onRefused: (err, e) => {
+          w.kvEventsRefused++
+          if (w.kvEventsRefused === 1 || w.kvEventsRefused % 1_000 === 0)
+            this.#options.onWarning?.('KV event refused', {
+              worker: w.id,
+              refused: w.kvEventsRefused,
+              eventId: e.eventId,
+              error: String(err),
+            })
+        },
       })
       w.kvEvents = sub
       try {

@@ -4,7 +4,11 @@ import { Conversation, chat, chatStream, useProxy } from './helpers.js'
 const SYSTEM = 'You are a careful coding agent. Follow the repository conventions. '.repeat(48) // ~3.2K tokens
 
 describe('multi-turn sessions reach the fast path', () => {
-  const env = useProxy({ prefill: 1, decode: 2 }, { router: { tauAppend: 2_048 } })
+  // The body's session_id is opted into here (it is off by default) so one test can show it.
+  const env = useProxy(
+    { prefill: 1, decode: 2 },
+    { router: { tauAppend: 2_048 }, session: { sources: ['header', 'session_id', 'prefix-hash'] } },
+  )
 
   it('turn 1 seeds through P (long prompt), later turns go straight to the same D with the history cached', async () => {
     const convs = [0, 1, 2, 3].map((i) => new Conversation(`agent-${i}`, `${SYSTEM} Agent ${i}.`))
@@ -78,7 +82,7 @@ describe('multi-turn sessions reach the fast path', () => {
     expect(s2.content).toHaveLength(8)
   })
 
-  it('identifies sessions without a header: by the body’s session_id, or by the conversation’s opening', async () => {
+  it('identifies sessions without a header: by the body’s session_id (opted in), or by the conversation’s opening', async () => {
     // No header: the opening messages (system + first user message) name the session.
     const opening = [
       { role: 'system', content: `${SYSTEM} Hashed.` },

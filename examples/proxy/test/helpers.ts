@@ -4,7 +4,7 @@ import { handleCounts, leakedSince } from '@kvc/worker-bindings/testing'
 import { afterAll, beforeAll, expect } from 'vitest'
 import { type ProxyConfigInput, resolveConfig } from '../src/config.js'
 import type { DecisionLine } from '../src/decisionLog.js'
-import { type KvcProxy, createProxy } from '../src/server.js'
+import { type KvcProxy, type ProxyOptions, createProxy } from '../src/server.js'
 
 /** Emulated P/D cluster on loopback, fast timings and small backpressure pauses. */
 export interface Cluster {
@@ -94,6 +94,7 @@ export function testProxyConfig(cluster: Cluster): ProxyConfigInput {
 export async function startProxy(
   cluster: Cluster,
   overrides: ProxyConfigInput = {},
+  options: ProxyOptions = {},
 ): Promise<{ proxy: KvcProxy; decisions: DecisionLine[] }> {
   const decisions: DecisionLine[] = []
   const config = resolveConfig({
@@ -101,7 +102,11 @@ export async function startProxy(
     ...overrides,
     router: { backoffBaseMs: 10, backoffCapMs: 200, admissionTimeoutMs: 500, ...overrides.router },
   })
-  const proxy = await createProxy(config, { onDecision: (l) => decisions.push(l) })
+  const proxy = await createProxy(config, {
+    onDecision: (l) => decisions.push(l),
+    onTenantsReload: () => {},
+    ...options,
+  })
   return { proxy, decisions }
 }
 
@@ -117,13 +122,17 @@ export interface ProxyEnv {
  * both after them (`afterAll`), checking that no socket or timer was left open. The fields of the
  * returned object are set once `beforeAll` has run: read them inside the tests.
  */
-export function useProxy(clusterOptions: ClusterOptions, overrides: ProxyConfigInput = {}): ProxyEnv {
+export function useProxy(
+  clusterOptions: ClusterOptions,
+  overrides: ProxyConfigInput = {},
+  options: ProxyOptions = {},
+): ProxyEnv {
   let baseline: Record<string, number>
   const env = {} as { cluster: Cluster; proxy: KvcProxy; decisions: DecisionLine[] }
   beforeAll(async () => {
     baseline = handleCounts()
     env.cluster = await startCluster(clusterOptions)
-    ;({ proxy: env.proxy, decisions: env.decisions } = await startProxy(env.cluster, overrides))
+    ;({ proxy: env.proxy, decisions: env.decisions } = await startProxy(env.cluster, overrides, options))
   })
   afterAll(async () => {
     await env.proxy.close()

@@ -41,7 +41,7 @@ describe('BlockHashCache keeps hashes, not prompts, and gives the same ids as ha
           } else if (s.kind === 'cut') t = t.slice(0, Math.max(0, t.length - s.n))
           else if (s.kind === 'fresh') t = prompt(seed++, s.n)
           const want = computeBlockHashes(hasher, t, 16)
-          const got = sliced ? await cache.blocksAsync(t, 2) : cache.blocks(t)
+          const got = sliced ? await cache.blocksAsync(t, undefined, 2) : cache.blocks(t)
           expect(got).toEqual(want)
           // Invariant: about 48 bytes per page (digest, id, fingerprint), nothing per token.
           expect(cache.bytes).toBe(Math.floor(t.length / 16) * (32 + 8 + 8))

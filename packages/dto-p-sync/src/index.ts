@@ -1,3 +1,11 @@
+/**
+ * `@kvc/dto-p-sync`: incremental decode-to-prefill KV sync, so that a session's reseed through a P
+ * finds most of its history already there. D-side offers, a bandwidth-aware planner with a
+ * staleness budget, an idempotent P-side sink, and a transport interface with an in-memory
+ * network for tests. Pure.
+ *
+ * @module
+ */
 export { DtoPSyncError, DtoPSyncErrorCode } from './errors/dtoPSyncError.js'
 export type {
   HoldingsView,

@@ -1,3 +1,12 @@
+/**
+ * `@kvc/kvc-router`: the KVC router's decisions for prefill/decode serving. Route (Algorithm 1)
+ * ranks D workers by session, capacity and overlap from a residency index fed by KV events; Admit
+ * (Algorithm 2) is the D's side, with leases and pause hints; Dispatch (Algorithm 3) walks a turn
+ * through fast path, seeds, retries and migration, driven by `TurnDriver`. Also the cost model,
+ * the baselines (round-robin to Dynamo's KV cost) and the admission RPC's wire contract. Pure.
+ *
+ * @module
+ */
 export { RouterError, RouterErrorCode } from './errors/routerError.js'
 export {
   ADMIT_HTTP_PATH,
@@ -44,6 +53,30 @@ export {
   transferSeconds,
   type CostModel,
 } from './cost/costModel.js'
+export {
+  DEFAULT_PATH_PARAMS,
+  choosePath,
+  estimateLocal,
+  estimateRemote,
+  pathParams,
+  shouldWaitForOwnDecode,
+  type PathChoice,
+  type PathEstimate,
+  type PathParams,
+  type PathSignals,
+  type PrefillSignals,
+  type PrefillSite,
+} from './path/pathChoice.js'
+export {
+  DEFAULT_TOPOLOGY_PARAMS,
+  adviseTopology,
+  type RoleSwitch,
+  type TopologyAdvice,
+  type TopologyParams,
+  type TopologyRole,
+  type TopologySignals,
+  type WorkerTopologySignal,
+} from './topology/adviseTopology.js'
 export { BlockKeys } from './residency/blockKeys.js'
 export {
   ResidencyIndex,
@@ -55,6 +88,7 @@ export {
 } from './residency/residencyIndex.js'
 export {
   InMemoryClusterStateStore,
+  checkLoadDelta,
   type ClaimOutcome,
   type ClusterStateStore,
   type InMemoryClusterStateStoreOptions,
@@ -71,6 +105,7 @@ export {
   type ClusterViewOptions,
   type DecodeWorkerRecord,
   type LinkHealth,
+  type QueueReport,
   type WorkerInfo,
   type WorkerRole,
   type WorkerSpec,
@@ -79,6 +114,7 @@ export {
   DEFAULT_ROUTER_PARAMS,
   MAX_PAGE_SIZE,
   resolveRouterParams,
+  type PathChoiceMode,
   type RouterParams,
   type RouterParamsInput,
   type SloBudget,
@@ -105,8 +141,18 @@ export {
 } from './route/route.js'
 export { TurnDispatch } from './dispatch/dispatch.js'
 export { backoffDelayMs, type BackoffJitter, type BackoffPolicy } from './backoff/backoff.js'
+export { LatencyWindow } from './hedging/latencyWindow.js'
+export {
+  DEFAULT_TUNING_OPTIONS,
+  SelfTuner,
+  type TunedParams,
+  type TuningOptions,
+} from './tuning/selfTuner.js'
 export type {
   AdmitAction,
+  AdmitAnswerOutcome,
+  AdmitHedge,
+  HedgedAdmitOutcome,
   ClaimAction,
   DispatchAction,
   DispatchOutcome,
@@ -147,4 +193,5 @@ export {
   type DynamoKvCostOptions,
   type SglangCacheAwareOptions,
 } from './policies/baselines.js'
+export { llmdPrecisePrefixPolicy, type LlmdPrecisePrefixOptions } from './policies/llmdPrecisePrefix.js'
 export { renderDispatch, renderRoute } from './explain/render.js'

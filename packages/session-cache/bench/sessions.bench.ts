@@ -64,6 +64,44 @@ for (const fraction of [0.7, 0.85]) {
 }
 console.log(lines.join('\n'))
 
+// The host tier (write_back, load-back on match, demotion of idle sessions under pressure): the
+// same block-level engine with a host tier of 1x, 2x and 4x the device pool against none.
+// Deterministic; re-prefilled tokens are what later turns recompute, loaded-back what they copy.
+const tierLines: string[] = [
+  'scenario                   | host tier | reprefilled | per turn | loaded back | demoted | released',
+]
+for (const fraction of [0.5, 0.7, 0.85]) {
+  for (const idleTtl of [undefined, 24]) {
+    for (const ratio of [0, 1, 2, 4]) {
+      const r = runWorkload(
+        {
+          engine: 'block',
+          pageSize: 16,
+          poolSize: pool(fraction),
+          evictGranularity: 'page',
+          chunk: 1024,
+          ...(idleTtl !== undefined ? { idleTtl } : {}),
+          ...(ratio > 0 ? { hostTier: { ratio } } : {}),
+        },
+        workload,
+      )
+      const label = `pool ${fraction * 100}%${idleTtl ? `, TTL ${idleTtl} turns` : ''}`
+      tierLines.push(
+        [
+          label.padEnd(26),
+          (ratio === 0 ? 'none' : `${ratio}x`).padStart(9),
+          String(r.reprefilledTokens).padStart(11),
+          r.reprefillPerTurn.toFixed(0).padStart(8),
+          String(r.loadedBackTokens).padStart(11),
+          String(r.sessionsDemoted).padStart(7),
+          String(r.sessionsEvicted).padStart(8),
+        ].join(' | '),
+      )
+    }
+  }
+}
+console.log(tierLines.join('\n'))
+
 let sink = 0
 const opts = { iterations: 20, warmupIterations: 3, time: 0 }
 for (const fraction of [0.7, 0.85]) {
@@ -87,6 +125,13 @@ for (const fraction of [0.7, 0.85]) {
       'SessionCache, session granularity (legacy)',
       () => {
         sink ^= runWorkload({ engine: 'session', ...base }, workload).evictions
+      },
+      opts,
+    )
+    bench(
+      'SessionCache, block granularity, host tier 2x (write_back)',
+      () => {
+        sink ^= runWorkload({ engine: 'block', ...base, hostTier: { ratio: 2 } }, workload).evictions
       },
       opts,
     )

@@ -58,7 +58,11 @@ it('README worked example', () => {
 
   // alice goes quiet; the server reaps her by TTL. Nothing is freed: her pages become evictable.
   now = 100
-  expect(sc.evictIdleSessions({ idleMs: 60 })).toEqual({ released: ['bob', 'alice'], freedTokens: 0 })
+  expect(sc.evictIdleSessions({ idleMs: 60 })).toEqual({
+    released: ['bob', 'alice'],
+    demoted: [],
+    freedTokens: 0,
+  })
   expect(sc.poolAccounting()).toMatchObject({ free: 40, evictable: 24, protected: 0 })
 
   // A big request needs 44 slots, 4 more than are free: the tree's LRU sheds one page — the tail

@@ -9,7 +9,10 @@ import type { SessionModelConfig, SessionModelState, SessionRealState } from '..
 // the invariant checker, the page sets and lock counts, the pool accounting identity (free +
 // evictable + protected + requestOwned + sessionHeld == pool size), the sessions, the requests,
 // the extra release hook and the eviction sizes; the PagedAllocator refuses any double free and
-// the model refuses any locked page disappearing. Each run ends with a drain (I5).
+// the model refuses any locked page disappearing. Each run ends with a drain (I5). The runs with a
+// host tier also compare every page's tiers and host references, settle which sessions pressure
+// demoted (kept on the host) rather than released, and check load-back at admission (I1: the
+// tree's device hit plus its host hit).
 function run(config: SessionModelConfig, numRuns: number, opts: Parameters<typeof sessionCommands>[0] = {}) {
   fc.assert(
     fc.property(sessionCommands(opts), (cmds) => {
@@ -40,6 +43,28 @@ describe('SessionCache agrees with the reference model', () => {
       })
     }
   }
+  // With a host tier (I6: a held session's committed prefix is retained whole, on the device
+  // under its lock or, demoted under pressure, on the host under its host reference).
+  for (const writePolicy of ['write_back', 'write_through'] as const) {
+    it(`block granularity with a host tier (${writePolicy}), pageSize 1 and 4`, () => {
+      run({ granularity: 'block', pageSize: 1, poolPages: 48, hostPages: 48, writePolicy }, 30, {
+        maxAppend: 10,
+        maxChunk: 12,
+        maxEvict: 24,
+      })
+      run({ granularity: 'block', pageSize: 4, poolPages: 16, hostPages: 12, writePolicy }, 50, {
+        maxAppend: 12,
+      })
+    })
+  }
+  it('block granularity with a small host tier (demotion often refused), page eviction', () => {
+    run({ granularity: 'block', pageSize: 4, poolPages: 16, hostPages: 4, evictGranularity: 'page' }, 60, {
+      maxAppend: 12,
+    })
+  })
+  it('session granularity with a host tier under the tree', () => {
+    run({ granularity: 'session', pageSize: 4, poolPages: 16, hostPages: 16 }, 40, { maxAppend: 12 })
+  })
   it('block granularity, pageSize 4, lfu and priority orders', () => {
     for (const evictionPolicy of ['lfu', 'priority'] as const) {
       run({ granularity: 'block', pageSize: 4, poolPages: 16, evictionPolicy }, 40, { maxAppend: 12 })

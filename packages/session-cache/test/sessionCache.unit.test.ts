@@ -461,7 +461,7 @@ describe('evictIdleSessions', () => {
     clock.t = 20
     sc.openSession('young')
     clock.t = 30
-    expect(sc.evictIdleSessions({ idleMs: 15 })).toEqual({ released: ['old'], freedTokens: 0 })
+    expect(sc.evictIdleSessions({ idleMs: 15 })).toEqual({ released: ['old'], demoted: [], freedTokens: 0 })
     clock.t = 100
     expect(sc.evictIdleSessions({ idleMs: 15 }).released).toEqual(['young'])
     expect(sc.hasSession('busy')).toBe(true)

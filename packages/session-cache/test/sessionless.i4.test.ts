@@ -1,5 +1,5 @@
 import { PagedAllocator } from '@kvc/radix-cache'
-import { cachedPages } from '@kvc/radix-cache/testing'
+import { tieredPages } from '@kvc/radix-cache/testing'
 import fc from 'fast-check'
 import { describe, expect, it } from 'vitest'
 import { SessionCache, SessionCacheError, type SessionRequest } from '../src/index.js'
@@ -53,6 +53,7 @@ function runBoth(
   pageSize: number,
   evictGranularity: 'leaf' | 'page',
   ops: Op[],
+  hostTier?: { capacity: number; writePolicy: 'write_back' | 'write_through'; loadBackThreshold: number },
 ) {
   let t = 0
   const now = () => t
@@ -62,16 +63,24 @@ function runBoth(
     pool: new PagedAllocator({ size: poolSize, pageSize }),
     evictGranularity,
     now,
+    ...(hostTier !== undefined ? { hostTier } : {}),
   })
-  const bare = new BareRadixEngine({ pageSize, poolSize, evictGranularity, now })
+  const bare = new BareRadixEngine({
+    pageSize,
+    poolSize,
+    evictGranularity,
+    now,
+    ...(hostTier !== undefined ? { hostTier } : {}),
+  })
   const system = Array.from({ length: 40 }, (_, i) => 50 + i)
   const live: { rid: string; req: SessionRequest }[] = []
   let n = 0
+  let loaded = 0
   const same = () => {
     checkSessionInvariants(sc)
     expect(bare.balanced()).toBe(true)
     expect(sc.pool.availableSize()).toBe(bare.pool.availableSize())
-    expect([...cachedPages(sc.cache)].sort()).toEqual([...cachedPages(bare.cache)].sort())
+    expect([...tieredPages(sc.cache)].sort()).toEqual([...tieredPages(bare.cache)].sort())
     const sa = sc.cache.stats()
     const sb = bare.cache.stats()
     for (const k of Object.keys(sa) as (keyof typeof sa)[]) expect([k, sa[k]]).toEqual([k, sb[k]])
@@ -89,6 +98,7 @@ function runBoth(
         const a = sc.matchPrefix(req)
         const b = bare.begin(rid, prompt, extraKey)
         expect(a.length).toBe(b.length)
+        loaded += a.loadedTokens
         expect(Array.from(a.indices)).toEqual(Array.from(b.indices))
         live.push({ rid, req })
         break
@@ -163,7 +173,8 @@ function runBoth(
     }
     same()
   }
-  expect(sc.stats().evictions).toBeGreaterThanOrEqual(0)
+  expect(sc.stats().loadedBackTokens).toBe(loaded)
+  return loaded
 }
 
 describe('I4: requests without a session behave exactly like the bare radix cache', () => {
@@ -175,12 +186,28 @@ describe('I4: requests without a session behave exactly like the bare radix cach
     ] as const) {
       it(`${granularity} granularity, pageSize ${pageSize}, ${evictGranularity} eviction`, () => {
         fc.assert(
-          fc.property(fc.array(op, { maxLength: 80, size: 'max' }), (ops) =>
-            runBoth(granularity, pageSize, evictGranularity, ops),
-          ),
+          fc.property(fc.array(op, { maxLength: 80, size: 'max' }), (ops) => {
+            runBoth(granularity, pageSize, evictGranularity, ops)
+          }),
           { numRuns: 80 },
         )
       })
     }
+  }
+  // With a host tier under both: demotion on eviction, load-back at admission, the same pages on
+  // each tier with the same locks, the same slots, and identical radix counters (host ones too).
+  for (const writePolicy of ['write_back', 'write_through'] as const) {
+    it(`block granularity with a host tier (${writePolicy}), pageSize 16, page eviction`, () => {
+      let loadedRuns = 0
+      fc.assert(
+        fc.property(fc.array(op, { maxLength: 80, size: 'max' }), (ops) => {
+          const hostTier = { capacity: 2 * 10 * 16, writePolicy, loadBackThreshold: 0 } // SGLang's default ratio 2
+          if (runBoth('block', 16, 'page', ops, hostTier) > 0) loadedRuns++
+        }),
+        { numRuns: 150 },
+      )
+      // The load-back path is exercised (about one run in ten loads something back).
+      expect(loadedRuns).toBeGreaterThanOrEqual(5)
+    })
   }
 })

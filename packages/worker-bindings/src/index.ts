@@ -1,3 +1,11 @@
+/**
+ * `@kvc/worker-bindings`: typed clients for the workers a KVC deployment talks to. SGLang's HTTP API
+ * (generate and chat, SSE streams, sessions, loads, metrics), P/D bootstrap, the kvc admission RPC
+ * (client and handler), Mooncake's metadata, master and conductor, and KV-event streams over ZeroMQ
+ * into a residency index; retries, timeouts and endpoint health shared by all. Node 20+.
+ *
+ * @module
+ */
 export {
   BODY_EXCERPT_CHARS,
   WorkerApiError,
@@ -124,6 +132,9 @@ export {
   decodeKvEventBatch,
   encodeKvEventBatch,
   fromRadixKvEvent,
+  KV_TIERS,
+  kvEventTier,
+  type KvTier,
   toRadixKvEvents,
   type KvEventBatch,
   type KvEventEncoding,
@@ -137,6 +148,7 @@ export { KvEventPublisher, type KvEventPublisherOptions } from './kvEvents/publi
 export {
   KvEventSubscriber,
   residencyFeeder,
+  type ResidencyFeederOptions,
   type KvEventGap,
   type KvEventSink,
   type KvEventSubscriberOptions,

@@ -65,9 +65,9 @@ describe('corrupted KV events: refused by type, the rest applied, the loss flagg
     const index = new ResidencyIndex({ pageSize: 4 })
     index.addWorker('d0')
     const refused: string[] = []
-    const feed = residencyFeeder(index, 'd0', 0, (err, e) =>
-      refused.push(`${e.eventId}:${(err as Error).message}`),
-    )
+    const feed = residencyFeeder(index, 'd0', 0, {
+      onRefused: (err, e) => refused.push(`${e.eventId}:${(err as Error).message}`),
+    })
     feed({ topic: '', seq: 0n, batch: batch(stored([1n, 2n], null)), replayed: false })
     // A wrong block size and a hash past 64 bits in the middle of a batch, a good event after them.
     feed({
@@ -101,7 +101,7 @@ describe('corrupted KV events: refused by type, the rest applied, the loss flagg
     index.addWorker('d0')
     const errors: unknown[] = []
     const refused: number[] = []
-    const feed = residencyFeeder(index, 'd0', 0, (_err, e) => refused.push(e.eventId))
+    const feed = residencyFeeder(index, 'd0', 0, { onRefused: (_err, e) => refused.push(e.eventId) })
     const seqs: bigint[] = []
     const sub = new KvEventSubscriber({
       endpoint,

@@ -71,9 +71,20 @@ export interface LoadDelta {
 const isDelta = (v: number | undefined): boolean => v === undefined || Number.isSafeInteger(v)
 
 /**
- * @internal Throws `INVALID_OPTION` unless `delta` is an object whose given fields are integers
- * (the store implementations call it before changing anything). Dispatch calls `addLoad` a few
- * times per action: the check reads each field once, and builds a message only for a bad one.
+ * Throws `INVALID_OPTION` unless `workerId` is a non-empty string and `delta` an object whose
+ * given fields are integers. Every `ClusterStateStore` implementation calls it in `addLoad` before
+ * changing anything, so all stores refuse the same deltas with the same message. Dispatch calls
+ * `addLoad` a few times per action: the check reads each field once, and builds a message only
+ * for a bad one.
+ *
+ * @throws RouterError `INVALID_OPTION` naming the bad field and its value.
+ *
+ * @example
+ * ```ts
+ * import { checkLoadDelta } from '@kvc/kvc-router'
+ * checkLoadDelta('d0', { turns: 1, prefillTokens: 2_048 }) // fine
+ * // checkLoadDelta('d0', { turns: 0.5 }) throws: addLoad: turns must be an integer, got 0.5
+ * ```
  */
 export function checkLoadDelta(workerId: unknown, delta: LoadDelta): void {
   if (

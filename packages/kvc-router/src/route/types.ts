@@ -1,5 +1,7 @@
 import type { SloClass } from '../admission/contract.js'
 import type { ClusterView } from '../cluster/clusterView.js'
+import type { CostModel } from '../cost/costModel.js'
+import type { SelfTuner, TunedParams } from '../tuning/selfTuner.js'
 import type { BlockKeys } from '../residency/blockKeys.js'
 import type { RouterParams } from './params.js'
 
@@ -183,6 +185,13 @@ export interface RouteContext {
   readonly cluster: ClusterView
   readonly params: RouterParams
   readonly random: () => number
+  /** The cost model the adaptive path choice estimates with (default `DEFAULT_COST_MODEL`). */
+  readonly cost?: CostModel
+  /** The self-tuner Dispatch reports to (`selfTune`), and how its changes are applied. */
+  readonly tuning?: {
+    readonly tuner: SelfTuner
+    apply(change: Partial<TunedParams>): void
+  }
 }
 
 /**

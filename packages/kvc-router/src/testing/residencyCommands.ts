@@ -180,7 +180,7 @@ class Malformed implements Cmd {
   }
   run(m: ResidencyReferenceModel, r: ResidencyRealState): void {
     const last = m.workers.get(this.id)!.last
-    const stored = (over: Record<string, unknown>) =>
+    const stored = (over: { readonly [key: string]: unknown }) =>
       ({
         type: 'BlockStored',
         eventId: last + 1,
@@ -271,7 +271,7 @@ class Query implements Cmd {
     return true
   }
   run(m: ResidencyReferenceModel, r: ResidencyRealState): void {
-    for (const mode of ['plain', 'exclusive'] as const) {
+    for (const mode of ['plain', 'exclusive', 'sole'] as const) {
       const want = m.overlap(this.hashes, mode)
       const got = r.index.overlap(BlockKeys.fromHashes(this.hashes), mode)
       for (const [id, n] of want) {

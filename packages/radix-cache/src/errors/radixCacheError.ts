@@ -14,6 +14,9 @@
  * | `OUT_OF_MEMORY` | the page allocator cannot satisfy an allocation |
  * | `DOUBLE_FREE` | a page handed to `free` is already free |
  * | `INVALID_INDEX` | a KV slot index outside the allocator's pool |
+ * | `NO_HOST_TIER` | a host-tier call (`loadBack`, `protectHost`, `releaseHost`, `evictHost`) on a cache without `hostTier` |
+ * | `HOST_OUT_OF_MEMORY` | `protectHost` cannot fit the path on the host tier, even after evicting every unprotected host page |
+ * | `HOST_REF_UNDERFLOW` | `releaseHost` on a node whose host reference count is already 0 |
  */
 export const RadixCacheErrorCode = {
   InvalidOption: 'INVALID_OPTION',
@@ -27,6 +30,9 @@ export const RadixCacheErrorCode = {
   OutOfMemory: 'OUT_OF_MEMORY',
   DoubleFree: 'DOUBLE_FREE',
   InvalidIndex: 'INVALID_INDEX',
+  NoHostTier: 'NO_HOST_TIER',
+  HostOutOfMemory: 'HOST_OUT_OF_MEMORY',
+  HostRefUnderflow: 'HOST_REF_UNDERFLOW',
 } as const
 
 /** One of the string codes of {@link RadixCacheErrorCode}. */

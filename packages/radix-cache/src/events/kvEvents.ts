@@ -1,6 +1,11 @@
 /**
  * KV events, one per page, in the shape SGLang, vLLM and Dynamo publish them (camelCase). Every
  * event carries `eventId`, monotonic per cache from 0, so a consumer can detect gaps.
+ *
+ * With a host tier, `BlockStored` and `BlockRemoved` carry the `medium` they concern, as vLLM's
+ * events and SGLang HiCache's tier events do: a page is stored on and removed from each medium
+ * separately (`'GPU'` for the device, `'CPU_TIER1'` by default for the host). Without a host tier
+ * the field is absent, which consumers read as the device.
  */
 export type KvEvent = BlockStoredEvent | BlockRemovedEvent | AllBlocksClearedEvent
 
@@ -26,9 +31,19 @@ export interface BlockStoredEvent {
   readonly blockSize: number
   /** Namespace of the page (`null` for the default namespace). */
   readonly extraKey: string | null
+  /** Medium the page entered (`'GPU'`, `'CPU_TIER1'`...); absent: the device (a cache without a host tier). */
+  readonly medium?: string
 }
 
-/** Pages left the tree (evicted). */
+/**
+ * Pages left the tree (evicted), or, with a host tier, left one medium (`medium`).
+ *
+ * @example
+ * ```ts
+ * import type { BlockRemovedEvent } from '@kvc/radix-cache'
+ * const leftDevice = (e: BlockRemovedEvent) => e.medium === undefined || e.medium === 'GPU'
+ * ```
+ */
 export interface BlockRemovedEvent {
   readonly type: 'BlockRemoved'
   readonly eventId: number
@@ -39,6 +54,8 @@ export interface BlockRemovedEvent {
    * in events decoded from engines that do not send it.
    */
   readonly extraKey?: string | null
+  /** Medium the pages left (`'GPU'`, `'CPU_TIER1'`...); absent: the device. */
+  readonly medium?: string
 }
 
 /** The whole tree was cleared (`reset()`). */

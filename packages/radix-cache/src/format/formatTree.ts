@@ -12,7 +12,9 @@ export interface FormatTreeOptions {
 /**
  * Render the tree as indented text, one node per line: edge length, first tokens, `r=` lock
  * count, then a `#tokens` total (the layout of SGLang's `pretty_print`). Namespaces other than the
- * default are printed under a `[ns=...]` header. Meant for logs and inline snapshots.
+ * default are printed under a `[ns=...]` header. With a host tier each node also shows where it
+ * lives (`d` device, `h` host only, `d+h` both) and its host references (`hr=`), and a `#host`
+ * line follows. Meant for logs and inline snapshots.
  *
  * @example
  * ```ts
@@ -42,6 +44,8 @@ export function formatTree(cache: RadixCache, options: FormatTreeOptions = {}): 
       printNode(cache, c, indent, maxTokens, options.showValues === true, lines)
   }
   lines.push(`#tokens: ${cache.totalSize()}`)
+  if (cache.hostTier !== undefined)
+    lines.push(`#host: ${cache.hostSize()} (${cache.hostOnlySize()} host-only)`)
   return lines.join('\n')
 }
 
@@ -57,6 +61,10 @@ function printNode(
   const shown = Array.from(info.tokens.subarray(0, maxTokens)).join(',')
   const more = info.tokens.length > maxTokens ? ',…' : ''
   let line = `${' '.repeat(indent)}${info.tokens.length} [${shown}${more}] r=${info.lockRef}`
+  if (cache.hostTier !== undefined) {
+    line += info.onDevice ? (info.onHost ? ' d+h' : ' d') : ' h'
+    if (info.hostRef > 0) line += ` hr=${info.hostRef}`
+  }
   if (showValues && info.values !== undefined)
     line += ` v=[${Array.from(info.values.subarray(0, maxTokens)).join(',')}${more}]`
   lines.push(line)

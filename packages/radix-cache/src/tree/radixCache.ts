@@ -3,6 +3,8 @@ import { RadixCacheError, RadixCacheErrorCode } from '../errors/radixCacheError.
 import type { KvEvent } from '../events/kvEvents.js'
 import type { BlockHasher } from '../hashing/blockHasher.js'
 import { sglangBlockHasher } from '../hashing/sglangBlockHasher.js'
+import { resolveHostTier } from '../tier/config.js'
+import type { HostTierConfig, KvSlotAllocator, KvTransfer, LoadBackResult, Residency } from '../tier/types.js'
 import { EvictionHeap } from './evictionHeap.js'
 import {
   EVICTION_POLICIES,
@@ -29,6 +31,13 @@ const MAX_NODES = SLOT_SPAN
 const EMPTY_INDICES = new Int32Array(0)
 const EMPTY_TOKENS = new Uint32Array(0)
 const NO_TOKENS: readonly number[] = Object.freeze([])
+const EMPTY_U8 = new Uint8Array(0)
+
+// Where a node's KV lives (#tier bits). Without a host tier every node is DEV. Device residency is
+// closed under ancestors (a DEV node's parent is DEV or a root), so a root-to-node path is a device
+// part followed by a host-only part; every node is in at least one tier.
+const DEV = 1
+const HOST = 2
 
 const POLICY_CODE: Record<EvictionPolicy, number> = {
   lru: 0,
@@ -54,6 +63,11 @@ const POLICY_CODE: Record<EvictionPolicy, number> = {
  * - Locks walk to the root and move sizes between evictable and protected on 0↔1 transitions.
  * - The evictable-leaf order is kept in an indexed heap, updated incrementally: an `evict` that
  *   removes `k` leaves costs O(k log n).
+ * - With `hostTier`, a second tier in host memory (SGLang HiCache's L2): device eviction demotes
+ *   pages to it (`write_back`) or finds the copy `write_through` made; the host evicts by its own
+ *   policy; `matchPrefix` reports `hostLength` beyond the device hit; `loadBack` promotes host
+ *   pages onto device slots; `protectHost` keeps a path on the host while letting it leave the
+ *   device. Sizes (`totalSize`, `evictableSize`, `protectedSize`) stay device sizes.
  *
  * @example
  * ```ts
@@ -79,6 +93,8 @@ export class RadixCache {
   readonly evictGranularity: EvictGranularity
   /** Whether KV slot indices are stored per token. */
   readonly trackValues: boolean
+  /** The host tier's configuration, `undefined` without one. */
+  readonly hostTier: HostTierConfig | undefined
 
   readonly #now: () => number
   readonly #onEvent: ((event: KvEvent) => void) | undefined
@@ -90,6 +106,17 @@ export class RadixCache {
   readonly #trimPages: boolean
   readonly #eventPerNode: boolean
   readonly #eventTokenIds: boolean
+  // Host tier (all unused without one).
+  readonly #tiered: boolean
+  readonly #hostAlloc: KvSlotAllocator | undefined
+  readonly #onTransfer: ((transfer: KvTransfer) => void) | undefined
+  readonly #hostHeap: EvictionHeap | undefined
+  readonly #hostPolicy: number
+  readonly #hostCapacity: number
+  readonly #writeThrough: boolean
+  readonly #writeThreshold: number
+  readonly #devMedium: string | undefined
+  readonly #hostMedium: string | undefined
 
   // Node storage: struct of arrays indexed by slot, grown by doubling.
   #capacity: number
@@ -112,6 +139,15 @@ export class RadixCache {
   #values: (Int32Array | undefined)[]
   #children: (Map<number, number> | undefined)[]
   #digests: (Uint8Array[] | undefined)[]
+  /** DEV / HOST bits. */
+  #tier: Uint8Array
+  /** Children that are on the device (equals `#childCount` without a host tier). */
+  #devChildren: Int32Array
+  // Host tier only (empty without one).
+  #hostRef: Int32Array
+  /** 1 when the node's tokens are counted in `#hostEvictable`. */
+  #hostCounted: Uint8Array
+  #hostValues: (Int32Array | undefined)[]
   #freeSlots: Int32Array
   #freeTop = 0
   #nextSlot = 0
@@ -124,6 +160,15 @@ export class RadixCache {
 
   #evictable = 0
   #protected = 0
+  #hostSize = 0
+  #hostOnly = 0
+  #hostEvictable = 0
+  #pinnedNodes = 0
+  /** Device slots of the last load-back. */
+  #lastLoad: Int32Array = EMPTY_INDICES
+  /** Tokens the last refused load-back needed. */
+  #loadNeed = 0
+  #loadScratch: Int32Array = new Int32Array(16)
   #seq = 0
   #eventId = 0
   #path: Int32Array = new Int32Array(64)
@@ -139,6 +184,12 @@ export class RadixCache {
   #evictedTokens = 0
   #evictedNodes = 0
   #eventsEmitted = 0
+  #matchHostHit = 0
+  #demotedTokens = 0
+  #discardedTokens = 0
+  #hostWriteTokens = 0
+  #hostEvictedTokens = 0
+  #loadedBackTokens = 0
 
   constructor(options: RadixCacheOptions = {}) {
     const pageSize = options.pageSize ?? 1
@@ -186,6 +237,20 @@ export class RadixCache {
     }
     this.#eventPerNode = batching === 'node'
     this.#eventTokenIds = options.eventTokenIds !== false
+    const tier =
+      options.hostTier === undefined
+        ? undefined
+        : resolveHostTier(options.hostTier, pageSize, this.trackValues, options.allocator)
+    this.hostTier = tier?.config
+    this.#tiered = tier !== undefined
+    this.#hostAlloc = tier?.allocator
+    this.#onTransfer = tier?.onTransfer
+    this.#hostPolicy = tier === undefined ? 0 : POLICY_CODE[tier.config.evictionPolicy]
+    this.#hostCapacity = tier?.config.capacity ?? 0
+    this.#writeThrough = tier !== undefined && tier.config.writePolicy !== 'write_back'
+    this.#writeThreshold = tier?.config.writeThroughThreshold ?? 1
+    this.#devMedium = tier?.config.deviceMedium
+    this.#hostMedium = tier?.config.hostMedium
 
     const cap = initial
     this.#capacity = cap
@@ -208,6 +273,12 @@ export class RadixCache {
     this.#values = new Array(cap).fill(undefined)
     this.#children = new Array(cap).fill(undefined)
     this.#digests = new Array(cap).fill(undefined)
+    this.#tier = new Uint8Array(cap)
+    this.#devChildren = new Int32Array(cap)
+    this.#hostRef = this.#tiered ? new Int32Array(cap) : EMPTY_INDICES
+    this.#hostCounted = this.#tiered ? new Uint8Array(cap) : EMPTY_U8
+    this.#hostValues = this.#tiered ? new Array(cap).fill(undefined) : []
+    this.#hostHeap = this.#tiered ? new EvictionHeap(cap) : undefined
     this.#freeSlots = new Int32Array(cap)
     this.#heap = new EvictionHeap(cap)
     this.#namespaceRoot('', true)
@@ -219,7 +290,9 @@ export class RadixCache {
   /**
    * Insert `tokens` (page-aligned part only) with their KV slot indices `values` (one per token,
    * same length as `tokens`; required when `trackValues`). Returns the number of tokens that were
-   * already present: the caller frees its own slots for them. Insert never frees.
+   * already present: the caller frees its own slots for them. Insert never frees. With a host
+   * tier, host-only nodes on the path take the caller's slots (they were recomputed) and do not
+   * count as present; `write_through*` copies the walked pages to the host.
    *
    * @example
    * ```ts
@@ -248,8 +321,14 @@ export class RadixCache {
 
     const now = this.#now()
     const keys = this.#keys
+    const tiered = this.#tiered
+    const writeThrough = this.#writeThrough && countHit
+    let walked = 0
     this.#lastAccess[node] = now
     let off = 0
+    // With a host tier, host-only nodes on the path take the caller's device slots (SGLang's
+    // HiRadixCache does the same: the request recomputed them); they are not "already present".
+    let prefixLen = -1
     while (off < total) {
       const child = this.#findChild(node, key, off)
       if (child < 0) break
@@ -260,22 +339,33 @@ export class RadixCache {
       this.#touch(next, now)
       if (countHit) this.#hitCount[next]!++
       if (priority > this.#priority[next]!) this.#priority[next] = priority
+      if (tiered) {
+        if (this.#tier[next] === HOST) {
+          if (prefixLen < 0) prefixLen = off
+          this.#adopt(next, vals, off)
+        }
+        if (writeThrough) this.#scratchPush(walked++, next)
+      }
       if (this.#heap.has(next)) this.#reheap(next)
       node = next
       off += m
       if (m < clen) break
     }
-    const prefixLen = off
+    if (prefixLen < 0) prefixLen = off
     if (off < total) {
       node = this.#newLeaf(node, key, off, total, vals, now, priority, countHit)
       this.#insertedTokens += total - off
+      if (writeThrough) this.#scratchPush(walked++, node)
     }
+    if (writeThrough) this.#writeThroughScratch(walked)
     return { prefixLen, lastNode: this.#handle(node), alignedLen: total }
   }
 
   /**
    * Longest cached page-aligned prefix of `tokens`. Splits the last node at the match boundary
-   * and refreshes access times along the path, unless `readOnly`.
+   * and refreshes access times along the path, unless `readOnly`. With a host tier, `length` is
+   * the part on the device and `hostLength` the host-only part after it (`lastHostNode` at its
+   * end); `loadBack: true` loads a host hit above the tier's threshold back first.
    *
    * @example
    * ```ts
@@ -293,6 +383,8 @@ export class RadixCache {
     }
     const readOnly = options?.readOnly === true
     const into = options?.into
+    const loadBack = options?.loadBack === true && this.#tiered
+    if (loadBack && readOnly) throw invalidOption('loadBack cannot be combined with readOnly', options)
     const ps = this.pageSize
     const total = key.length - (key.length % ps)
     if (into !== undefined && (!(into instanceof Int32Array) || into.length < total)) {
@@ -306,17 +398,31 @@ export class RadixCache {
     // A match never creates a namespace (salts can be unbounded): an unknown one matches nothing
     // and reports the default root as lastNode (locking a root is a no-op).
     const nsId = this.#nsIds.get(extraKey)
-    let node = nsId === undefined ? this.#nsRoots[0]! : this.#nsRoots[nsId]!
+    const root = nsId === undefined ? this.#nsRoots[0]! : this.#nsRoots[nsId]!
     if (nsId === undefined || total === 0) {
-      return { length: 0, indices: EMPTY_INDICES, lastNode: this.#handle(node) }
+      const h = this.#handle(root)
+      return {
+        length: 0,
+        indices: EMPTY_INDICES,
+        lastNode: h,
+        hostLength: 0,
+        lastHostNode: h,
+        loadedTokens: 0,
+      }
     }
     const now = readOnly ? 0 : this.#now()
-    if (!readOnly) this.#lastAccess[node] = now
+    if (!readOnly) this.#lastAccess[root] = now
     const keys = this.#keys
+    const tiered = this.#tiered
+    let node = root
     let path = this.#path
     let depth = 0
     let lastTake = 0
     let off = 0
+    // The device part of the match: device residency is closed under ancestors, so it is a prefix
+    // of the path (the whole path without a host tier).
+    let devDepth = 0
+    let devOff = 0
     while (off < total) {
       const child = this.#findChild(node, key, off)
       if (child < 0) break
@@ -327,22 +433,39 @@ export class RadixCache {
       if (!readOnly) {
         this.#touch(next, now)
         if (this.#heap.has(next)) this.#reheap(next)
+        else if (tiered && this.#hostHeap!.has(next)) this.#rehost(next)
       }
       if (depth === path.length) path = this.#growPath()
       path[depth++] = next
       lastTake = m
       off += m
+      if (!tiered || (this.#tier[next]! & DEV) !== 0) {
+        devDepth = depth
+        devOff = off
+      }
       if (m < clen) break
       node = next
     }
-    this.#matchHit += off
-    const lastNode = depth > 0 ? path[depth - 1]! : node
+    let loaded = 0
+    if (tiered) {
+      this.#matchHostHit += off - devOff
+      if (loadBack && off - devOff > this.hostTier!.loadBackThreshold) {
+        const got = this.#loadBackSlots(path[depth - 1]!)
+        if (got > 0) {
+          loaded = got
+          devDepth = depth
+          devOff = off
+        }
+      }
+    }
+    this.#matchHit += devOff
+    const lastNode = devDepth > 0 ? path[devDepth - 1]! : root
     let indices: Int32Array = EMPTY_INDICES
-    if (this.trackValues && off > 0) {
-      indices = into === undefined ? new Int32Array(off) : into.subarray(0, off)
+    if (this.trackValues && devOff > 0) {
+      indices = into === undefined ? new Int32Array(devOff) : into.subarray(0, devOff)
       const values = this.#values
       let w = 0
-      for (let d = 0; d < depth; d++) {
+      for (let d = 0; d < devDepth; d++) {
         const v = values[path[d]!]!
         if (d === depth - 1 && lastTake < v.length) {
           indices.set(v.subarray(0, lastTake), w)
@@ -356,13 +479,36 @@ export class RadixCache {
     // A read-only partial match ends inside a node that was not split; report its parent as
     // the last node (the deepest node wholly inside the match).
     const handleNode =
-      readOnly && depth > 0 && lastTake < keys[lastNode]!.length ? this.#parent[lastNode]! : lastNode
-    return { length: off, indices, lastNode: this.#handle(handleNode) }
+      readOnly && devDepth === depth && depth > 0 && lastTake < keys[lastNode]!.length
+        ? this.#parent[lastNode]!
+        : lastNode
+    const handle = this.#handle(handleNode)
+    if (devDepth === depth) {
+      return {
+        length: devOff,
+        indices,
+        lastNode: handle,
+        hostLength: 0,
+        lastHostNode: handle,
+        loadedTokens: loaded,
+      }
+    }
+    const lastHost = path[depth - 1]!
+    const hostHandle = readOnly && lastTake < keys[lastHost]!.length ? this.#parent[lastHost]! : lastHost
+    return {
+      length: devOff,
+      indices,
+      lastNode: handle,
+      hostLength: off - devOff,
+      lastHostNode: this.#handle(hostHandle),
+      loadedTokens: loaded,
+    }
   }
 
   /**
    * Lock `node` and its ancestors against eviction. Returns the tokens moved from evictable to
-   * protected (nodes whose `lockRef` went 0 → 1).
+   * protected (nodes whose `lockRef` went 0 → 1). With a host tier a lock protects a node in
+   * whatever tier it is: host-only nodes are then not host-evicted (they move no device tokens).
    *
    * @example
    * ```ts
@@ -374,6 +520,7 @@ export class RadixCache {
    */
   incLockRef(node: NodeHandle): number {
     let n = this.#slotOf(node)
+    if (this.#tiered) return this.#incLockTiered(n)
     const lockRef = this.#lockRef
     const isRoot = this.#isRoot
     const parent = this.#parent
@@ -416,6 +563,7 @@ export class RadixCache {
         node,
       )
     }
+    if (this.#tiered) return this.#decLockTiered(n)
     const parent = this.#parent
     const keys = this.#keys
     const childCount = this.#childCount
@@ -439,7 +587,9 @@ export class RadixCache {
    * Evict at least `numTokens` tokens (or everything evictable) from unlocked leaves, in policy
    * order, cascading to parents that become evictable leaves. KV slots go back to the
    * `allocator`. With `evictGranularity: 'page'` the last leaf is trimmed from its tail so that
-   * the call frees `numTokens` rounded up to a page.
+   * the call frees `numTokens` rounded up to a page. With a host tier the tokens leave the device
+   * only: a page with a host copy keeps it, `write_back` copies one that has none (evicting host
+   * pages for room), and a page that cannot be copied is discarded.
    *
    * @example
    * ```ts
@@ -453,6 +603,7 @@ export class RadixCache {
     if (typeof numTokens !== 'number' || Number.isNaN(numTokens) || numTokens < 0) {
       throw invalidOption(`numTokens must be a non-negative number, got ${String(numTokens)}`, numTokens)
     }
+    if (this.#tiered) return this.#evictTiered(numTokens)
     this.#evictCalls++
     const heap = this.#heap
     const keys = this.#keys
@@ -500,6 +651,272 @@ export class RadixCache {
     return this.#protected
   }
 
+  // ---------------------------------------------------------------------------------------------
+  // Host tier
+
+  /**
+   * Host tier capacity in tokens (0 without a host tier).
+   *
+   * @example
+   * ```ts
+   * new RadixCache({ trackValues: false, hostTier: { capacity: 4096 } }).hostCapacity() // 4096
+   * ```
+   */
+  hostCapacity(): number {
+    return this.#hostCapacity
+  }
+
+  /**
+   * Tokens with a copy on the host tier: host-only pages plus backups of device pages.
+   *
+   * @example
+   * ```ts
+   * const cache = new RadixCache({ trackValues: false, hostTier: { capacity: 64, writePolicy: 'write_through' } })
+   * cache.insert([1, 2, 3, 4])
+   * cache.hostSize()     // 4: copied on insert
+   * cache.hostOnlySize() // 0: still on the device too
+   * ```
+   */
+  hostSize(): number {
+    return this.#hostSize
+  }
+
+  /**
+   * Tokens only the host tier holds (what a match can load back instead of recomputing).
+   *
+   * @example
+   * ```ts
+   * const cache = new RadixCache({ trackValues: false, hostTier: { capacity: 64 } })
+   * cache.insert([1, 2, 3, 4])
+   * cache.evict(4)
+   * cache.hostOnlySize() // 4
+   * ```
+   */
+  hostOnlySize(): number {
+    return this.#hostOnly
+  }
+
+  /**
+   * Host-only tokens that are neither locked nor host-protected: what host eviction can free.
+   *
+   * @example
+   * ```ts
+   * const cache = new RadixCache({ trackValues: false, hostTier: { capacity: 64 } })
+   * const { lastNode } = cache.insert([1, 2, 3, 4])
+   * cache.evict(4)
+   * cache.hostEvictableSize() // 4
+   * cache.incLockRef(lastNode)
+   * cache.hostEvictableSize() // 0
+   * ```
+   */
+  hostEvictableSize(): number {
+    return this.#hostEvictable
+  }
+
+  /**
+   * Free host slots (`hostCapacity() - hostSize()`, or less when a shared host allocator is fuller).
+   *
+   * @example
+   * ```ts
+   * const cache = new RadixCache({ trackValues: false, hostTier: { capacity: 64 } })
+   * cache.insert([1, 2, 3, 4])
+   * cache.evict(4)
+   * cache.hostAvailableSize() // 60
+   * ```
+   */
+  hostAvailableSize(): number {
+    return this.#tiered ? this.#hostFree() : 0
+  }
+
+  /**
+   * Where the tokens of the path root → `node` live: a device part, then a part only the host tier
+   * holds (device residency is closed under ancestors). Without a host tier everything is on the
+   * device. O(host-only nodes on the path).
+   *
+   * @example
+   * ```ts
+   * const cache = new RadixCache({ trackValues: false, hostTier: { capacity: 64 } })
+   * const { lastNode } = cache.insert([1, 2, 3, 4])
+   * cache.evict(4)                 // write_back: demoted, not discarded
+   * cache.residencyOf(lastNode)    // { deviceTokens: 0, hostTokens: 4 }
+   * ```
+   */
+  residencyOf(node: NodeHandle): Residency {
+    let n = this.#slotOf(node)
+    let host = 0
+    const tier = this.#tier
+    while (tier[n] === HOST) {
+      host += this.#keys[n]!.length
+      n = this.#parent[n]!
+    }
+    return { deviceTokens: this.#pathLen[n]!, hostTokens: host }
+  }
+
+  /**
+   * Host references (`protectHost`) on `node` (0 without a host tier).
+   *
+   * @example
+   * ```ts
+   * const cache = new RadixCache({ trackValues: false, hostTier: { capacity: 64 } })
+   * const { lastNode } = cache.insert([1, 2])
+   * cache.protectHost(lastNode)
+   * cache.hostRefOf(lastNode) // 1
+   * ```
+   */
+  hostRefOf(node: NodeHandle): number {
+    const s = this.#slotOf(node)
+    return this.#tiered ? this.#hostRef[s]! : 0
+  }
+
+  /**
+   * Evict at least `numTokens` tokens from the host tier (host-only pages that are neither locked
+   * nor protected), leaf first in the host tier's own policy order. Device eviction calls this
+   * itself when a demotion needs room; call it to shrink the host tier.
+   *
+   * @throws RadixCacheError `NO_HOST_TIER` without a host tier, `INVALID_OPTION` for a bad count.
+   *
+   * @example
+   * ```ts
+   * const cache = new RadixCache({ trackValues: false, hostTier: { capacity: 64 } })
+   * cache.insert([1, 2, 3, 4])
+   * cache.evict(4)     // demoted to host
+   * cache.evictHost(1) // { evictedTokens: 4, evictedNodes: 1 }: gone from both tiers
+   * ```
+   */
+  evictHost(numTokens: number): EvictResult {
+    this.#requireTier('evictHost')
+    if (typeof numTokens !== 'number' || Number.isNaN(numTokens) || numTokens < 0) {
+      throw invalidOption(`numTokens must be a non-negative number, got ${String(numTokens)}`, numTokens)
+    }
+    const heap = this.#hostHeap!
+    let evicted = 0
+    let nodes = 0
+    while (evicted < numTokens && heap.size > 0) {
+      const y = heap.peek()
+      evicted += this.#keys[y]!.length
+      this.#evictHostLeaf(y)
+      nodes++
+    }
+    return { evictedTokens: evicted, evictedNodes: nodes }
+  }
+
+  /**
+   * Promote the host-only part of the path root → `node` onto device slots (SGLang HiCache's
+   * `load_back`), keeping the host copy. The path is locked meanwhile: the device eviction that
+   * makes room (when the allocator is short) never touches it, nor any other locked node. Returns
+   * the tokens loaded and their new device slots; 0 when `node` is already on the device. A
+   * length-only cache (`trackValues: false`) has no device pool to check: evict first.
+   *
+   * @throws RadixCacheError `NO_HOST_TIER`, `UNKNOWN_NODE`, or `OUT_OF_MEMORY` (nothing changed)
+   *   when free plus evictable device slots are fewer than the tokens to load.
+   *
+   * @example
+   * ```ts
+   * const pool = new PagedAllocator({ size: 64, pageSize: 4 })
+   * const cache = new RadixCache({ pageSize: 4, allocator: pool, hostTier: { capacity: 64 } })
+   * const { lastNode } = cache.insert([1, 2, 3, 4], pool.alloc(4))
+   * cache.evict(4)                       // demoted: the host holds it, the device slots are free
+   * const hit = cache.matchPrefix([1, 2, 3, 4, 5])
+   * hit.length, hit.hostLength           // 0, 4
+   * cache.loadBack(hit.lastHostNode)     // { loadedTokens: 4, indices: <4 fresh device slots> }
+   * ```
+   */
+  loadBack(node: NodeHandle): LoadBackResult {
+    this.#requireTier('loadBack')
+    const s = this.#slotOf(node)
+    const got = this.#loadBackSlots(s)
+    if (got < 0) {
+      throw new RadixCacheError(
+        RadixCacheErrorCode.OutOfMemory,
+        `loadBack needs ${this.#loadNeed} device slots: ${(this.#allocator as KvSlotAllocator).availableSize()} free + ${this.#evictable} evictable`,
+        this.#loadNeed,
+      )
+    }
+    return { loadedTokens: got, indices: got > 0 ? this.#lastLoad : EMPTY_INDICES }
+  }
+
+  /**
+   * Keep the path root → `node` on the host tier (SGLang's `protect_host`): copy to the host every
+   * page of it that has no host copy yet, and take a host reference on each node. A protected node
+   * may leave the device (its eviction then just frees the device slots) but never the host, until
+   * `releaseHost`. This is how a session's KV can be demoted as a whole instead of released: protect
+   * it, then drop its device lock. Returns the tokens copied to the host.
+   *
+   * @throws RadixCacheError `NO_HOST_TIER`, `UNKNOWN_NODE`, or `HOST_OUT_OF_MEMORY` (nothing
+   *   changed) when the host cannot hold the path even after evicting every unprotected host page.
+   *
+   * @example
+   * ```ts
+   * const cache = new RadixCache({ trackValues: false, hostTier: { capacity: 64 } })
+   * const { lastNode } = cache.insert([1, 2, 3, 4])
+   * cache.protectHost(lastNode) // 4: copied to host
+   * cache.evict(4)              // leaves the device only
+   * cache.evictHost(64)         // { evictedTokens: 0, ... }: protected
+   * cache.releaseHost(lastNode)
+   * ```
+   */
+  protectHost(node: NodeHandle): number {
+    this.#requireTier('protectHost')
+    const s = this.#slotOf(node)
+    const isRoot = this.#isRoot
+    const parent = this.#parent
+    const hostRef = this.#hostRef
+    const tier = this.#tier
+    let need = 0
+    for (let n = s; isRoot[n] === 0; n = parent[n]!) {
+      if (hostRef[n]!++ === 0) {
+        this.#pinnedNodes++
+        if (tier[n] === HOST) this.#syncHost(n)
+      }
+      if ((tier[n]! & HOST) === 0) need += this.#keys[n]!.length
+    }
+    if (need === 0) return 0
+    if (this.#hostFree() + this.#hostEvictable < need) {
+      const free = this.#hostFree()
+      const evictable = this.#hostEvictable
+      this.#unpin(s)
+      throw new RadixCacheError(
+        RadixCacheErrorCode.HostOutOfMemory,
+        `protectHost needs ${need} host slots: ${free} free + ${evictable} evictable`,
+        need,
+      )
+    }
+    this.#reserveHost(need)
+    for (let n = s; isRoot[n] === 0; n = parent[n]!) if ((tier[n]! & HOST) === 0) this.#writeHost(n)
+    return need
+  }
+
+  /**
+   * Drop one host reference taken by {@link RadixCache.protectHost} on `node` and its ancestors.
+   * Returns the host-only tokens that became host-evictable.
+   *
+   * @throws RadixCacheError `NO_HOST_TIER`, `UNKNOWN_NODE`, or `HOST_REF_UNDERFLOW` (nothing
+   *   changed) when `node` holds no host reference.
+   *
+   * @example
+   * ```ts
+   * const cache = new RadixCache({ trackValues: false, hostTier: { capacity: 64 } })
+   * const { lastNode } = cache.insert([1, 2])
+   * cache.protectHost(lastNode)
+   * cache.releaseHost(lastNode) // 0: the tokens are still on the device
+   * ```
+   */
+  releaseHost(node: NodeHandle): number {
+    this.#requireTier('releaseHost')
+    const s = this.#slotOf(node)
+    if (this.#isRoot[s] === 1) return 0
+    if (this.#hostRef[s] === 0) {
+      throw new RadixCacheError(
+        RadixCacheErrorCode.HostRefUnderflow,
+        `releaseHost on node ${node} whose host reference count is already 0`,
+        node,
+      )
+    }
+    const before = this.#hostEvictable
+    this.#unpin(s)
+    return this.#hostEvictable - before
+  }
+
   /**
    * Tokens on the path root → `node` (what a session holding a lock on `node` keeps resident).
    *
@@ -524,6 +941,61 @@ export class RadixCache {
     return p < 0 ? undefined : this.#handle(p)
   }
 
+  /**
+   * Tokens only the given locks protect: every node on the paths of `nodes` (each handle counts
+   * as one lock on itself and its ancestors; a handle may repeat) whose lock count equals the
+   * number of those handles whose path runs through it. What dropping exactly those locks would
+   * make evictable, shared prefixes counted once. O(total path length), no allocation.
+   * Throws `UNKNOWN_NODE` (changing nothing) for a handle that is not a live node.
+   *
+   * @example
+   * ```ts
+   * const cache = new RadixCache({ trackValues: false })
+   * const a = cache.insert([1, 2, 3, 4]).lastNode
+   * const b = cache.insert([1, 2, 5]).lastNode // splits: [1, 2] is shared
+   * cache.incLockRef(a)
+   * cache.incLockRef(b)
+   * cache.tokensLockedOnlyBy([a])    // 2: [3, 4]; [1, 2] is also b's
+   * cache.tokensLockedOnlyBy([a, b]) // 5
+   * ```
+   */
+  tokensLockedOnlyBy(nodes: readonly NodeHandle[]): number {
+    for (let i = 0; i < nodes.length; i++) this.#slotOf(nodes[i]!)
+    if (this.#onlyCount.length < this.#capacity) this.#onlyCount = new Int32Array(this.#capacity)
+    const count = this.#onlyCount
+    const parent = this.#parent
+    const isRoot = this.#isRoot
+    let seen = this.#onlySeen
+    let k = 0
+    for (let i = 0; i < nodes.length; i++) {
+      for (let n = nodes[i]! & SLOT_MASK; isRoot[n] === 0; n = parent[n]!) {
+        const c = count[n]!
+        count[n] = c + 1
+        if (c === 0) {
+          if (k === seen.length) {
+            const grown = new Int32Array(seen.length * 2)
+            grown.set(seen)
+            seen = grown
+            this.#onlySeen = seen
+          }
+          seen[k++] = n
+        }
+      }
+    }
+    const lockRef = this.#lockRef
+    const keys = this.#keys
+    let tokens = 0
+    for (let i = 0; i < k; i++) {
+      const n = seen[i]!
+      if (lockRef[n] === count[n]) tokens += keys[n]!.length
+      count[n] = 0
+    }
+    return tokens
+  }
+
+  #onlyCount: Int32Array = EMPTY_INDICES
+  #onlySeen: Int32Array = new Int32Array(64)
+
   /** Whether `node` is a live handle of this cache. */
   isValid(node: NodeHandle): boolean {
     if (typeof node !== 'number' || !Number.isInteger(node) || node < 0) return false
@@ -533,14 +1005,23 @@ export class RadixCache {
 
   /**
    * Drop every node and emit `AllBlocksCleared`. The KV slots of the tree go back to the
-   * allocator; namespace roots (and handles to them) survive. Refused with `RESET_WHILE_LOCKED` while any node is locked (like SGLang's
-   * `/flush_cache`, which is refused while requests run).
+   * allocator (and the host tier's to its allocator); namespace roots (and handles to them)
+   * survive. Refused with `RESET_WHILE_LOCKED` while any node is locked or host-protected (like
+   * SGLang's `/flush_cache`, which is refused while requests run).
    */
   reset(): void {
-    if (this.#protected > 0) {
+    let locked = this.#protected
+    if (this.#tiered) {
+      // Host-only locked nodes and host references count too (locks and protections alike).
+      for (let s = 0; s < this.#nextSlot && locked === 0; s++) {
+        if (this.#isLive(s) && this.#isRoot[s] === 0 && (this.#lockRef[s]! > 0 || this.#hostRef[s]! > 0))
+          locked = this.#keys[s]!.length
+      }
+    }
+    if (locked > 0) {
       throw new RadixCacheError(
         RadixCacheErrorCode.ResetWhileLocked,
-        `reset() while ${this.#protected} tokens are locked`,
+        `reset() while ${this.#protected} device tokens are locked${this.#tiered ? ' (or host tokens locked or protected)' : ''}`,
         this.#protected,
       )
     }
@@ -551,6 +1032,28 @@ export class RadixCache {
           this.#allocator.free(v)
       }
     }
+    if (this.#tiered) {
+      const hostAlloc = this.#hostAlloc
+      for (let s = 0; s < this.#nextSlot; s++) {
+        const hv = this.#hostValues[s]
+        if (hostAlloc !== undefined && this.#isLive(s) && hv !== undefined && hv.length > 0)
+          hostAlloc.free(hv)
+        this.#hostValues[s] = undefined
+        this.#hostRef[s] = 0
+        this.#hostCounted[s] = 0
+      }
+      this.#hostHeap!.clear()
+      this.#hostSize = 0
+      this.#hostOnly = 0
+      this.#hostEvictable = 0
+      this.#pinnedNodes = 0
+      this.#matchHostHit = 0
+      this.#demotedTokens = 0
+      this.#discardedTokens = 0
+      this.#hostWriteTokens = 0
+      this.#hostEvictedTokens = 0
+      this.#loadedBackTokens = 0
+    }
     this.#heap.clear()
     // Namespace roots survive a reset (so handles to them stay valid); every other node goes.
     this.#freeTop = 0
@@ -558,6 +1061,7 @@ export class RadixCache {
     for (let s = 0; s < this.#nextSlot; s++) {
       this.#children[s] = undefined
       this.#childCount[s] = 0
+      this.#devChildren[s] = 0
       this.#digests[s] = undefined
       this.#chainNext[s] = -1
       if (this.#isRoot[s] === 1) {
@@ -569,6 +1073,7 @@ export class RadixCache {
       this.#values[s] = undefined
       this.#parent[s] = -1
       this.#lockRef[s] = 0
+      this.#tier[s] = 0
       this.#freeSlots[this.#freeTop++] = s
     }
     this.#evictable = 0
@@ -604,6 +1109,16 @@ export class RadixCache {
       evictedTokens: this.#evictedTokens,
       evictedNodes: this.#evictedNodes,
       eventsEmitted: this.#eventsEmitted,
+      hostCapacity: this.#hostCapacity,
+      hostSize: this.#hostSize,
+      hostOnlySize: this.#hostOnly,
+      hostEvictableSize: this.#hostEvictable,
+      matchHostHitTokens: this.#matchHostHit,
+      demotedTokens: this.#demotedTokens,
+      discardedTokens: this.#discardedTokens,
+      hostWriteTokens: this.#hostWriteTokens,
+      hostEvictedTokens: this.#hostEvictedTokens,
+      loadedBackTokens: this.#loadedBackTokens,
     }
   }
 
@@ -653,6 +1168,11 @@ export class RadixCache {
       priority: this.#priority[s]!,
       childCount: this.#childCount[s]!,
       evictableLeaf: this.#heap.has(s),
+      onDevice: (this.#tier[s]! & DEV) !== 0,
+      onHost: (this.#tier[s]! & HOST) !== 0,
+      hostValues: this.#tiered ? this.#hostValues[s]?.slice() : undefined,
+      hostRef: this.#tiered ? this.#hostRef[s]! : 0,
+      hostEvictableLeaf: this.#tiered && this.#hostHeap!.has(s),
     }
   }
 
@@ -677,8 +1197,9 @@ export class RadixCache {
   }
 
   /**
-   * Every block hash the tree holds right now, with the id of the last event already reflected
-   * in it: a full dump for a consumer that lost events. Empty unless the cache emits events.
+   * Every block hash the tree holds right now on one tier (`'device'`, the default, or `'host'`),
+   * with the id of the last event already reflected in it: a full dump for a consumer that lost
+   * events. Empty unless the cache emits events.
    *
    * @example
    * ```ts
@@ -687,12 +1208,15 @@ export class RadixCache {
    * const { blockHashes, lastEventId } = cache.blockHashDump() // 2 hashes, lastEventId 1
    * ```
    */
-  blockHashDump(): { blockHashes: bigint[]; lastEventId: number } {
+  blockHashDump(tier: 'device' | 'host' = 'device'): { blockHashes: bigint[]; lastEventId: number } {
+    if (tier !== 'device' && tier !== 'host')
+      throw invalidOption(`tier must be 'device' or 'host', got ${String(tier)}`, tier)
     const out: bigint[] = []
     const hasher = this.#hasher
+    const bit = tier === 'device' ? DEV : HOST
     if (hasher !== undefined && this.#hasEvents) {
       for (let s = 0; s < this.#nextSlot; s++) {
-        if (this.#isRoot[s] === 1 || this.#parent[s]! < 0) continue
+        if (this.#isRoot[s] === 1 || this.#parent[s]! < 0 || (this.#tier[s]! & bit) === 0) continue
         const d = this.#digests[s]
         if (d !== undefined) for (let i = 0; i < d.length; i++) out.push(hasher.blockId(d[i]!))
       }
@@ -710,35 +1234,91 @@ export class RadixCache {
     let leaves = 0
     let evictable = 0
     let prot = 0
+    let hostSize = 0
+    let hostOnly = 0
+    let hostEvictable = 0
+    let hostLeaves = 0
+    let pinned = 0
+    const tiered = this.#tiered
     for (let s = 0; s < this.#nextSlot; s++) {
       if (!this.#isLive(s) || this.#isRoot[s] === 1) continue
       const len = this.#keys[s]!.length
-      if (this.#lockRef[s] === 0) evictable += len
-      else prot += len
+      const t = this.#tier[s]!
+      const dev = (t & DEV) !== 0
+      const p = this.#parent[s]!
+      if (t === 0 || (!tiered && t !== DEV)) problems.push(`node ${s}: tier bits ${t}`)
+      if (dev && this.#isRoot[p] === 0 && (this.#tier[p]! & DEV) === 0)
+        problems.push(`node ${s} is on the device under host-only parent ${p}`)
+      if (dev) {
+        if (this.#lockRef[s] === 0) evictable += len
+        else prot += len
+      }
       if (len === 0 || len % this.pageSize !== 0) problems.push(`node ${s} has length ${len}`)
-      const isLeaf = this.#lockRef[s] === 0 && this.#childCount[s] === 0
+      const isLeaf = dev && this.#lockRef[s] === 0 && this.#devChildren[s] === 0
       if (isLeaf) leaves++
       if (isLeaf !== this.#heap.has(s))
         problems.push(`node ${s}: evictable leaf ${isLeaf}, in heap ${!isLeaf}`)
-      const p = this.#parent[s]!
       if (this.#pathLen[s] !== this.#pathLen[p]! + len) problems.push(`node ${s}: pathLen mismatch`)
-      if (this.trackValues && this.#values[s]?.length !== len) problems.push(`node ${s}: values length`)
+      if (this.trackValues && dev && this.#values[s]?.length !== len)
+        problems.push(`node ${s}: values length`)
+      if (!dev && this.#values[s] !== undefined)
+        problems.push(`node ${s}: host-only node keeps device values`)
       let count = 0
+      let devCount = 0
       const map = this.#children[s]
       if (map !== undefined)
-        for (const h of map.values()) for (let c = h; c !== -1; c = this.#chainNext[c]!) count++
+        for (const h of map.values())
+          for (let c = h; c !== -1; c = this.#chainNext[c]!) {
+            count++
+            if ((this.#tier[c]! & DEV) !== 0) devCount++
+          }
       if (count !== this.#childCount[s])
         problems.push(`node ${s}: childCount ${this.#childCount[s]} != ${count}`)
+      if (devCount !== this.#devChildren[s])
+        problems.push(`node ${s}: device children ${this.#devChildren[s]} != ${devCount}`)
       const pos = this.#heap.positionOf(s)
       if (pos >= 0) {
         const par = (pos - 1) >> 1
         if (pos > 0 && this.#heap.less(s, this.#heap.at(par))) problems.push(`heap order broken at ${pos}`)
       }
+      if (!tiered) continue
+      const onHost = (t & HOST) !== 0
+      const ref = this.#hostRef[s]!
+      if (onHost) hostSize += len
+      if (onHost && !dev) hostOnly += len
+      if (ref > 0) pinned++
+      if (ref > 0 && !onHost) problems.push(`node ${s} is host-protected without a host copy`)
+      if (this.#isRoot[p] === 0 && this.#hostRef[p]! < ref)
+        problems.push(`node ${s}: host reference ${ref} above its parent's ${this.#hostRef[p]}`)
+      if (this.trackValues && onHost !== (this.#hostValues[s]?.length === len))
+        problems.push(`node ${s}: host values do not match its host copy`)
+      const hostEv = onHost && !dev && this.#lockRef[s] === 0 && ref === 0
+      if (hostEv) hostEvictable += len
+      if ((this.#hostCounted[s] === 1) !== hostEv) problems.push(`node ${s}: host-evictable flag`)
+      const hostLeaf = hostEv && count === 0
+      if (hostLeaf) hostLeaves++
+      if (hostLeaf !== this.#hostHeap!.has(s))
+        problems.push(`node ${s}: host leaf ${hostLeaf}, in host heap ${this.#hostHeap!.has(s)}`)
+      const hp = this.#hostHeap!.positionOf(s)
+      if (hp > 0 && this.#hostHeap!.less(s, this.#hostHeap!.at((hp - 1) >> 1)))
+        problems.push(`host heap order broken at ${hp}`)
     }
     if (leaves !== this.#heap.size)
       problems.push(`heap size ${this.#heap.size} != evictable leaves ${leaves}`)
     if (evictable !== this.#evictable) problems.push(`evictableSize ${this.#evictable} != ${evictable}`)
     if (prot !== this.#protected) problems.push(`protectedSize ${this.#protected} != ${prot}`)
+    if (tiered) {
+      if (hostSize !== this.#hostSize) problems.push(`hostSize ${this.#hostSize} != ${hostSize}`)
+      if (hostOnly !== this.#hostOnly) problems.push(`hostOnlySize ${this.#hostOnly} != ${hostOnly}`)
+      if (hostEvictable !== this.#hostEvictable)
+        problems.push(`hostEvictableSize ${this.#hostEvictable} != ${hostEvictable}`)
+      if (hostLeaves !== this.#hostHeap!.size)
+        problems.push(`host heap size ${this.#hostHeap!.size} != host leaves ${hostLeaves}`)
+      if (pinned !== this.#pinnedNodes)
+        problems.push(`protected node count ${this.#pinnedNodes} != ${pinned}`)
+      if (hostSize > this.#hostCapacity)
+        problems.push(`host holds ${hostSize} > capacity ${this.#hostCapacity}`)
+    }
     return problems
   }
 
@@ -851,14 +1431,14 @@ export class RadixCache {
     this.#accessSeq[node] = ++this.#seq
   }
 
-  #orderKeys(n: number): void {
+  #orderKeys(n: number, policy: number): void {
     // Fills the heap's sort keys for node n according to the policy.
     let a: number
     let b: number
     let c: number
     const la = this.#lastAccess[n]!
     const as = this.#accessSeq[n]!
-    switch (this.#policy) {
+    switch (policy) {
       case 0: // lru
         a = la
         b = as
@@ -905,12 +1485,12 @@ export class RadixCache {
   #kc = 0
 
   #pushHeap(n: number): void {
-    this.#orderKeys(n)
+    this.#orderKeys(n, this.#policy)
     this.#heap.push(n, this.#ka, this.#kb, this.#kc)
   }
 
   #reheap(n: number): void {
-    this.#orderKeys(n)
+    this.#orderKeys(n, this.#policy)
     this.#heap.update(n, this.#ka, this.#kb, this.#kc)
   }
 
@@ -947,14 +1527,20 @@ export class RadixCache {
     this.#hitCount = growF64(this.#hitCount, n, 0)
     this.#priority = growF64(this.#priority, n, 0)
     this.#ns = growI32(this.#ns, n, 0)
-    const r = new Uint8Array(n)
-    r.set(this.#isRoot)
-    this.#isRoot = r
+    this.#isRoot = growU8(this.#isRoot, n)
+    this.#tier = growU8(this.#tier, n)
+    this.#devChildren = growI32(this.#devChildren, n, 0)
     for (let i = cap; i < n; i++) {
       this.#keys.push(EMPTY_TOKENS)
       this.#values.push(undefined)
       this.#children.push(undefined)
       this.#digests.push(undefined)
+    }
+    if (this.#tiered) {
+      this.#hostRef = growI32(this.#hostRef, n, 0)
+      this.#hostCounted = growU8(this.#hostCounted, n)
+      for (let i = cap; i < n; i++) this.#hostValues.push(undefined)
+      this.#hostHeap!.growNodes(n)
     }
     this.#freeSlots = growI32(this.#freeSlots, n, 0)
     this.#heap.growNodes(n)
@@ -974,6 +1560,8 @@ export class RadixCache {
     this.#parent[s] = -1
     this.#lockRef[s] = 0
     this.#childCount[s] = 0
+    this.#devChildren[s] = 0
+    this.#tier[s] = DEV
     this.#pathLen[s] = 0
     this.#ns[s] = nsId
     this.#keys[s] = EMPTY_TOKENS
@@ -995,6 +1583,7 @@ export class RadixCache {
     map.set(ck, child)
     this.#childKey[child] = ck
     this.#childCount[parent]!++
+    if ((this.#tier[child]! & DEV) !== 0) this.#devChildren[parent]!++
   }
 
   #unlinkChild(parent: number, child: number): void {
@@ -1012,6 +1601,7 @@ export class RadixCache {
     }
     next[child] = -1
     this.#childCount[parent]!--
+    if ((this.#tier[child]! & DEV) !== 0) this.#devChildren[parent]!--
   }
 
   /** Replace `oldChild` by `newChild` at the same place of `parent`'s child chain. */
@@ -1063,9 +1653,21 @@ export class RadixCache {
     this.#createSeq[up] = this.#createSeq[child]!
     this.#hitCount[up] = this.#hitCount[child]!
     this.#priority[up] = this.#priority[child]!
+    this.#tier[up] = this.#tier[child]!
+    if (this.#tiered) {
+      const hv = this.#hostValues[child]
+      if (hv !== undefined) {
+        this.#hostValues[up] = hv.subarray(0, m)
+        this.#hostValues[child] = hv.subarray(m)
+      } else this.#hostValues[up] = undefined
+      this.#hostRef[up] = this.#hostRef[child]!
+      if (this.#hostRef[up]! > 0) this.#pinnedNodes++
+      this.#hostCounted[up] = this.#hostCounted[child]!
+    }
     this.#replaceChild(p, child, up)
     this.#children[up] = undefined
     this.#childCount[up] = 0
+    this.#devChildren[up] = 0
     this.#parent[child] = up
     this.#linkChild(up, child, this.#pageKey(this.#keys[child]!, 0))
     this.#liveNodes++
@@ -1100,6 +1702,13 @@ export class RadixCache {
     this.#priority[s] = priority
     this.#children[s] = undefined
     this.#childCount[s] = 0
+    this.#devChildren[s] = 0
+    this.#tier[s] = DEV
+    if (this.#tiered) {
+      this.#hostValues[s] = undefined
+      this.#hostRef[s] = 0
+      this.#hostCounted[s] = 0
+    }
     const parentWasLeaf = this.#heap.has(parent)
     this.#linkChild(parent, s, this.#pageKey(key, from))
     if (parentWasLeaf) this.#heap.remove(parent)
@@ -1122,43 +1731,481 @@ export class RadixCache {
     let prev: Uint8Array | undefined =
       this.#isRoot[parent] === 1 || pd === undefined ? undefined : pd[pd.length - 1]
     const digests: Uint8Array[] = new Array(pages)
-    const parentId = prev === undefined ? null : hasher.blockId(prev)
-    const ids: bigint[] = new Array(pages)
     for (let p = 0; p < pages; p++) {
       const d = hasher.hashBlock(prev, key.subarray(p * ps, (p + 1) * ps), extraKey)
       digests[p] = d
-      ids[p] = hasher.blockId(d)
       prev = d
     }
-    if (this.#eventPerNode) {
-      this.#emit({
-        type: 'BlockStored',
-        eventId: this.#eventId++,
-        blockHashes: ids,
-        parentBlockHash: parentId,
-        tokenIds: this.#eventTokenIds ? Array.from(key) : NO_TOKENS,
-        blockSize: ps,
-        extraKey: extraKey ?? null,
-      })
-    } else {
-      for (let p = 0; p < pages; p++) {
-        this.#emit({
-          type: 'BlockStored',
-          eventId: this.#eventId++,
-          blockHashes: [ids[p]!],
-          parentBlockHash: p === 0 ? parentId : ids[p - 1]!,
-          tokenIds: this.#eventTokenIds ? Array.from(key.subarray(p * ps, (p + 1) * ps)) : NO_TOKENS,
-          blockSize: ps,
-          extraKey: extraKey ?? null,
-        })
-      }
-    }
     this.#digests[s] = digests
+    this.#emitStored(s, this.#devMedium)
   }
 
   #emit(event: KvEvent): void {
     this.#eventsEmitted++
     this.#onEvent!(event)
+  }
+
+  // ---------------------------------------------------------------------------------------------
+  // Host tier internals. Every state change of a node goes through these, which keep the device
+  // heap (DEV, unlocked, no DEV child), the host heap (host-only, unlocked, unprotected, no child)
+  // and the size counters exact.
+
+  #requireTier(what: string): void {
+    if (!this.#tiered) {
+      throw new RadixCacheError(
+        RadixCacheErrorCode.NoHostTier,
+        `${what} needs a host tier (create the cache with the hostTier option)`,
+        what,
+      )
+    }
+  }
+
+  #hostFree(): number {
+    const free = this.#hostCapacity - this.#hostSize
+    const a = this.#hostAlloc
+    return a === undefined ? free : Math.min(free, a.availableSize())
+  }
+
+  #emitTransfer(direction: KvTransfer['direction'], n: number): void {
+    const f = this.#onTransfer
+    if (f === undefined) return
+    f({
+      direction,
+      tokens: this.#keys[n]!.length,
+      deviceIndices: this.#values[n] ?? EMPTY_INDICES,
+      hostIndices: this.#hostValues[n] ?? EMPTY_INDICES,
+    })
+  }
+
+  /** Bring `n`'s host-evictable count and host-heap membership up to date. */
+  #syncHost(n: number): void {
+    const want = this.#tier[n] === HOST && this.#lockRef[n] === 0 && this.#hostRef[n] === 0 ? 1 : 0
+    if (want !== this.#hostCounted[n]) {
+      const len = this.#keys[n]!.length
+      this.#hostEvictable += want === 1 ? len : -len
+      this.#hostCounted[n] = want
+    }
+    const heap = this.#hostHeap!
+    const leaf = want === 1 && this.#childCount[n] === 0
+    if (leaf !== heap.has(n)) {
+      if (leaf) {
+        this.#orderKeys(n, this.#hostPolicy)
+        heap.push(n, this.#ka, this.#kb, this.#kc)
+      } else heap.remove(n)
+    }
+  }
+
+  #rehost(n: number): void {
+    this.#orderKeys(n, this.#hostPolicy)
+    this.#hostHeap!.update(n, this.#ka, this.#kb, this.#kc)
+  }
+
+  /** Push `n` on the device heap when it is an unlocked device leaf. */
+  #maybePushDevice(n: number): void {
+    if (
+      this.#isRoot[n] === 0 &&
+      (this.#tier[n]! & DEV) !== 0 &&
+      this.#lockRef[n] === 0 &&
+      this.#devChildren[n] === 0 &&
+      !this.#heap.has(n)
+    ) {
+      this.#pushHeap(n)
+    }
+  }
+
+  #incLockTiered(start: number): number {
+    const lockRef = this.#lockRef
+    const isRoot = this.#isRoot
+    const parent = this.#parent
+    const tier = this.#tier
+    let delta = 0
+    for (let n = start; isRoot[n] === 0; n = parent[n]!) {
+      if (lockRef[n]!++ === 0) {
+        if ((tier[n]! & DEV) !== 0) {
+          delta += this.#keys[n]!.length
+          if (this.#heap.has(n)) this.#heap.remove(n)
+        } else this.#syncHost(n)
+      }
+    }
+    this.#evictable -= delta
+    this.#protected += delta
+    return delta
+  }
+
+  #decLockTiered(start: number): number {
+    const lockRef = this.#lockRef
+    const isRoot = this.#isRoot
+    const parent = this.#parent
+    const tier = this.#tier
+    let delta = 0
+    for (let n = start; isRoot[n] === 0; n = parent[n]!) {
+      if (--lockRef[n]! === 0) {
+        if ((tier[n]! & DEV) !== 0) {
+          delta += this.#keys[n]!.length
+          if (this.#devChildren[n] === 0) this.#pushHeap(n)
+        } else this.#syncHost(n)
+      }
+    }
+    this.#evictable += delta
+    this.#protected -= delta
+    return delta
+  }
+
+  /** Drop one host reference along the path `start` → root. */
+  #unpin(start: number): void {
+    const isRoot = this.#isRoot
+    const parent = this.#parent
+    const hostRef = this.#hostRef
+    for (let n = start; isRoot[n] === 0; n = parent[n]!) {
+      if (--hostRef[n]! === 0) {
+        this.#pinnedNodes--
+        if (this.#tier[n] === HOST) this.#syncHost(n)
+      }
+    }
+  }
+
+  #evictTiered(numTokens: number): EvictResult {
+    this.#evictCalls++
+    const heap = this.#heap
+    const keys = this.#keys
+    const ps = this.pageSize
+    let evicted = 0
+    let nodes = 0
+    while (evicted < numTokens && heap.size > 0) {
+      const x = heap.peek()
+      const len = keys[x]!.length
+      const need = numTokens - evicted
+      if (this.#trimPages && len > need) {
+        const trim = Math.ceil(need / ps) * ps
+        if (trim < len) {
+          // The tail `trim` tokens leave the device; the upper part becomes the next device leaf.
+          this.#split(x, len - trim)
+          heap.remove(x)
+          this.#evictDeviceNode(x)
+          evicted += trim
+          nodes++
+          break
+        }
+      }
+      heap.remove(x)
+      this.#evictDeviceNode(x)
+      evicted += len
+      nodes++
+    }
+    this.#evictedTokens += evicted
+    this.#evictedNodes += nodes
+    return { evictedTokens: evicted, evictedNodes: nodes }
+  }
+
+  /**
+   * `x` (an unlocked device leaf, out of the device heap) leaves the device: to the host when it
+   * has a copy or `write_back` can make room for one, otherwise it is discarded.
+   */
+  #evictDeviceNode(x: number): void {
+    const len = this.#keys[x]!.length
+    if ((this.#tier[x]! & HOST) === 0) {
+      if (this.#writeThrough || !this.#reserveHost(len)) {
+        this.#discard(x)
+        return
+      }
+      this.#writeHost(x)
+    }
+    this.#demotedTokens += len
+    this.#dropDevice(x)
+  }
+
+  /** Copy device node `n` (no host copy yet) to the host; the room is reserved. */
+  #writeHost(n: number): void {
+    const len = this.#keys[n]!.length
+    if (this.#hostAlloc !== undefined) this.#hostValues[n] = this.#hostAlloc.alloc(len)
+    this.#emitTransfer('deviceToHost', n)
+    this.#tier[n] = DEV | HOST
+    this.#hostSize += len
+    this.#hostWriteTokens += len
+    if (this.#hasEvents) this.#emitStored(n, this.#hostMedium)
+  }
+
+  /** Free the device copy of `n` (unlocked, no DEV child, has a host copy). */
+  #dropDevice(x: number): void {
+    const len = this.#keys[x]!.length
+    const v = this.#values[x]
+    if (this.#allocator !== undefined && v !== undefined && v.length > 0) this.#allocator.free(v)
+    this.#values[x] = undefined
+    this.#tier[x] = HOST
+    this.#evictable -= len
+    this.#hostOnly += len
+    if (this.#hasEvents) this.#emitRemoved(x, this.#devMedium)
+    const p = this.#parent[x]!
+    this.#devChildren[p]!--
+    this.#maybePushDevice(p)
+    this.#syncHost(x)
+  }
+
+  /** Make `len` host slots free by host eviction; `false` (nothing evicted) when impossible. */
+  #reserveHost(len: number): boolean {
+    if (this.#hostFree() >= len) return true
+    if (this.#hostFree() + this.#hostEvictable < len) return false
+    const heap = this.#hostHeap!
+    while (this.#hostFree() < len && heap.size > 0) this.#evictHostLeaf(heap.peek())
+    return this.#hostFree() >= len
+  }
+
+  /** Remove host leaf `y` (host-only, unlocked, unprotected, childless) from the tree. */
+  #evictHostLeaf(y: number): void {
+    const len = this.#keys[y]!.length
+    this.#hostHeap!.remove(y)
+    this.#hostCounted[y] = 0
+    this.#hostEvictable -= len
+    this.#hostEvictedTokens += len
+    this.#removeHostCopy(y)
+    const p = this.#parent[y]!
+    this.#unlinkChild(p, y)
+    this.#freeSlot(y)
+    if (this.#tier[p] === HOST) this.#syncHost(p)
+  }
+
+  /** Free `n`'s host slots and emit the host removal (sizes of a host-only node). */
+  #removeHostCopy(n: number): void {
+    const len = this.#keys[n]!.length
+    const hv = this.#hostValues[n]
+    if (this.#hostAlloc !== undefined && hv !== undefined && hv.length > 0) this.#hostAlloc.free(hv)
+    this.#hostValues[n] = undefined
+    if (this.#hasEvents) this.#emitRemoved(n, this.#hostMedium)
+    this.#hostSize -= len
+    this.#hostOnly -= len
+  }
+
+  /**
+   * Discard device leaf `x` (unlocked, no host copy) and its host-only subtree, which no match can
+   * reach once `x` is gone.
+   */
+  #discard(x: number): void {
+    const len = this.#keys[x]!.length
+    if (this.#childCount[x]! > 0) {
+      const stack: number[] = [x]
+      const order: number[] = []
+      while (stack.length > 0) {
+        const n = stack.pop()!
+        const map = this.#children[n]
+        if (map === undefined) continue
+        for (const h of map.values()) {
+          for (let c = h; c !== -1; c = this.#chainNext[c]!) {
+            order.push(c)
+            stack.push(c)
+          }
+        }
+      }
+      // Children before parents.
+      for (let i = order.length - 1; i >= 0; i--) {
+        const c = order[i]!
+        const clen = this.#keys[c]!.length
+        if (this.#hostHeap!.has(c)) this.#hostHeap!.remove(c)
+        if (this.#hostCounted[c] === 1) {
+          this.#hostEvictable -= clen
+          this.#hostCounted[c] = 0
+        }
+        this.#hostEvictedTokens += clen
+        this.#removeHostCopy(c)
+        this.#unlinkChild(this.#parent[c]!, c)
+        this.#freeSlot(c)
+      }
+    }
+    const v = this.#values[x]
+    if (this.#allocator !== undefined && v !== undefined && v.length > 0) this.#allocator.free(v)
+    if (this.#hasEvents) this.#emitRemoved(x, this.#devMedium)
+    this.#evictable -= len
+    this.#discardedTokens += len
+    const p = this.#parent[x]!
+    this.#unlinkChild(p, x)
+    this.#freeSlot(x)
+    this.#maybePushDevice(p)
+  }
+
+  /** Host-only `n` on an insert path takes the caller's device slots `vals[off:)`. */
+  #adopt(n: number, vals: Int32Array | undefined, off: number): void {
+    const len = this.#keys[n]!.length
+    if (vals !== undefined) this.#values[n] = vals.slice(off, off + len)
+    this.#tier[n] = DEV | HOST
+    this.#hostOnly -= len
+    this.#syncHost(n)
+    if (this.#lockRef[n] === 0) this.#evictable += len
+    else this.#protected += len
+    const p = this.#parent[n]!
+    this.#devChildren[p]!++
+    if (this.#heap.has(p)) this.#heap.remove(p)
+    this.#maybePushDevice(n)
+    if (this.#hasEvents) this.#emitStored(n, this.#devMedium)
+  }
+
+  #scratchPush(i: number, n: number): void {
+    if (i === this.#loadScratch.length) {
+      const g = new Int32Array(i * 2)
+      g.set(this.#loadScratch)
+      this.#loadScratch = g
+    }
+    this.#loadScratch[i] = n
+  }
+
+  /** Write-through after an insert: copy the walked nodes whose hit count reached the threshold. */
+  #writeThroughScratch(count: number): void {
+    const scratch = this.#loadScratch
+    for (let i = 0; i < count; i++) {
+      const n = scratch[i]!
+      if ((this.#tier[n]! & HOST) !== 0 || this.#hitCount[n]! < this.#writeThreshold) continue
+      if (this.#reserveHost(this.#keys[n]!.length)) this.#writeHost(n)
+    }
+  }
+
+  /**
+   * Load the host-only part of the path root → `start` onto device slots (kept locked meanwhile).
+   * Returns the tokens loaded, or -1 when the device cannot get the slots (nothing changed).
+   */
+  #loadBackSlots(start: number): number {
+    const tier = this.#tier
+    const keys = this.#keys
+    let need = 0
+    let count = 0
+    for (let n = start; tier[n] === HOST; n = this.#parent[n]!) {
+      need += keys[n]!.length
+      this.#scratchPush(count++, n)
+    }
+    if (need === 0) return 0
+    this.#incLockTiered(start)
+    let slots: Int32Array | undefined
+    if (this.trackValues) {
+      const dev = this.#allocator as KvSlotAllocator
+      const avail = dev.availableSize()
+      if (avail < need) {
+        if (avail + this.#evictable < need) {
+          this.#decLockTiered(start)
+          this.#loadNeed = need
+          return -1
+        }
+        this.#evictTiered(need - avail)
+        if (dev.availableSize() < need) {
+          this.#decLockTiered(start)
+          this.#loadNeed = need
+          return -1
+        }
+      }
+      slots = dev.alloc(need)
+    }
+    // Top-down: parents first, so every step keeps device residency closed under ancestors. (Read
+    // the node arrays again: the eviction above may have split nodes and grown them.)
+    const scratch = this.#loadScratch
+    const tierNow = this.#tier
+    let off = 0
+    for (let i = count - 1; i >= 0; i--) {
+      const n = scratch[i]!
+      const len = keys[n]!.length
+      if (slots !== undefined) this.#values[n] = slots.subarray(off, off + len)
+      off += len
+      tierNow[n] = DEV | HOST
+      this.#emitTransfer('hostToDevice', n)
+      this.#hostOnly -= len
+      this.#syncHost(n)
+      this.#protected += len // locked by this call
+      const p = this.#parent[n]!
+      this.#devChildren[p]!++
+      if (this.#heap.has(p)) this.#heap.remove(p)
+      if (this.#hasEvents) this.#emitStored(n, this.#devMedium)
+    }
+    this.#loadedBackTokens += need
+    this.#lastLoad = slots ?? EMPTY_INDICES
+    this.#decLockTiered(start)
+    return need
+  }
+
+  /** Emit `BlockStored` for the pages of `n` (hashes already computed) on `medium`. */
+  #emitStored(n: number, medium: string | undefined): void {
+    const d = this.#digests[n]
+    if (d === undefined) return
+    const hasher = this.#hasher!
+    const ps = this.pageSize
+    const key = this.#keys[n]!
+    const ns = this.#nsNames[this.#ns[n]!]!
+    const extraKey = ns === '' ? null : ns
+    const p = this.#parent[n]!
+    const pd = this.#digests[p]
+    const parentId =
+      this.#isRoot[p] === 1 || pd === undefined || pd.length === 0 ? null : hasher.blockId(pd[pd.length - 1]!)
+    const ids = d.map((x) => hasher.blockId(x))
+    if (this.#eventPerNode) {
+      this.#emit(
+        withMedium(
+          {
+            type: 'BlockStored',
+            eventId: this.#eventId++,
+            blockHashes: ids,
+            parentBlockHash: parentId,
+            tokenIds: this.#eventTokenIds ? Array.from(key) : NO_TOKENS,
+            blockSize: ps,
+            extraKey,
+          },
+          medium,
+        ),
+      )
+      return
+    }
+    for (let i = 0; i < ids.length; i++) {
+      this.#emit(
+        withMedium(
+          {
+            type: 'BlockStored',
+            eventId: this.#eventId++,
+            blockHashes: [ids[i]!],
+            parentBlockHash: i === 0 ? parentId : ids[i - 1]!,
+            tokenIds: this.#eventTokenIds ? Array.from(key.subarray(i * ps, (i + 1) * ps)) : NO_TOKENS,
+            blockSize: ps,
+            extraKey,
+          },
+          medium,
+        ),
+      )
+    }
+  }
+
+  /** Emit `BlockRemoved` for the pages of `n` on `medium`. */
+  #emitRemoved(n: number, medium: string | undefined): void {
+    const d = this.#digests[n]
+    if (d === undefined) return
+    const hasher = this.#hasher!
+    const ns = this.#nsNames[this.#ns[n]!]!
+    const extraKey = ns === '' ? null : ns
+    if (this.#eventPerNode) {
+      const ids: bigint[] = new Array(d.length)
+      for (let i = 0; i < d.length; i++) ids[i] = hasher.blockId(d[i]!)
+      this.#emit(
+        withMedium({ type: 'BlockRemoved', eventId: this.#eventId++, blockHashes: ids, extraKey }, medium),
+      )
+      return
+    }
+    for (let i = 0; i < d.length; i++) {
+      this.#emit(
+        withMedium(
+          { type: 'BlockRemoved', eventId: this.#eventId++, blockHashes: [hasher.blockId(d[i]!)], extraKey },
+          medium,
+        ),
+      )
+    }
+  }
+
+  /** Return a removed node's slot to the free list. */
+  #freeSlot(x: number): void {
+    this.#keys[x] = EMPTY_TOKENS
+    this.#values[x] = undefined
+    this.#children[x] = undefined
+    this.#digests[x] = undefined
+    this.#parent[x] = -1
+    this.#tier[x] = 0
+    if (this.#tiered) {
+      this.#hostValues[x] = undefined
+      this.#hostRef[x] = 0
+      this.#hostCounted[x] = 0
+    }
+    this.#gen[x]!++
+    this.#freeSlots[this.#freeTop++] = x
+    this.#liveNodes--
   }
 
   /** Remove an unlocked, childless node (already out of the heap). */
@@ -1167,38 +2214,10 @@ export class RadixCache {
     const len = this.#keys[x]!.length
     const v = this.#values[x]
     if (this.#allocator !== undefined && v !== undefined && v.length > 0) this.#allocator.free(v)
-    if (this.#hasEvents) {
-      const d = this.#digests[x]
-      if (d !== undefined) {
-        const hasher = this.#hasher!
-        const ns = this.#nsNames[this.#ns[x]!]!
-        const extraKey = ns === '' ? null : ns
-        if (this.#eventPerNode) {
-          const ids: bigint[] = new Array(d.length)
-          for (let i = 0; i < d.length; i++) ids[i] = hasher.blockId(d[i]!)
-          this.#emit({ type: 'BlockRemoved', eventId: this.#eventId++, blockHashes: ids, extraKey })
-        } else {
-          for (let i = 0; i < d.length; i++) {
-            this.#emit({
-              type: 'BlockRemoved',
-              eventId: this.#eventId++,
-              blockHashes: [hasher.blockId(d[i]!)],
-              extraKey,
-            })
-          }
-        }
-      }
-    }
+    if (this.#hasEvents) this.#emitRemoved(x, undefined)
     this.#unlinkChild(p, x)
     this.#evictable -= len
-    this.#keys[x] = EMPTY_TOKENS
-    this.#values[x] = undefined
-    this.#children[x] = undefined
-    this.#digests[x] = undefined
-    this.#parent[x] = -1
-    this.#gen[x]!++
-    this.#freeSlots[this.#freeTop++] = x
-    this.#liveNodes--
+    this.#freeSlot(x)
     if (this.#isRoot[p] === 0 && this.#childCount[p] === 0 && this.#lockRef[p] === 0) this.#pushHeap(p)
   }
 }
@@ -1239,6 +2258,10 @@ function defaultNow(): number {
   return performance.now()
 }
 
+function withMedium<E extends KvEvent>(event: E, medium: string | undefined): E {
+  return medium === undefined ? event : { ...event, medium }
+}
+
 function invalidOption(message: string, value: unknown): RadixCacheError {
   return new RadixCacheError(RadixCacheErrorCode.InvalidOption, message, value)
 }
@@ -1275,6 +2298,12 @@ export function toTokenArray(tokens: ArrayLike<number>): Uint32Array {
 function growI32(a: Int32Array, n: number, fill: number): Int32Array {
   const b = new Int32Array(n)
   if (fill !== 0) b.fill(fill, a.length)
+  b.set(a)
+  return b
+}
+
+function growU8(a: Uint8Array, n: number): Uint8Array {
+  const b = new Uint8Array(n)
   b.set(a)
   return b
 }

@@ -1,6 +1,7 @@
 import type { KvAllocator } from '../allocator/kvAllocator.js'
 import type { BlockHasher } from '../hashing/blockHasher.js'
 import type { KvEvent } from '../events/kvEvents.js'
+import type { HostTierOptions } from '../tier/types.js'
 
 declare const nodeHandleBrand: unique symbol
 
@@ -79,6 +80,12 @@ export interface RadixCacheOptions {
   readonly slruProtectedThreshold?: number
   /** Initial node capacity (grows by doubling). */
   readonly initialNodeCapacity?: number
+  /**
+   * An optional second tier in host memory (SGLang HiCache's L2): device eviction demotes pages
+   * to it instead of discarding them (`write_back`), matches report host hits, and `loadBack`
+   * promotes them onto device slots again. Absent: one tier, exactly as before.
+   */
+  readonly hostTier?: HostTierOptions
 }
 
 /** Options of {@link RadixCache.insert}. */
@@ -100,9 +107,16 @@ export interface MatchOptions {
   /**
    * Write the matched KV slot indices into this array (from index 0) instead of allocating one,
    * for example a request's `req_to_token` row. It needs room for the page-aligned length of
-   * `tokens`; `indices` is then a view of it.
+   * `tokens`; `indices` is then a view of it (with `loadBack`, room for the loaded tokens too).
    */
   readonly into?: Int32Array
+  /**
+   * With a host tier: load a host hit longer than the tier's `loadBackThreshold` back onto device
+   * slots before returning (SGLang's load-back on match), evicting device pages for room if
+   * needed; the result then covers the loaded tokens. A load that cannot get the slots is skipped
+   * (the hit stays on host). No effect without a host tier; refused with `readOnly`.
+   */
+  readonly loadBack?: boolean
 }
 
 /** Result of {@link RadixCache.insert}. */
@@ -123,6 +137,15 @@ export interface MatchResult {
   readonly indices: Int32Array
   /** The deepest matched node (a root when nothing matched); lock it while using the prefix. */
   readonly lastNode: NodeHandle
+  /**
+   * Matched tokens after `length` that only the host tier holds (0 without a host tier): what
+   * `loadBack(lastHostNode)` would copy back instead of recomputing.
+   */
+  readonly hostLength: number
+  /** The deepest matched node including the host part (`lastNode` when `hostLength` is 0). */
+  readonly lastHostNode: NodeHandle
+  /** Tokens this call loaded back from the host tier (`loadBack` option; included in `length`). */
+  readonly loadedTokens: number
 }
 
 /** Result of {@link RadixCache.evict}. */
@@ -154,6 +177,26 @@ export interface RadixCacheStats {
   readonly evictedNodes: number
   /** KV events emitted since construction (not reset by `reset()`, like event ids). */
   readonly eventsEmitted: number
+  /** Host tier capacity in tokens (0 without a host tier). */
+  readonly hostCapacity: number
+  /** Tokens with a copy on the host tier (host-only pages and backups of device pages). */
+  readonly hostSize: number
+  /** Tokens only the host tier holds. */
+  readonly hostOnlySize: number
+  /** Host-only tokens that are neither locked nor host-protected. */
+  readonly hostEvictableSize: number
+  /** Matched tokens that were host-only (`hostLength` summed over matches). */
+  readonly matchHostHitTokens: number
+  /** Device tokens evicted by copying them to the host (demotion). */
+  readonly demotedTokens: number
+  /** Device tokens evicted without a host copy (discarded). */
+  readonly discardedTokens: number
+  /** Tokens copied from the device to the host (demotions, write-through, `protectHost`). */
+  readonly hostWriteTokens: number
+  /** Tokens evicted from the host tier. */
+  readonly hostEvictedTokens: number
+  /** Tokens promoted from the host onto device slots. */
+  readonly loadedBackTokens: number
 }
 
 /** A read-only view of one node (for inspection, printing and invariant checks). */
@@ -174,6 +217,16 @@ export interface NodeInfo {
   readonly hitCount: number
   readonly priority: number
   readonly childCount: number
-  /** Unlocked, not a root, no children: a candidate of the next eviction. */
+  /** Unlocked, not a root, no children on the device: a candidate of the next device eviction. */
   readonly evictableLeaf: boolean
+  /** The node's KV is on the device (always, without a host tier). */
+  readonly onDevice: boolean
+  /** The node's KV has a copy on the host tier. */
+  readonly onHost: boolean
+  /** Host KV slot indices (a copy), `undefined` when not on host or without `trackValues`. */
+  readonly hostValues: Int32Array | undefined
+  /** Host references (`protectHost`) held on this node or below it. */
+  readonly hostRef: number
+  /** Host-only, unlocked, unprotected, no children: a candidate of the next host eviction. */
+  readonly hostEvictableLeaf: boolean
 }

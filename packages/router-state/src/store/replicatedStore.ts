@@ -1,12 +1,14 @@
 import { randomBytes } from 'node:crypto'
 import { hostname } from 'node:os'
-import type {
-  ClaimOutcome,
-  ClusterStateStore,
-  LoadDelta,
-  SessionBinding,
-  StateClaim,
-  WorkerLoad,
+import {
+  type ClaimOutcome,
+  type ClusterStateStore,
+  type LoadDelta,
+  RouterError,
+  type SessionBinding,
+  type StateClaim,
+  type WorkerLoad,
+  checkLoadDelta as checkRouterLoadDelta,
 } from '@kvc/kvc-router'
 import { RouterStateError, checkOption, describeValue } from '../errors/routerStateError.js'
 import type {
@@ -191,45 +193,13 @@ export function checkStoreOptions(o: ReplicatedStoreOptions): void {
   )
 }
 
-const isDelta = (v: number | undefined): boolean => v === undefined || Number.isSafeInteger(v)
-
-/** Refuses a load delta with a field that is not an integer (reads each field once when it is fine). */
+/** kvc-router's one check of a load delta, its refusal reported as this package's error. */
 function checkLoadDelta(workerId: unknown, delta: LoadDelta): void {
-  if (
-    typeof workerId === 'string' &&
-    workerId.length > 0 &&
-    typeof delta === 'object' &&
-    delta !== null &&
-    isDelta(delta.turns) &&
-    isDelta(delta.pendingSeeds) &&
-    isDelta(delta.prefillTokens) &&
-    isDelta(delta.decodeBlocks)
-  ) {
-    return
-  }
-  if (typeof workerId !== 'string' || workerId.length === 0) {
-    throw new RouterStateError(
-      'INVALID_OPTION',
-      `addLoad: workerId must be a non-empty string, got ${describeValue(workerId)}`,
-      workerId,
-    )
-  }
-  if (typeof delta !== 'object' || delta === null) {
-    throw new RouterStateError(
-      'INVALID_OPTION',
-      `addLoad: the delta must be an object, got ${describeValue(delta)}`,
-      delta,
-    )
-  }
-  for (const k of ['turns', 'pendingSeeds', 'prefillTokens', 'decodeBlocks'] as const) {
-    const v = delta[k]
-    if (!isDelta(v)) {
-      throw new RouterStateError(
-        'INVALID_OPTION',
-        `addLoad: ${k} must be an integer, got ${describeValue(v)}`,
-        v,
-      )
-    }
+  try {
+    checkRouterLoadDelta(workerId, delta)
+  } catch (e) {
+    if (e instanceof RouterError) throw new RouterStateError('INVALID_OPTION', e.message, e.value)
+    throw e
   }
 }
 

@@ -94,6 +94,8 @@ class Slot {
   activeRid: string | undefined = undefined
   /** Tokens its previous incarnation had committed when it was evicted (until its first match). */
   lostCommitted = 0
+  /** Demoted: holds a host reference on `lastNode` instead of a device lock. */
+  pinned = false
   // Session mode only: the parked row and its ownership split.
   row: Int32Array | undefined = undefined
   protectedLen = 0
@@ -180,8 +182,8 @@ export class SessionCache {
   readonly #onEviction: ((event: EvictionEvent) => void) | undefined
   readonly #releasedMemory: number
   readonly #slots = new Map<string, Slot>()
-  /** Scratch of `releasableTokens`: idle-session locks per node. */
-  readonly #lockScratch = new Map<NodeHandle, number>()
+  /** Scratch of `releasableTokens`: the counted sessions' lock holders. */
+  readonly #holderScratch: NodeHandle[] = []
   /** Recently dropped sessions: why, and (evicted ones) how many tokens they had committed. */
   readonly #released = new Map<string, { why: 'released' | 'evicted'; committed: number }>()
   readonly #requests = new Map<string, RequestState>()
@@ -199,6 +201,12 @@ export class SessionCache {
   #evictedTokens = 0
   #releasedTokens = 0
   #reprefillTokens = 0
+  #sessionsDemoted = 0
+  #loadedBackTokens = 0
+  /** A host tier under the tree. */
+  readonly #tiered: boolean
+  /** Host hits longer than this are loaded back at admission. */
+  readonly #loadThreshold: number
 
   constructor(options: SessionCacheOptions = {}) {
     if (options === null || typeof options !== 'object')
@@ -254,6 +262,13 @@ export class SessionCache {
       }
     }
     let cache = options.cache
+    if (cache !== undefined && options.hostTier !== undefined) {
+      fail(
+        'INVALID_OPTION',
+        'hostTier configures the default cache: give it to the RadixCache passed as cache',
+        options.hostTier,
+      )
+    }
     if (cache !== undefined) {
       if (!(cache instanceof RadixCache)) fail('INVALID_OPTION', 'cache must be a RadixCache', cache)
       if (pool === undefined) {
@@ -296,6 +311,7 @@ export class SessionCache {
           // Block mode sheds a session's KV page by page (docs/design/prototype.md#block-level-design);
           // the legacy mode keeps SGLang's whole-leaf eviction unless told otherwise.
           evictGranularity: options.evictGranularity ?? (granularity === 'block' ? 'page' : 'leaf'),
+          ...(options.hostTier !== undefined ? { hostTier: options.hostTier } : {}),
         })
       } catch (e) {
         if (e instanceof RadixCacheError) fail('INVALID_OPTION', e.message, e.value)
@@ -312,6 +328,8 @@ export class SessionCache {
     this.#releaseExtra = options.releaseExtra
     this.#onEviction = options.onEviction
     this.#releasedMemory = releasedMemory
+    this.#tiered = cache.hostTier !== undefined
+    this.#loadThreshold = cache.hostTier?.loadBackThreshold ?? Number.POSITIVE_INFINITY
   }
 
   // ---------------------------------------------------------------------------------------------
@@ -467,15 +485,17 @@ export class SessionCache {
       committedLen: s.committed.length,
       turns: s.turns,
       activeRid: s.activeRid,
+      demoted: s.pinned,
     }
   }
 
   /**
    * Release idle sessions (no request in flight): every one idle for at least `idleMs` (TTL),
    * then, under pressure, least-recently-used first until `free + evictable >= needTokens`
-   * (sessions that hold no KV are skipped for pressure). Block mode: their locks go, their pages
-   * become evictable block by block, nothing is freed here. Session mode: each release frees the
-   * slot's tail and counts as one eviction.
+   * (sessions that hold no device lock are skipped for pressure). Block mode: their locks go,
+   * their pages become evictable block by block, nothing is freed here; with a host tier a
+   * session under pressure is demoted instead when the host can retain its KV (it stays open,
+   * see `demoted`). Session mode: each release frees the slot's tail and counts as one eviction.
    *
    * @example
    * ```ts
@@ -513,17 +533,16 @@ export class SessionCache {
         dropped.push(v)
       }
     }
+    const demoted: string[] = []
     if (needTokens !== undefined) {
       while (this.pool.availableSize() + this.cache.evictableSize() < needTokens) {
         const v = this.#lruIdle()
         if (v === undefined) break
-        freed += this.#evictSlot(v)
-        released.push(v.sessionId)
-        dropped.push(v)
+        freed += this.#shed(v, demoted, released, dropped)
       }
     }
     for (const s of dropped) this.#runExtraHook(s)
-    return { released, freedTokens: freed }
+    return { released, demoted, freedTokens: freed }
   }
 
   /**
@@ -537,7 +556,9 @@ export class SessionCache {
    * `idleMs`): what releasing it alone would make obtainable, its share of a prefix other sessions
    * also lock excluded — the per-session gain an admission plans releases with (it never
    * overstates: releasing several sessions together gains at least the sum of their counts).
-   * O(total path length of the counted sessions, in nodes).
+   * A demoted session (host tier) locks nothing on the device and counts 0: its device tokens are
+   * already evictable. Demoting a session under pressure gains the same device tokens as releasing
+   * it. O(total path length of the counted sessions, in nodes).
    *
    * @throws SessionCacheError `INVALID_OPTION` (bad `idleMs` or `sessionId`).
    *
@@ -558,25 +579,23 @@ export class SessionCache {
       fail('INVALID_OPTION', `sessionId must be a non-empty string, got ${String(sessionId)}`, sessionId)
     }
     const now = idleMs === undefined ? 0 : this.#now()
-    const locks = this.#lockScratch
-    locks.clear()
+    const holders = this.#holderScratch
     let tokens = 0
     const one = sessionId === undefined ? undefined : this.#slots.get(sessionId)
     if (sessionId !== undefined && one === undefined) return 0
     for (const s of one === undefined ? this.#slots.values() : [one]) {
       if (s.activeRid !== undefined || (idleMs !== undefined && now - s.lastAccessTime < idleMs)) continue
+      if (s.pinned) continue // a demoted session locks nothing on the device
       tokens += this.#heldBySlot(s)
-      for (let n = s.lastNode; n !== undefined; n = this.cache.parentOf(n)) {
-        locks.set(n, (locks.get(n) ?? 0) + 1)
-      }
+      if (s.lastNode !== undefined) holders.push(s.lastNode)
     }
-    for (const [n, count] of locks) {
-      if (this.cache.lockRefOf(n) !== count) continue
-      const parent = this.cache.parentOf(n)
-      tokens += this.cache.tokensUnder(n) - (parent === undefined ? 0 : this.cache.tokensUnder(parent))
+    if (holders.length === 0) return tokens
+    try {
+      // The tree's tokens these sessions' locks alone protect (shared prefixes once).
+      return tokens + this.cache.tokensLockedOnlyBy(holders)
+    } finally {
+      holders.length = 0
     }
-    locks.clear()
-    return tokens
   }
 
   // ---------------------------------------------------------------------------------------------
@@ -681,6 +700,8 @@ export class SessionCache {
     let length: number
     let indices: Int32Array
     let fromSlot = false
+    let loaded = 0
+    const hooks: Slot[] = []
     if (slot !== undefined) {
       slot.activeRid = r.rid
       slot.lastAccessTime = now
@@ -704,13 +725,26 @@ export class SessionCache {
       const m = this.cache.matchPrefix(r.buf.subarray(0, r.len - 1), { extraKey: ns })
       length = m.length
       indices = m.indices // a fresh array: the caller's copy
+      let lastNode = m.lastNode
+      if (m.hostLength > this.#loadThreshold) {
+        // Load-back on match (SGLang HiCache): copy the host hit back instead of recomputing it.
+        const lb = this.#loadBack(m.lastHostNode, m.hostLength, hooks)
+        if (lb !== undefined) {
+          loaded = m.hostLength
+          indices = new Int32Array(length + loaded)
+          indices.set(m.indices)
+          indices.set(lb, length)
+          length += loaded
+          lastNode = m.lastHostNode // locked by #loadBack: that lock is the request's
+        }
+      }
       this.#ensureRow(r, r.len + 64)
-      r.reqToToken.set(m.indices, 0)
+      r.reqToToken.set(indices, 0)
       r.cacheProtectedLen = length
       r.kvCommittedLen = length
       r.kvAllocatedLen = length
-      this.cache.incLockRef(m.lastNode)
-      r.lastNode = m.lastNode
+      if (loaded === 0) this.cache.incLockRef(lastNode)
+      r.lastNode = lastNode
     }
     r.cachedTokens = length
     let reprefill = 0
@@ -721,7 +755,16 @@ export class SessionCache {
       slot.lostCommitted = 0
       this.#reprefillTokens += reprefill
     }
-    return { length, indices, lastNode: r.lastNode!, fromSlot, reprefillTokens: reprefill }
+    this.#loadedBackTokens += loaded
+    for (const h of hooks) this.#runExtraHook(h)
+    return {
+      length,
+      indices,
+      lastNode: r.lastNode!,
+      fromSlot,
+      reprefillTokens: reprefill,
+      loadedTokens: loaded,
+    }
   }
 
   /**
@@ -832,7 +875,11 @@ export class SessionCache {
     }
     const aligned = res.alignedLen
     if (aligned > p) {
-      const m = this.cache.matchPrefix(tokens.subarray(0, aligned), { extraKey: r.ns })
+      // Re-match (as SGLang does) to adopt the tree's canonical slots for [p, aligned).
+      const m = this.cache.matchPrefix(tokens.subarray(0, aligned), {
+        extraKey: r.ns,
+        into: this.#matchScratch(aligned),
+      })
       if (m.length !== aligned) {
         throw new Error(`session-cache: re-match found ${m.length} of ${aligned} just-inserted tokens`)
       }
@@ -852,9 +899,12 @@ export class SessionCache {
    * Finish a request: insert its committed tokens `tokenIds[0:kvCommittedLen)` (page-aligned)
    * into the tree, free its duplicate slots and its unaligned tail, and drop its lock. For a
    * session turn (block mode) the session's lock then moves to the new deepest node —
-   * increment the new node first, then decrement the old (`docs/design/prototype.md#lock-order`) —
-   * and the slot records the committed tokens. Session mode parks a session turn's row in the slot instead
-   * (no insert, no free). Refused with `REQUEST_FINISHED` when called twice.
+   * increment the new node first, then decrement the old (`docs/design/prototype.md#lock-order`) — and the slot
+   * records the committed tokens (a demoted session is held on the device again). A turn that
+   * ends before computing what its session retains — only possible when a demoted session's
+   * load-back found no device room and the turn finished before recomputing — leaves the session's
+   * committed tokens and node as they were. Session mode parks a session turn's row in the slot
+   * instead (no insert, no free). Refused with `REQUEST_FINISHED` when called twice.
    *
    * @example
    * ```ts
@@ -869,6 +919,7 @@ export class SessionCache {
     const slot = r.sessionId === undefined ? undefined : this.#slots.get(r.sessionId)
     const c = r.kvCommittedLen
     let result: CacheReqResult
+    let keepSession = false
     let replacedExtra = false
     let oldExtra: unknown
     if (slot !== undefined && 'extra' in options && options.extra !== slot.extra) {
@@ -899,7 +950,13 @@ export class SessionCache {
         this.pool.free(r.reqToToken.subarray(aligned, r.kvAllocatedLen))
         freed += this.#ceilPage(r.kvAllocatedLen) - aligned
       }
-      if (slot !== undefined) this.#moveSessionLock(slot, res.lastNode)
+      if (slot !== undefined) {
+        // A turn that ends before computing what its session retains (a demoted session whose
+        // load-back found no device room, finished early) leaves the session as it was: its
+        // retained prefix must not shrink (I2).
+        if (slot.lastNode !== undefined && aligned < this.cache.tokensUnder(slot.lastNode)) keepSession = true
+        else this.#moveSessionLock(slot, res.lastNode)
+      }
       this.cache.decLockRef(r.lastNode!)
       result = {
         insertedTokens: aligned - res.prefixLen,
@@ -909,7 +966,7 @@ export class SessionCache {
       }
     }
     if (slot !== undefined) {
-      slot.committed = r.buf.subarray(0, c)
+      if (!keepSession) slot.committed = r.buf.subarray(0, c)
       slot.turns++
       slot.activeRid = undefined
       slot.lastAccessTime = this.#now()
@@ -990,7 +1047,13 @@ export class SessionCache {
     }
     const res = this.#ensureFree(numTokens)
     for (const s of res.dropped) this.#runExtraHook(s)
-    return { ok: res.ok, available: res.available, freedTokens: res.freed, releasedSessions: res.released }
+    return {
+      ok: res.ok,
+      available: res.available,
+      freedTokens: res.freed,
+      releasedSessions: res.released,
+      demotedSessions: res.demoted,
+    }
   }
 
   /**
@@ -1033,6 +1096,9 @@ export class SessionCache {
     const evictable = this.cache.evictableSize()
     const prot = this.cache.protectedSize()
     const poolSize = this.pool.size
+    const hostCapacity = this.cache.hostCapacity()
+    const hostFree = this.cache.hostAvailableSize()
+    const hostUsed = this.cache.hostSize()
     return {
       poolSize,
       free,
@@ -1040,7 +1106,12 @@ export class SessionCache {
       protected: prot,
       requestOwned,
       sessionHeld,
-      balanced: free + evictable + prot + requestOwned + sessionHeld === poolSize,
+      hostCapacity,
+      hostFree,
+      hostUsed,
+      balanced:
+        free + evictable + prot + requestOwned + sessionHeld === poolSize &&
+        hostFree + hostUsed === hostCapacity,
     }
   }
 
@@ -1057,10 +1128,14 @@ export class SessionCache {
   stats(): SessionCacheStats {
     const perSession = new Map<string, number>()
     let resident = 0
+    let hostResident = 0
+    let demotedNow = 0
     for (const s of this.#slots.values()) {
-      const t = this.#residentTokens(s)
-      perSession.set(s.sessionId, t)
-      resident += t
+      const t = this.#residency(s)
+      perSession.set(s.sessionId, t.device)
+      resident += t.device
+      hostResident += t.host
+      if (s.pinned) demotedNow++
     }
     return {
       granularity: this.granularity,
@@ -1079,6 +1154,10 @@ export class SessionCache {
       reprefillTokens: this.#reprefillTokens,
       residentTokens: resident,
       residentTokensPerSession: perSession,
+      hostResidentTokens: hostResident,
+      sessionsDemoted: this.#sessionsDemoted,
+      sessionsDemotedNow: demotedNow,
+      loadedBackTokens: this.#loadedBackTokens,
     }
   }
 
@@ -1117,6 +1196,14 @@ export class SessionCache {
     }
     fail('UNKNOWN_SESSION', `session ${String(sessionId)} was never opened`, sessionId)
   }
+
+  /** A reusable buffer for `n` match indices (a re-match's are copied out at once). */
+  #matchScratch(n: number): Int32Array {
+    if (this.#scratch.length < n) this.#scratch = new Int32Array(Math.max(n, this.#scratch.length * 2))
+    return this.#scratch
+  }
+
+  #scratch: Int32Array = EMPTY_I32
 
   #ensureRow(r: RequestState, n: number): void {
     const row = r.reqToToken
@@ -1159,7 +1246,10 @@ export class SessionCache {
 
   #rematch(r: RequestState): SessionMatchResult {
     if (!r.restored) {
-      const m = this.cache.matchPrefix(r.buf.subarray(0, r.len - 1), { extraKey: r.ns })
+      const m = this.cache.matchPrefix(r.buf.subarray(0, r.len - 1), {
+        extraKey: r.ns,
+        into: this.#matchScratch(r.len - 1),
+      })
       if (m.length > r.kvCommittedLen) {
         // Another request inserted more of our tokens: adopt the tree's slots.
         const p = r.cacheProtectedLen
@@ -1181,7 +1271,28 @@ export class SessionCache {
       lastNode: r.lastNode!,
       fromSlot: r.restored,
       reprefillTokens: 0,
+      loadedTokens: 0,
     }
+  }
+
+  /**
+   * Admission load-back of the host-only path ending at `node` (`need` tokens): lock the path, make
+   * room like any allocation (`#ensureFree`: tree eviction, then demoting or releasing idle
+   * sessions), load. Returns the new device slots with the path still locked (the request's lock),
+   * or `undefined` (path unlocked again) when the device cannot make room. Sessions released on
+   * the way are appended to `hooks`, whose `extra` hooks run once the admission is complete.
+   */
+  #loadBack(node: NodeHandle, need: number, hooks: Slot[]): Int32Array | undefined {
+    this.cache.incLockRef(node)
+    if (this.pool.availableSize() < need) {
+      const res = this.#ensureFree(need)
+      hooks.push(...res.dropped)
+      if (!res.ok) {
+        this.cache.decLockRef(node)
+        return undefined
+      }
+    }
+    return this.cache.loadBack(node).indices
   }
 
   /** Move a request's lock: increment the new node first, then decrement the old one. */
@@ -1193,12 +1304,19 @@ export class SessionCache {
     r.lastNode = node
   }
 
-  /** Move a session's lock: increment the new node first, then decrement the old one. */
+  /**
+   * Move a session's lock: increment the new node first, then decrement the old one. A demoted
+   * session trades its host reference for the device lock (it is held on the device again).
+   */
   #moveSessionLock(slot: Slot, node: NodeHandle): void {
     const old = slot.lastNode
-    if (node === old) return
+    if (node === old && !slot.pinned) return
     this.cache.incLockRef(node)
-    if (old !== undefined) this.cache.decLockRef(old)
+    if (old !== undefined) {
+      if (slot.pinned) this.cache.releaseHost(old)
+      else this.cache.decLockRef(old)
+    }
+    slot.pinned = false
     slot.lastNode = node
   }
 
@@ -1207,17 +1325,24 @@ export class SessionCache {
     return this.#ceilPage(s.allocatedLen) - s.protectedLen
   }
 
-  #residentTokens(s: Slot): number {
-    if (this.#legacy) return s.row === undefined ? 0 : s.committed.length
-    return s.lastNode === undefined ? 0 : this.cache.tokensUnder(s.lastNode)
+  /** Device and host-only tokens the session retains. */
+  #residency(s: Slot): { device: number; host: number } {
+    if (this.#legacy) return { device: s.row === undefined ? 0 : s.committed.length, host: 0 }
+    if (s.lastNode === undefined) return { device: 0, host: 0 }
+    if (!s.pinned) return { device: this.cache.tokensUnder(s.lastNode), host: 0 }
+    const r = this.cache.residencyOf(s.lastNode)
+    return { device: r.deviceTokens, host: r.hostTokens }
   }
 
   #status(s: Slot): SessionStatus {
-    const residentTokens = this.#residentTokens(s)
+    const { device: residentTokens, host } = this.#residency(s)
     return {
       sessionId: s.sessionId,
       resident: residentTokens > 0,
       residentTokens,
+      hostResidentTokens: host,
+      retainedTokens: residentTokens + host,
+      demoted: s.pinned,
       committedTokens: s.committed.length,
       heldTokens: this.#heldBySlot(s),
       lastAccessTime: s.lastAccessTime,
@@ -1236,7 +1361,10 @@ export class SessionCache {
       this.pool.free(slot.row.subarray(slot.protectedLen, slot.allocatedLen))
       freed = this.#ceilPage(slot.allocatedLen) - slot.protectedLen
     }
-    if (slot.lastNode !== undefined) this.cache.decLockRef(slot.lastNode)
+    if (slot.lastNode !== undefined) {
+      if (slot.pinned) this.cache.releaseHost(slot.lastNode)
+      else this.cache.decLockRef(slot.lastNode)
+    }
     this.#slots.delete(slot.sessionId)
     this.#released.delete(slot.sessionId)
     if (this.#releasedMemory > 0) {
@@ -1265,7 +1393,7 @@ export class SessionCache {
   #lruIdle(): Slot | undefined {
     let best: Slot | undefined
     for (const s of this.#slots.values()) {
-      if (s.activeRid !== undefined) continue
+      if (s.activeRid !== undefined || s.pinned) continue
       if (this.#legacy ? s.row === undefined && s.lastNode === undefined : s.lastNode === undefined) continue
       if (!this.#legacy && this.cache.tokensUnder(s.lastNode!) === 0) continue
       if (
@@ -1284,10 +1412,12 @@ export class SessionCache {
     available: number
     freed: number
     released: string[]
+    demoted: string[]
     dropped: Slot[]
   } {
     let freed = 0
     const released: string[] = []
+    const demoted: string[] = []
     const dropped: Slot[] = []
     // Like SGLang's evict_from_tree_cache, the first shortfall always goes to the tree's evict.
     let first = true
@@ -1302,12 +1432,43 @@ export class SessionCache {
       }
       const v = this.#lruIdle()
       if (v === undefined) break
-      freed += this.#evictSlot(v)
-      released.push(v.sessionId)
-      dropped.push(v)
+      freed += this.#shed(v, demoted, released, dropped)
     }
     const available = this.pool.availableSize()
-    return { ok: available >= numTokens, available, freed, released, dropped }
+    return { ok: available >= numTokens, available, freed, released, demoted, dropped }
+  }
+
+  /**
+   * Pressure on an idle session that holds a device lock: with a host tier (block mode), demote
+   * it when the host can retain its KV; otherwise release it (an eviction). Returns slots freed.
+   */
+  #shed(v: Slot, demoted: string[], released: string[], dropped: Slot[]): number {
+    if (this.#tiered && !this.#legacy && this.#demote(v)) {
+      demoted.push(v.sessionId)
+      return 0
+    }
+    const freed = this.#evictSlot(v)
+    released.push(v.sessionId)
+    dropped.push(v)
+    return freed
+  }
+
+  /**
+   * Demote an idle block-mode session: keep its path on the host (`protectHost`, copying what has
+   * no host copy yet), then drop its device lock, so the tree may move its pages off the device
+   * without losing them. `false` (nothing changed) when the host cannot hold the path.
+   */
+  #demote(v: Slot): boolean {
+    try {
+      this.cache.protectHost(v.lastNode!)
+    } catch (e) {
+      if (e instanceof RadixCacheError && e.code === 'HOST_OUT_OF_MEMORY') return false
+      throw e
+    }
+    this.cache.decLockRef(v.lastNode!)
+    v.pinned = true
+    this.#sessionsDemoted++
+    return true
   }
 
   #evictTree(numTokens: number): number {

@@ -1,4 +1,11 @@
-import type { EvictGranularity, EvictionPolicy, KvAllocator, NodeHandle, RadixCache } from '@kvc/radix-cache'
+import type {
+  EvictGranularity,
+  EvictionPolicy,
+  HostTierOptions,
+  KvAllocator,
+  NodeHandle,
+  RadixCache,
+} from '@kvc/radix-cache'
 import type { HistogramSnapshot } from '../metrics/histogram.js'
 
 /**
@@ -110,6 +117,15 @@ export interface SessionCacheOptions {
    * from "never opened" (`UNKNOWN_SESSION`). Oldest forgotten first (default 65536).
    */
   readonly releasedMemory?: number
+  /**
+   * A host KV tier under the default radix cache (see `@kvc/radix-cache`'s `hostTier`; with
+   * `cache`, configure the tier on that cache instead). Then tree eviction demotes pages to host
+   * memory instead of discarding them, a match loads a host hit back instead of recomputing it,
+   * and in block mode memory pressure **demotes** an idle session (its KV stays retained on the
+   * host) rather than releasing it. A `pool` given with a host tier must also `alloc` (load-back
+   * takes fresh device slots from it).
+   */
+  readonly hostTier?: HostTierOptions
 }
 
 /**
@@ -159,6 +175,11 @@ export interface SessionSlot {
   readonly turns: number
   /** `rid` of the request in flight, if any (one at a time). */
   readonly activeRid: string | undefined
+  /**
+   * Demoted under memory pressure (block mode with a host tier): the slot holds a host reference
+   * on `lastNode` instead of a device lock, so its KV may leave the device but stays on the host.
+   */
+  readonly demoted: boolean
 }
 
 /**
@@ -176,11 +197,25 @@ export interface SessionStatus {
   /** `residentTokens > 0`. */
   readonly resident: boolean
   /**
-   * Tokens of the session's KV that stay resident for its next turn: block mode
-   * `tokensUnder(lastNode)` (the tree is the truth); session mode the whole committed length
-   * (the slot pins it).
+   * Tokens of the session's KV on the device for its next turn: block mode the device part of
+   * `tokensUnder(lastNode)` (the tree is the truth; all of it unless demoted); session mode the
+   * whole committed length (the slot pins it).
    */
   readonly residentTokens: number
+  /**
+   * Tokens of the session's committed prefix that only the host tier holds (0 without one): its
+   * next turn loads them back instead of recomputing them. A router estimates that turn's prefix
+   * cost as `hostResidentTokens` at the load-back rate plus `committedTokens - retainedTokens` at
+   * the prefill rate.
+   */
+  readonly hostResidentTokens: number
+  /**
+   * Tokens the session retains across both tiers: `residentTokens + hostResidentTokens`
+   * (block mode `tokensUnder(lastNode)`, never decreasing while the session is held: I2).
+   */
+  readonly retainedTokens: number
+  /** Demoted to the host under memory pressure (see {@link SessionSlot.demoted}). */
+  readonly demoted: boolean
   /** Tokens the session has committed. */
   readonly committedTokens: number
   /** Session mode: token slots the slot owns outside the tree (page-rounded); block mode 0. */
@@ -310,8 +345,15 @@ export interface SessionMatchResult {
    * (`committedLen - length`, at least 0): pages lost to eviction, plus the unaligned tail the
    * tree cannot hold in block mode. The first turn of a session opened again after it was evicted
    * (TTL or pressure) counts against what it had committed before (up to this prompt's length).
+   * Tokens loaded back from the host tier are part of `length`, not of this.
    */
   readonly reprefillTokens: number
+  /**
+   * Tokens of `length` this admission loaded back from the host tier (copied, not recomputed):
+   * the host hit beyond the device hit, when longer than the tier's `loadBackThreshold` and the
+   * device could make room (evicting, demoting or releasing idle sessions as for any allocation).
+   */
+  readonly loadedTokens: number
 }
 
 /**
@@ -379,6 +421,8 @@ export interface EvictIdleOptions {
 export interface EvictIdleResult {
   /** Sessions released, in order. */
   readonly released: readonly string[]
+  /** Sessions demoted to the host tier under `needTokens` pressure (still open), in order. */
+  readonly demoted: readonly string[]
   /** Token slots freed directly (session mode: the slots' tails; block mode: 0). */
   readonly freedTokens: number
 }
@@ -400,6 +444,8 @@ export interface EnsureFreeResult {
   readonly freedTokens: number
   /** Sessions released by this call, least-recently-used first. */
   readonly releasedSessions: readonly string[]
+  /** Sessions demoted to the host tier by this call (still open), least-recently-used first. */
+  readonly demotedSessions: readonly string[]
 }
 
 /**
@@ -428,7 +474,8 @@ export interface EvictionEvent {
 
 /**
  * The pool accounting identity (SGLang's idle memory check):
- * `free + evictable + protected + requestOwned + sessionHeld == poolSize`.
+ * `free + evictable + protected + requestOwned + sessionHeld == poolSize`, and with a host tier
+ * `hostFree + hostUsed == hostCapacity`.
  *
  * @example
  * ```ts
@@ -447,7 +494,13 @@ export interface PoolAccounting {
   readonly requestOwned: number
   /** Session mode: slots idle session slots own outside the tree (block mode: always 0). */
   readonly sessionHeld: number
-  /** Whether the identity holds. */
+  /** Host tier capacity in tokens (0 without one). */
+  readonly hostCapacity: number
+  /** Free host slots. */
+  readonly hostFree: number
+  /** Host slots holding KV (host-only pages and host copies of device pages). */
+  readonly hostUsed: number
+  /** Whether both identities hold. */
   readonly balanced: boolean
 }
 
@@ -492,4 +545,12 @@ export interface SessionCacheStats {
   readonly residentTokens: number
   /** Resident tokens per open session, as in {@link SessionStatus.residentTokens}. */
   readonly residentTokensPerSession: ReadonlyMap<string, number>
+  /** Σ {@link SessionStatus.hostResidentTokens} over open sessions. */
+  readonly hostResidentTokens: number
+  /** Sessions demoted to the host tier under pressure (each demotion counts). */
+  readonly sessionsDemoted: number
+  /** Open sessions that are demoted now. */
+  readonly sessionsDemotedNow: number
+  /** Σ over admissions of {@link SessionMatchResult.loadedTokens}. */
+  readonly loadedBackTokens: number
 }

@@ -1,6 +1,7 @@
 import {
   type EvictGranularity,
   type EvictionPolicy,
+  type HostTierOptions,
   type NodeHandle,
   PagedAllocator,
   RadixCache,
@@ -35,6 +36,8 @@ export interface BareRadixEngineOptions {
   readonly evictionPolicy?: EvictionPolicy
   readonly evictGranularity?: EvictGranularity
   readonly now?: () => number
+  /** A host tier under the cache: `begin` then loads host hits back (SGLang HiCache's load-back on match). */
+  readonly hostTier?: HostTierOptions
 }
 
 /**
@@ -70,29 +73,51 @@ export class BareRadixEngine {
       evictionPolicy: options.evictionPolicy ?? 'lru',
       evictGranularity: options.evictGranularity ?? 'leaf',
       ...(options.now !== undefined ? { now: options.now } : {}),
+      ...(options.hostTier !== undefined ? { hostTier: options.hostTier } : {}),
     })
   }
 
-  /** Admit a request: match `tokens[0:len-1)`, lock the match. Returns the cached length and slots. */
+  /**
+   * Admit a request: match `tokens[0:len-1)`, lock the match. With a host tier, a host hit above
+   * the load-back threshold is loaded back first (the path locked, the device shortfall evicted).
+   * Returns the cached length and slots.
+   */
   begin(rid: string, tokens: ArrayLike<number>, extraKey = ''): { length: number; indices: Int32Array } {
     const toks = new Uint32Array(tokens.length + 64)
     for (let i = 0; i < tokens.length; i++) toks[i] = tokens[i]!
     const m = this.cache.matchPrefix(toks.subarray(0, tokens.length - 1), { extraKey })
-    this.cache.incLockRef(m.lastNode)
+    let length = m.length
+    let indices = m.indices
+    let lastNode = m.lastNode
+    const threshold = this.cache.hostTier?.loadBackThreshold ?? Number.POSITIVE_INFINITY
+    if (m.hostLength > threshold) {
+      this.cache.incLockRef(m.lastHostNode)
+      const avail = this.pool.availableSize()
+      if (avail < m.hostLength) this.cache.evict(m.hostLength - avail)
+      if (this.pool.availableSize() >= m.hostLength) {
+        const lb = this.cache.loadBack(m.lastHostNode)
+        indices = new Int32Array(length + lb.loadedTokens)
+        indices.set(m.indices)
+        indices.set(lb.indices, length)
+        length += lb.loadedTokens
+        lastNode = m.lastHostNode
+      } else this.cache.decLockRef(m.lastHostNode)
+    }
+    if (lastNode === m.lastNode) this.cache.incLockRef(m.lastNode)
     const row = new Int32Array(Math.max(16, tokens.length + 64))
-    row.set(m.indices)
+    row.set(indices)
     this.#reqs.set(rid, {
       ns: extraKey,
       tokens: toks,
       len: tokens.length,
       originLen: tokens.length,
       row,
-      protectedLen: m.length,
-      committed: m.length,
-      allocated: m.length,
-      lastNode: m.lastNode,
+      protectedLen: length,
+      committed: length,
+      allocated: length,
+      lastNode,
     })
-    return { length: m.length, indices: m.indices }
+    return { length, indices }
   }
 
   /** Re-match a running request (chunked-prefill retry); adopts the tree's slots if it holds more. */

@@ -1,5 +1,10 @@
-import { type EvictGranularity, type EvictionPolicy, PagedAllocator } from '@kvc/radix-cache'
-import { cachedPages } from '@kvc/radix-cache/testing'
+import {
+  type EvictGranularity,
+  type EvictionPolicy,
+  type HostWritePolicy,
+  PagedAllocator,
+} from '@kvc/radix-cache'
+import { type TierChangeRules, tieredPages } from '@kvc/radix-cache/testing'
 import fc from 'fast-check'
 import { SessionCacheError, type SessionCacheErrorCode } from '../errors/sessionCacheError.js'
 import { SessionCache } from '../session/sessionCache.js'
@@ -23,6 +28,12 @@ export interface SessionModelConfig {
   readonly poolPages?: number
   readonly evictGranularity?: EvictGranularity
   readonly evictionPolicy?: EvictionPolicy
+  /** A host tier of this many pages under the tree (default: none). */
+  readonly hostPages?: number
+  /** Its write policy (default `'write_back'`). */
+  readonly writePolicy?: HostWritePolicy
+  /** Host hits longer than this are loaded back at admission (default 0 here: every host hit). */
+  readonly loadBackThreshold?: number
 }
 
 /**
@@ -93,7 +104,7 @@ function snapshot(r: SessionRealState): string {
   const st = sc.stats()
   return JSON.stringify({
     acc: sc.poolAccounting(),
-    pages: [...cachedPages(sc.cache)].sort(),
+    pages: [...tieredPages(sc.cache)].map(([k, p]) => `${k}:${JSON.stringify(p)}`).sort(),
     sessions: sc.listSessionStatuses(),
     slots: sc.listSessionStatuses().map((s) => {
       const slot = sc.getSessionSlot(s.sessionId)!
@@ -142,13 +153,17 @@ function checkAll(m: SessionModelState, r: SessionRealState): void {
   const sc = r.sc
   const model = m.model
   checkSessionInvariants(sc)
-  // Tree: same page paths, same lock counts (I5: every lock is held by a live holder).
-  const got = cachedPages(sc.cache)
+  // Tree: same page paths, tiers, lock and host-reference counts (I5: every lock and host
+  // reference is held by a live holder).
+  const got = tieredPages(sc.cache)
   const exp = model.tree.pages()
   if (got.size !== exp.size) fail(`tree has ${got.size} pages, model ${exp.size}`)
-  for (const [k, c] of exp) {
-    if (got.get(k) !== c) fail(`page ${k}: real lock ${String(got.get(k))}, model ${c}`)
+  for (const [k, p] of exp) {
+    const q = got.get(k)
+    if (q === undefined || q.lock !== p.lock || q.pin !== p.pin || q.dev !== p.dev || q.host !== p.host)
+      fail(`page ${k}: real ${JSON.stringify(q)}, model ${JSON.stringify(p)}`)
   }
+  if (model.pendingVictims.length > 0) fail('model: pressure victims left unsettled')
   // Pool: the free count the model derives from the accounting identity.
   const acc = sc.poolAccounting()
   if (acc.free !== model.freeSlots()) fail(`pool free ${acc.free}, model ${model.freeSlots()}`)
@@ -169,9 +184,12 @@ function checkAll(m: SessionModelState, r: SessionRealState): void {
     if (slot.activeRid !== ms.active) fail(`session ${ms.id}: active ${slot.activeRid}, model ${ms.active}`)
     if (slot.lastAccessTime !== ms.lastAccess) fail(`session ${ms.id}: lastAccessTime ${slot.lastAccessTime}`)
     if (slot.extra !== ms.extra) fail(`session ${ms.id}: extra differs`)
+    if (slot.demoted !== ms.pinned) fail(`session ${ms.id}: demoted ${slot.demoted}, model ${ms.pinned}`)
     if (sc.granularity === 'block') {
-      // I2: the resident committed prefix never shrinks while the session is held.
+      // I2: the retained committed prefix never shrinks while the session is held (demotion moves
+      // it to the host, it does not shrink it).
       const res = slot.lastNode === undefined ? 0 : sc.cache.tokensUnder(slot.lastNode)
+      if (st.retainedTokens !== res) fail(`session ${ms.id}: retainedTokens ${st.retainedTokens} != ${res}`)
       const prev = r.lastResident.get(ms.id) ?? 0
       if (res < prev) fail(`I2: session ${ms.id} resident tokens went from ${prev} to ${res}`)
       r.lastResident.set(ms.id, res)
@@ -222,16 +240,50 @@ function checkAll(m: SessionModelState, r: SessionRealState): void {
     fail('stats counts')
 }
 
-/** Pressure outcome: the sessions the cache released must be the ones the model predicted. */
-function syncPressure(m: SessionModelState, r: SessionRealState, predicted: readonly string[]): void {
+/**
+ * Settle the sessions the model's pressure picked: the real cache demoted (still open, `demoted`)
+ * or released each. Returns the demoted ids, in order.
+ */
+function settleVictims(m: SessionModelState, r: SessionRealState): string[] {
+  const demoted: string[] = []
+  for (const v of m.model.pendingVictims.slice()) {
+    const slot = r.sc.getSessionSlot(v.id)
+    if (slot?.demoted === true) {
+      m.model.settle(v, 'demoted')
+      demoted.push(v.id)
+    } else m.model.settle(v, 'released')
+  }
+  return demoted
+}
+
+/** Adopt the real cache's tiers after a step, checking the change against `rules`. */
+function syncTiers(m: SessionModelState, r: SessionRealState, rules: TierChangeRules): void {
+  const observed = new Map<string, { dev: boolean; host: boolean }>()
+  for (const [k, p] of tieredPages(r.sc.cache)) observed.set(k, { dev: p.dev, host: p.host })
+  m.model.tree.applyObserved(observed, rules)
+}
+
+/** Allocation pressure may evict, demote pages and sessions, and host-evict. */
+const PRESSURE_RULES: TierChangeRules = { deviceEviction: true, hostWrites: 'any' }
+
+/**
+ * Pressure outcome: the sessions the cache shed (released, or with a host tier demoted) must be
+ * the ones the model predicted; then the tiers are adopted.
+ */
+function syncPressure(
+  m: SessionModelState,
+  r: SessionRealState,
+  predicted: readonly string[],
+  rules: TierChangeRules = PRESSURE_RULES,
+): void {
+  const demoted = settleVictims(m, r)
   const open = new Set(r.sc.listSessionStatuses().map((s) => s.sessionId))
   const gone = [...m.model.sessions.keys()].filter((id) => !open.has(id))
-  const releasedNow = predicted.filter((id) => !open.has(id))
-  if (gone.length > 0 || releasedNow.length !== predicted.length) {
-    fail(`pressure released [${predicted.filter((id) => !open.has(id))}], model predicted [${predicted}]`)
+  const shed = predicted.filter((id) => !open.has(id) || demoted.includes(id))
+  if (gone.length > 0 || shed.length !== predicted.length) {
+    fail(`pressure shed [${shed}], model predicted [${predicted}]`)
   }
-  const removed = m.model.tree.applyEviction(new Set(cachedPages(r.sc.cache).keys()))
-  if (removed < 0) fail('negative eviction')
+  syncTiers(m, r, rules)
 }
 
 function pickRequest(
@@ -365,6 +417,10 @@ function runStep(step: SessionStep, m: SessionModelState, r: SessionRealState): 
         extraKey: ns,
         readOnly: true,
       })
+      // A load-back may bring the host part of the match onto the device (and make room for it).
+      const hit = model.tree.match(prompt.slice(0, prompt.length - 1), ns)
+      const hostKeys = model.tree.pathKeys(prompt, hit.device + hit.host, ns)
+      for (const k of model.tree.pathKeys(prompt, hit.device, ns)) hostKeys.delete(k)
       const out = model.admit(rid, sid, extraKey, prompt)
       if (out.error !== undefined) {
         expectRefused(r, out.error, `begin ${rid} (${sid})`, () => sc.matchPrefix(q))
@@ -372,10 +428,24 @@ function runStep(step: SessionStep, m: SessionModelState, r: SessionRealState): 
       }
       const res = sc.matchPrefix(q)
       r.reqs.set(rid, q)
+      syncPressure(
+        m,
+        r,
+        out.value.shed,
+        model.hostCapacity === 0 ? {} : { ...PRESSURE_RULES, deviceGains: hostKeys },
+      )
       if (res.length !== out.value.length) fail(`match ${rid}: ${res.length}, model ${out.value.length}`)
+      if (res.loadedTokens !== out.value.loaded)
+        fail(`match ${rid}: loaded ${res.loadedTokens}, model ${out.value.loaded}`)
       if (res.fromSlot !== out.value.restored) fail(`match ${rid}: fromSlot ${res.fromSlot}`)
       if (res.reprefillTokens !== out.value.reprefill) fail(`match ${rid}: reprefill ${res.reprefillTokens}`)
-      if (!res.fromSlot && (res.length !== treeOnly.length || !sameArray(res.indices, treeOnly.indices))) {
+      // I1: the tree alone decides the match: its device hit, plus its host hit when loaded back.
+      if (
+        !res.fromSlot &&
+        (res.length !== treeOnly.length + res.loadedTokens ||
+          (res.loadedTokens !== 0 && res.loadedTokens !== treeOnly.hostLength) ||
+          !sameArray(res.indices.subarray(0, treeOnly.length), treeOnly.indices))
+      ) {
         fail(`I1: match of ${rid} (${sid}) differs from the tree's own answer`)
       }
       if (!sameArray(res.indices, q.prefixIndices)) fail(`match ${rid}: indices differ from the row`)
@@ -391,8 +461,9 @@ function runStep(step: SessionStep, m: SessionModelState, r: SessionRealState): 
       const target = mq.committed + n
       if (!grow(m, r, mq, q, target, () => sc.prefill(q, n))) break
       mq.committed = target
-      const exp = model.unfinished(mq)
+      const exp = model.unfinished(mq, target < mq.originLen)
       const res = sc.cacheUnfinishedReq(q, { chunked: target < mq.originLen })
+      syncTiers(m, r, { hostWrites: 'any' }) // write-through copies
       if (
         res.insertedTokens !== exp.inserted ||
         res.prefixLen !== exp.prefixLen ||
@@ -442,6 +513,7 @@ function runStep(step: SessionStep, m: SessionModelState, r: SessionRealState): 
       const extra = step.newExtra && mq.sid !== undefined ? { extra: ++m.counters.extra } : undefined
       const exp = model.finished(mq, extra === undefined ? undefined : { value: extra })
       const res = sc.cacheFinishedReq(q, extra === undefined ? {} : { extra })
+      syncTiers(m, r, { hostWrites: 'any' }) // write-through copies
       if (
         res.insertedTokens !== exp.inserted ||
         res.prefixLen !== exp.prefixLen ||
@@ -471,10 +543,12 @@ function runStep(step: SessionStep, m: SessionModelState, r: SessionRealState): 
         expectRefused(r, out.error, `release ${sid}`, () => sc.releaseSession(sid))
         break
       }
-      // I5: the session still holds its lock until this, its last release.
+      // I5: the session still holds its lock (its host reference, when demoted) until this, its
+      // last release.
       if (slot?.lastNode !== undefined && sc.cache.tokensUnder(slot.lastNode) > 0) {
-        if (sc.cache.nodeInfo(slot.lastNode).lockRef < 1)
-          fail(`I5: session ${sid} lost its lock before release`)
+        const info = sc.cache.nodeInfo(slot.lastNode)
+        if ((slot.demoted ? info.hostRef : info.lockRef) < 1)
+          fail(`I5: session ${sid} lost its ${slot.demoted ? 'host reference' : 'lock'} before release`)
       }
       // What releasing this session alone makes obtainable is exactly its own releasable count.
       const alone = sc.releasableTokens({ sessionId: sid })
@@ -493,7 +567,8 @@ function runStep(step: SessionStep, m: SessionModelState, r: SessionRealState): 
     case 'evictIdle': {
       const idleMs = step.idleMs ?? undefined
       const needTokens = step.needTokens ?? undefined
-      const pagesBefore = cachedPages(sc.cache).size
+      const devicePages = () => [...tieredPages(sc.cache).values()].filter((p) => p.dev).length
+      const pagesBefore = devicePages()
       const exp = model.evictIdle(idleMs, needTokens)
       // A TTL sweep releases exactly the sessions `releasableTokens({ idleMs })` counts: what
       // becomes obtainable (free + evictable) must be that count, to the token.
@@ -513,20 +588,32 @@ function runStep(step: SessionStep, m: SessionModelState, r: SessionRealState): 
       if (gained > releasableAll) {
         fail(`releasing idle sessions made ${gained} obtainable, releasableTokens() said ${releasableAll}`)
       }
-      if (res.released.join() !== exp.released.join() || res.freedTokens !== exp.freed) {
+      const demoted = settleVictims(m, r)
+      const released = exp.released.filter((id) => !demoted.includes(id))
+      if (
+        res.released.join() !== released.join() ||
+        res.demoted.join() !== demoted.join() ||
+        res.freedTokens !== exp.freed
+      ) {
         fail(
-          `evictIdleSessions released [${res.released}] freed ${res.freedTokens}, model [${exp.released}] ${exp.freed}`,
+          `evictIdleSessions released [${res.released}] demoted [${res.demoted}] freed ${res.freedTokens}, model [${exp.released}] ${exp.freed}`,
         )
       }
-      if (cachedPages(sc.cache).size !== pagesBefore) fail('evictIdleSessions evicted tree pages directly')
+      if (devicePages() !== pagesBefore) fail('evictIdleSessions evicted device pages directly')
+      syncTiers(m, r, { hostWrites: 'any' }) // demotion copies paths to the host
       break
     }
     case 'evict': {
       const ps = sc.pageSize
       const evictable = sc.cache.evictableSize()
       const freed = sc.evict(step.tokens)
-      const removed = model.tree.applyEviction(new Set(cachedPages(sc.cache).keys()))
-      if (removed !== freed) fail(`evict reported ${freed}, ${removed} disappeared`)
+      const observed = new Map<string, { dev: boolean; host: boolean }>()
+      for (const [k, p] of tieredPages(sc.cache)) observed.set(k, { dev: p.dev, host: p.host })
+      const removed = model.tree.applyObserved(observed, {
+        deviceEviction: true,
+        hostWrites: 'demotion',
+      }).leftDevice
+      if (removed !== freed) fail(`evict reported ${freed}, ${removed} left the device`)
       if (freed < Math.min(step.tokens, evictable))
         fail(`evict(${step.tokens}) freed ${freed} of ${evictable}`)
       if (
@@ -707,10 +794,21 @@ export function sessionModelSetup(
     const poolSize = (config.poolPages ?? 24) * ps
     const hookCalls: unknown[] = []
     const events: EvictionEvent[] = []
+    const hostCapacity = (config.hostPages ?? 0) * ps
+    const loadBackThreshold = config.loadBackThreshold ?? 0
     const sc = new SessionCache({
       granularity: config.granularity,
       pool: new PagedAllocator({ size: poolSize, pageSize: ps }),
       pageSize: ps,
+      ...(config.hostPages !== undefined
+        ? {
+            hostTier: {
+              capacity: hostCapacity,
+              writePolicy: config.writePolicy ?? 'write_back',
+              loadBackThreshold,
+            },
+          }
+        : {}),
       ...(config.evictGranularity !== undefined ? { evictGranularity: config.evictGranularity } : {}),
       ...(config.evictionPolicy !== undefined ? { evictionPolicy: config.evictionPolicy } : {}),
       now: () => clock.t,
@@ -724,7 +822,10 @@ export function sessionModelSetup(
     const system = Array.from({ length: Math.max(16, 4 * ps + 3) }, (_, i) => 100 + i)
     return {
       model: {
-        model: new SessionReferenceModel(config.granularity, ps, poolSize),
+        model: new SessionReferenceModel(config.granularity, ps, poolSize, {
+          capacity: hostCapacity,
+          loadBackThreshold,
+        }),
         histories: new Map(),
         system,
         counters: { rid: 0, extra: 0 },
@@ -814,6 +915,10 @@ export function drainAndCheck(m: SessionModelState, r: SessionRealState): void {
   const sc = r.sc
   if (sc.cache.protectedSize() !== 0)
     fail(`I5: ${sc.cache.protectedSize()} tokens still locked after the drain`)
+  if (sc.cache.hostEvictableSize() !== sc.cache.hostOnlySize())
+    fail('I5: host-only tokens still locked or host-referenced after the drain')
+  for (const p of tieredPages(sc.cache).values())
+    if (p.pin !== 0) fail('I5: a host reference left after the drain')
   const acc = sc.poolAccounting()
   if (acc.free + acc.evictable !== acc.poolSize) fail('drain: pool not back to free + evictable')
   const extras = new Set(r.hookCalls)

@@ -41,3 +41,4 @@ export {
   type WorkloadReport,
   type WorkloadTurn,
 } from './workload.js'
+export { ReprefillBoundTracker, type SessionSinceTurn } from './reprefillBound.js'

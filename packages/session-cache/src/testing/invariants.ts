@@ -7,15 +7,19 @@ import type { SessionCache } from '../session/sessionCache.js'
  *
  * - the radix tree's own invariants (`checkRadixInvariants`);
  * - the pool accounting identity `free + evictable + protected + requestOwned + sessionHeld ==
- *   poolSize`;
+ *   poolSize` (and, with a host tier, `hostFree + hostUsed == hostCapacity`);
  * - locks (I5): every node's `lockRef` equals the number of lock holders at or below it — one per
- *   open session with a `lastNode`, one per request in flight — so no lock is leaked or missing;
+ *   open session with a `lastNode` that is not demoted, one per request in flight — and every
+ *   node's host reference count equals the number of demoted sessions at or below it, so no lock
+ *   or host reference is leaked or missing;
  * - block mode: a session's `tokensUnder(lastNode)` is its committed length rounded down to a page
- *   (I2's quantity), and it is locked;
+ *   (I2's quantity), and `residentTokens + hostResidentTokens == retainedTokens` equals it;
+ * - I6 (host tier): a held session's committed prefix is retained whole — on the device under its
+ *   lock (no host-only part), or, demoted, with every page on the host under its host reference;
  * - every request in flight: `cacheProtectedLen` is page-aligned, `protected <= committed <=
  *   allocated`, its lock covers exactly `[0, cacheProtectedLen)` (unless lent by a legacy slot),
  *   and its request-owned pages are neither tree pages nor another request's pages (the ownership
- *   rule); with a `PagedAllocator`, none of its slots is free.
+ *   rule); its locked prefix is on the device; with a `PagedAllocator`, none of its slots is free.
  *
  * Throws an `Error` listing every violation.
  *
@@ -40,13 +44,15 @@ export function checkSessionInvariants(sc: SessionCache): void {
   const acc = sc.poolAccounting()
   if (!acc.balanced) {
     problems.push(
-      `pool accounting: free ${acc.free} + evictable ${acc.evictable} + protected ${acc.protected} + requestOwned ${acc.requestOwned} + sessionHeld ${acc.sessionHeld} != ${acc.poolSize}`,
+      `pool accounting: free ${acc.free} + evictable ${acc.evictable} + protected ${acc.protected} + requestOwned ${acc.requestOwned} + sessionHeld ${acc.sessionHeld} != ${acc.poolSize}, or host free ${acc.hostFree} + used ${acc.hostUsed} != ${acc.hostCapacity}`,
     )
   }
 
-  // Expected lock counts: each holder adds one to its node and every ancestor (roots excluded).
+  // Expected lock (and host reference) counts: each holder adds one to its node and every
+  // ancestor (roots excluded).
   const expected = new Map<NodeHandle, number>()
-  const addHolder = (node: NodeHandle, who: string): void => {
+  const expectedHost = new Map<NodeHandle, number>()
+  const addHolder = (node: NodeHandle, who: string, into: Map<NodeHandle, number>): void => {
     if (!cache.isValid(node)) {
       problems.push(`${who} holds a lock on a node that is gone (${node})`)
       return
@@ -55,20 +61,44 @@ export function checkSessionInvariants(sc: SessionCache): void {
     while (n !== undefined) {
       const info = cache.nodeInfo(n)
       if (info.isRoot) break
-      expected.set(n, (expected.get(n) ?? 0) + 1)
+      into.set(n, (into.get(n) ?? 0) + 1)
       n = info.parent
     }
   }
+  const tiered = cache.hostTier !== undefined
   for (const st of sc.listSessionStatuses()) {
     const slot = sc.getSessionSlot(st.sessionId)!
+    const who = `session ${slot.sessionId}`
+    if (st.demoted !== slot.demoted) problems.push(`${who}: status and slot disagree on demotion`)
+    if (slot.demoted && (!tiered || sc.granularity !== 'block' || slot.lastNode === undefined))
+      problems.push(`${who}: demoted without a host tier, in session mode or without a node`)
+    if (st.residentTokens + st.hostResidentTokens !== st.retainedTokens)
+      problems.push(
+        `${who}: resident ${st.residentTokens} + host ${st.hostResidentTokens} != retained ${st.retainedTokens}`,
+      )
     if (slot.lastNode === undefined) continue
-    addHolder(slot.lastNode, `session ${slot.sessionId}`)
+    addHolder(slot.lastNode, who, slot.demoted ? expectedHost : expected)
     if (sc.granularity === 'block' && cache.isValid(slot.lastNode)) {
       const want = slot.committedLen - (slot.committedLen % ps)
       const got = cache.tokensUnder(slot.lastNode)
-      if (got !== want) problems.push(`session ${slot.sessionId}: tokensUnder(lastNode) ${got} != ${want}`)
-      if (st.residentTokens !== got)
-        problems.push(`session ${slot.sessionId}: status residentTokens ${st.residentTokens}`)
+      if (got !== want) problems.push(`${who}: tokensUnder(lastNode) ${got} != ${want}`)
+      if (st.retainedTokens !== got) problems.push(`${who}: status retainedTokens ${st.retainedTokens}`)
+      // I6: the committed prefix is retained whole, on the device (locked) or on the host (demoted).
+      const res = cache.residencyOf(slot.lastNode)
+      if (!slot.demoted && res.hostTokens !== 0)
+        problems.push(`I6: ${who} holds a device lock but ${res.hostTokens} of its tokens are host-only`)
+      if (slot.demoted) {
+        for (let n: NodeHandle | undefined = slot.lastNode; n !== undefined; ) {
+          const info = cache.nodeInfo(n)
+          if (info.isRoot) break
+          if (!info.onHost) problems.push(`I6: demoted ${who} has a page off the host (node ${n})`)
+          n = info.parent
+        }
+      }
+      if (st.residentTokens !== res.deviceTokens)
+        problems.push(
+          `${who}: status residentTokens ${st.residentTokens} != ${res.deviceTokens} on the device`,
+        )
     }
   }
 
@@ -105,10 +135,12 @@ export function checkSessionInvariants(sc: SessionCache): void {
       problems.push(`${who}: running without a lock`)
       continue
     }
-    addHolder(r.lastNode, who)
+    addHolder(r.lastNode, who, expected)
     if (cache.isValid(r.lastNode) && cache.tokensUnder(r.lastNode) !== p) {
       problems.push(`${who}: lock covers ${cache.tokensUnder(r.lastNode)} tokens, cacheProtectedLen ${p}`)
     }
+    if (cache.isValid(r.lastNode) && cache.residencyOf(r.lastNode).hostTokens !== 0)
+      problems.push(`${who}: part of its locked prefix is host-only`)
     const row = r.reqToToken
     if (typeof pool.isFree === 'function') {
       for (let i = 0; i < r.kvAllocatedLen; i++) {
@@ -129,9 +161,12 @@ export function checkSessionInvariants(sc: SessionCache): void {
   }
 
   for (const n of allNodes) {
-    const got = cache.nodeInfo(n).lockRef
+    const info = cache.nodeInfo(n)
     const want = expected.get(n) ?? 0
-    if (got !== want) problems.push(`node ${n}: lockRef ${got}, holders ${want}`)
+    if (info.lockRef !== want) problems.push(`node ${n}: lockRef ${info.lockRef}, holders ${want}`)
+    const wantHost = expectedHost.get(n) ?? 0
+    if (info.hostRef !== wantHost)
+      problems.push(`node ${n}: host references ${info.hostRef}, demoted holders ${wantHost}`)
   }
   if (problems.length > 0) throw new Error(`session cache invariants violated:\n- ${problems.join('\n- ')}`)
 }

@@ -1,4 +1,4 @@
-import { RadixReferenceModel } from '@kvc/radix-cache/testing'
+import { TieredReferenceModel } from '@kvc/radix-cache/testing'
 import type { SessionCacheErrorCode } from '../errors/sessionCacheError.js'
 import type { SessionGranularity } from '../session/types.js'
 
@@ -31,6 +31,10 @@ export interface ModelSession {
   hasRow: boolean
   protectedLen: number
   allocated: number
+  /** Demoted to the host tier: holds a host reference on `lockTokens[0:lockLen)`, no device lock. */
+  pinned: boolean
+  /** Picked by memory pressure; the real cache decides between demotion and release (see `settle`). */
+  shedPending: boolean
 }
 
 /**
@@ -79,12 +83,14 @@ function err<T>(error: SessionCacheErrorCode): ModelOutcome<T> {
 
 /**
  * A deliberately naive model of a `SessionCache`: the tree is a set of cached page paths
- * with lock counts (the radix package's `RadixReferenceModel`), sessions and requests are plain
- * records, and the free pool is derived from the accounting identity. It predicts every
- * observable result — match lengths, freed slots, which sessions pressure releases (least
- * recently used first, while `free + evictable < need`), which calls are refused and with which
- * code — except which unlocked pages an eviction picks, which it takes from the real cache after
- * checking that only unlocked pages went.
+ * with their tiers, lock and host-reference counts (the radix package's `TieredReferenceModel`;
+ * one tier unless a host capacity is given), sessions and requests are plain records, and the
+ * free pool is derived from the accounting identity. It predicts every observable result — match
+ * and load-back lengths, freed slots, which sessions pressure sheds (least recently used first,
+ * while `free + evictable < need`), which calls are refused and with which code — except which
+ * unlocked pages an eviction picks and whether a shed session was demoted to the host or released
+ * (a host-capacity question), which it takes from the real cache after checking that only
+ * allowed changes happened.
  *
  * @example
  * ```ts
@@ -96,10 +102,16 @@ function err<T>(error: SessionCacheErrorCode): ModelOutcome<T> {
  * ```
  */
 export class SessionReferenceModel {
-  readonly tree: RadixReferenceModel
+  readonly tree: TieredReferenceModel
   readonly granularity: SessionGranularity
   readonly pageSize: number
   readonly poolSize: number
+  /** Host tier capacity in tokens (0: no host tier). */
+  readonly hostCapacity: number
+  /** Host hits longer than this are loaded back at admission. */
+  readonly loadBackThreshold: number
+  /** Sessions picked by pressure and not yet settled, in order. */
+  readonly pendingVictims: ModelSession[] = []
   readonly sessions = new Map<string, ModelSession>()
   readonly released = new Map<string, { why: 'released' | 'evicted'; committed: number }>()
   /** Requests in flight, in admission order. */
@@ -110,11 +122,18 @@ export class SessionReferenceModel {
   now = 0
   #seq = 0
 
-  constructor(granularity: SessionGranularity, pageSize: number, poolSize: number) {
+  constructor(
+    granularity: SessionGranularity,
+    pageSize: number,
+    poolSize: number,
+    host: { readonly capacity: number; readonly loadBackThreshold?: number } = { capacity: 0 },
+  ) {
     this.granularity = granularity
     this.pageSize = pageSize
     this.poolSize = poolSize
-    this.tree = new RadixReferenceModel(pageSize)
+    this.hostCapacity = host.capacity
+    this.loadBackThreshold = host.capacity > 0 ? (host.loadBackThreshold ?? 10) : Number.POSITIVE_INFINITY
+    this.tree = new TieredReferenceModel(pageSize, host.capacity)
   }
 
   get legacy(): boolean {
@@ -176,6 +195,8 @@ export class SessionReferenceModel {
       hasRow: false,
       protectedLen: 0,
       allocated: 0,
+      pinned: false,
+      shedPending: false,
     })
     this.released.delete(sid)
     return ok(undefined)
@@ -187,13 +208,16 @@ export class SessionReferenceModel {
     return this.released.has(sid) ? 'SESSION_RELEASED' : 'UNKNOWN_SESSION'
   }
 
-  /** `matchPrefix` of a new request: `{ length, reprefill }` or the refusal. */
+  /**
+   * `matchPrefix` of a new request: `{ length, reprefill, loaded }` or the refusal. A load-back
+   * under pressure may pick sessions (see {@link SessionReferenceModel.pendingVictims}).
+   */
   admit(
     rid: string,
     sid: string | undefined,
     extraKey: string | undefined,
     tokens: readonly number[],
-  ): ModelOutcome<{ length: number; reprefill: number; restored: boolean }> {
+  ): ModelOutcome<{ length: number; reprefill: number; restored: boolean; loaded: number; shed: string[] }> {
     if (this.request(rid) !== undefined) return err('DUPLICATE_REQUEST')
     let s: ModelSession | undefined
     let ns = extraKey ?? ''
@@ -227,6 +251,8 @@ export class SessionReferenceModel {
       s.seq = ++this.#seq
     }
     let length: number
+    let loaded = 0
+    let shed: string[] = []
     if (this.legacy && s?.hasRow) {
       r.protectedLen = s.protectedLen
       r.committed = s.committed.length
@@ -234,13 +260,25 @@ export class SessionReferenceModel {
       r.restored = true
       r.slotAllocated = s.allocated
       length = r.committed
+      this.tree.lock(r.tokens, r.protectedLen, ns, 1)
     } else {
-      length = this.tree.match(tokens.slice(0, tokens.length - 1), ns)
+      const m = this.tree.match(tokens.slice(0, tokens.length - 1), ns)
+      length = m.device
+      if (m.host > this.loadBackThreshold) {
+        // Load-back: lock the whole matched path, make room like any allocation, load.
+        this.tree.lock(r.tokens, m.device + m.host, ns, 1)
+        const p = this.pressure(m.host)
+        shed = p.released
+        if (p.ok) {
+          loaded = m.host
+          length += loaded
+        } else this.tree.lock(r.tokens, m.device + m.host, ns, -1)
+      }
       r.protectedLen = length
       r.committed = length
       r.allocated = length
+      if (loaded === 0) this.tree.lock(r.tokens, r.protectedLen, ns, 1)
     }
-    this.tree.lock(r.tokens, r.protectedLen, ns, 1)
     this.requests.push(r)
     let reprefill = 0
     if (s !== undefined) {
@@ -248,13 +286,13 @@ export class SessionReferenceModel {
       reprefill = Math.max(0, had - length)
       s.lostCommitted = 0
     }
-    return ok({ length, reprefill, restored: r.restored })
+    return ok({ length, reprefill, restored: r.restored, loaded, shed })
   }
 
   /** Re-match a running request; returns its new committed length. */
   rematch(r: ModelRequest): number {
     if (r.restored) return r.committed
-    const m = this.tree.match(r.tokens.slice(0, r.tokens.length - 1), r.ns)
+    const m = this.tree.match(r.tokens.slice(0, r.tokens.length - 1), r.ns).device
     if (m > r.committed) {
       this.tree.lock(r.tokens, m, r.ns, 1)
       this.tree.lock(r.tokens, r.protectedLen, r.ns, -1)
@@ -274,7 +312,7 @@ export class SessionReferenceModel {
   #lruIdleWithKv(): ModelSession | undefined {
     let best: ModelSession | undefined
     for (const s of this.sessions.values()) {
-      if (s.active !== undefined) continue
+      if (s.active !== undefined || s.pinned || s.shedPending) continue
       if (this.legacy ? !s.hasRow : s.lockLen === 0) continue
       if (
         best === undefined ||
@@ -288,9 +326,12 @@ export class SessionReferenceModel {
   }
 
   /**
-   * Memory pressure for `need` slots: release idle sessions holding KV, least recently used
-   * first, while `free + evictable < need`. Returns the released ids and whether the need can be
-   * met (the real cache then evicts `need - free` unlocked tokens).
+   * Memory pressure for `need` slots: shed idle sessions holding a device lock, least recently
+   * used first, while `free + evictable < need`. Returns the shed ids and whether the need can be
+   * met (the real cache then evicts `need - free` unlocked tokens). Without a host tier (or in
+   * session mode) a shed session is released at once; with one, its device lock goes now and
+   * {@link SessionReferenceModel.settle} records, after the real call, whether the real cache
+   * demoted it (kept on the host) or released it.
    */
   pressure(need: number): { released: string[]; ok: boolean } {
     const released: string[] = []
@@ -298,10 +339,29 @@ export class SessionReferenceModel {
     while (this.freeSlots() + this.evictable() < need) {
       const v = this.#lruIdleWithKv()
       if (v === undefined) break
-      this.drop(v, 'evicted')
+      if (this.hostCapacity > 0 && !this.legacy) {
+        this.tree.lock(v.lockTokens, v.lockLen, v.ns, -1)
+        v.shedPending = true
+        this.pendingVictims.push(v)
+      } else this.drop(v, 'evicted')
       released.push(v.id)
     }
     return { released, ok: this.freeSlots() + this.evictable() >= need }
+  }
+
+  /**
+   * Settle a session picked by {@link SessionReferenceModel.pressure}: `'demoted'` (it stays open
+   * with a host reference on its committed prefix) or `'released'` (evicted).
+   */
+  settle(v: ModelSession, how: 'demoted' | 'released'): void {
+    const i = this.pendingVictims.indexOf(v)
+    if (i < 0) throw new Error(`model: session ${v.id} is not pending`)
+    this.pendingVictims.splice(i, 1)
+    v.shedPending = false
+    if (how === 'demoted') {
+      v.pinned = true
+      this.tree.pin(v.lockTokens, v.lockLen, v.ns, 1)
+    } else this.#forget(v, 'evicted')
   }
 
   /** Grow a request to `target` allocated positions; `false` on out-of-memory. */
@@ -313,11 +373,14 @@ export class SessionReferenceModel {
   }
 
   /** `cacheUnfinishedReq`: `{ inserted, prefixLen, freed, protectedLen }`. */
-  unfinished(r: ModelRequest): { inserted: number; prefixLen: number; freed: number; protectedLen: number } {
+  unfinished(
+    r: ModelRequest,
+    chunked = false,
+  ): { inserted: number; prefixLen: number; freed: number; protectedLen: number } {
     if (r.restored) return { inserted: 0, prefixLen: 0, freed: 0, protectedLen: r.protectedLen }
     const c = r.committed
     const aligned = this.floor(c)
-    const prefixLen = this.tree.insert(r.tokens.slice(0, c), r.ns)
+    const prefixLen = this.tree.insert(r.tokens.slice(0, c), r.ns, !chunked)
     const freed = Math.max(0, prefixLen - r.protectedLen)
     this.tree.lock(r.tokens, aligned, r.ns, 1)
     this.tree.lock(r.tokens, r.protectedLen, r.ns, -1)
@@ -332,6 +395,7 @@ export class SessionReferenceModel {
   ): { inserted: number; prefixLen: number; freed: number; protectedLen: number } {
     const s = r.sid === undefined ? undefined : this.sessions.get(r.sid)
     const c = r.committed
+    let keep = false
     let out: { inserted: number; prefixLen: number; freed: number; protectedLen: number }
     if (this.legacy && s !== undefined) {
       if (!s.hasRow) {
@@ -345,12 +409,16 @@ export class SessionReferenceModel {
       out = { inserted: 0, prefixLen: 0, freed: 0, protectedLen: r.protectedLen }
     } else {
       const aligned = this.floor(c)
-      const prefixLen = this.tree.insert(r.tokens.slice(0, c), r.ns)
+      const prefixLen = this.tree.insert(r.tokens.slice(0, c), r.ns, true)
       let freed = Math.max(0, prefixLen - r.protectedLen)
       if (r.allocated > aligned) freed += this.ceil(r.allocated) - aligned
-      if (s !== undefined) {
+      if (s !== undefined && aligned < s.lockLen)
+        keep = true // ended before reaching what it retains
+      else if (s !== undefined) {
         this.tree.lock(r.tokens, aligned, r.ns, 1)
-        this.tree.lock(s.lockTokens, s.lockLen, s.ns, -1)
+        if (s.pinned) this.tree.pin(s.lockTokens, s.lockLen, s.ns, -1)
+        else this.tree.lock(s.lockTokens, s.lockLen, s.ns, -1)
+        s.pinned = false
         s.lockTokens = r.tokens
         s.lockLen = aligned
       }
@@ -358,7 +426,7 @@ export class SessionReferenceModel {
     }
     this.tree.lock(r.tokens, r.protectedLen, r.ns, -1)
     if (s !== undefined) {
-      s.committed = r.tokens.slice(0, c)
+      if (!keep) s.committed = r.tokens.slice(0, c)
       s.turns++
       s.active = undefined
       s.lastAccess = this.now
@@ -382,11 +450,16 @@ export class SessionReferenceModel {
   /** Drop a session slot (release or eviction); returns the slots it freed directly. */
   drop(s: ModelSession, why: 'released' | 'evicted'): number {
     const freed = this.legacy && s.hasRow ? this.ceil(s.allocated) - s.protectedLen : 0
-    this.tree.lock(s.lockTokens, s.lockLen, s.ns, -1)
+    if (s.pinned) this.tree.pin(s.lockTokens, s.lockLen, s.ns, -1)
+    else this.tree.lock(s.lockTokens, s.lockLen, s.ns, -1)
+    this.#forget(s, why)
+    return freed
+  }
+
+  #forget(s: ModelSession, why: 'released' | 'evicted'): void {
     this.sessions.delete(s.id)
     this.released.set(s.id, { why, committed: s.committed.length })
     if (s.extra !== undefined) this.expectedHooks.push(s.extra)
-    return freed
   }
 
   release(sid: string): ModelOutcome<number> {
@@ -396,7 +469,10 @@ export class SessionReferenceModel {
     return ok(this.drop(s, 'released'))
   }
 
-  /** `evictIdleSessions`: the released ids in order and the slots freed directly. */
+  /**
+   * `evictIdleSessions`: the released ids in order and the slots freed directly. With a host tier
+   * the sessions shed for `needTokens` are pending: settle each after the real call.
+   */
   evictIdle(
     idleMs: number | undefined,
     needTokens: number | undefined,
@@ -416,7 +492,11 @@ export class SessionReferenceModel {
       while (this.freeSlots() + this.evictable() < needTokens) {
         const v = this.#lruIdleWithKv()
         if (v === undefined) break
-        freed += this.drop(v, 'evicted')
+        if (this.hostCapacity > 0 && !this.legacy) {
+          this.tree.lock(v.lockTokens, v.lockLen, v.ns, -1)
+          v.shedPending = true
+          this.pendingVictims.push(v)
+        } else freed += this.drop(v, 'evicted')
         released.push(v.id)
       }
     }

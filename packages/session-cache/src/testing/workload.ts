@@ -1,4 +1,4 @@
-import type { EvictGranularity } from '@kvc/radix-cache'
+import type { EvictGranularity, HostTierOptions } from '@kvc/radix-cache'
 import { seededRandom } from '@kvc/radix-cache/testing'
 import { SessionCacheError } from '../errors/sessionCacheError.js'
 import { SessionCache } from '../session/sessionCache.js'
@@ -140,6 +140,8 @@ export interface RunWorkloadConfig {
    * timed-out streaming sessions. Default: no TTL.
    */
   readonly idleTtl?: number
+  /** A host KV tier under the engine's radix cache (see `@kvc/radix-cache`'s `hostTier`). */
+  readonly hostTier?: HostTierOptions
 }
 
 /**
@@ -172,6 +174,10 @@ export interface WorkloadReport {
   readonly freedPerEvictionMax: number
   /** Sessions released under pressure (SessionCache only). */
   readonly sessionsEvicted: number
+  /** Tokens loaded back from the host tier at admission (not recomputed; 0 without a tier). */
+  readonly loadedBackTokens: number
+  /** Sessions demoted to the host tier under pressure (SessionCache only). */
+  readonly sessionsDemoted: number
 }
 
 /**
@@ -199,6 +205,8 @@ export function runWorkload(config: RunWorkloadConfig, workload: readonly Worklo
   let laterTurns = 0
   let failed = 0
   let sessionsEvicted = 0
+  let loadedBack = 0
+  let sessionsDemoted = 0
   const concat = (a: Uint32Array | undefined, b: Uint32Array): Uint32Array => {
     if (a === undefined) return b
     const out = new Uint32Array(a.length + b.length)
@@ -219,6 +227,7 @@ export function runWorkload(config: RunWorkloadConfig, workload: readonly Worklo
       pageSize: config.pageSize,
       poolSize: config.poolSize,
       ...(config.evictGranularity !== undefined ? { evictGranularity: config.evictGranularity } : {}),
+      ...(config.hostTier !== undefined ? { hostTier: config.hostTier } : {}),
     })
     const evict = e.cache.evict.bind(e.cache)
     e.cache.evict = (n: number) => {
@@ -249,6 +258,7 @@ export function runWorkload(config: RunWorkloadConfig, workload: readonly Worklo
       histories.set(w.session, e.tokensOf(id))
       e.finished(id)
     }
+    loadedBack = e.cache.stats().loadedBackTokens
   } else {
     let clock = 0
     const sc = new SessionCache({
@@ -257,6 +267,7 @@ export function runWorkload(config: RunWorkloadConfig, workload: readonly Worklo
       pageSize: config.pageSize,
       poolSize: config.poolSize,
       ...(config.evictGranularity !== undefined ? { evictGranularity: config.evictGranularity } : {}),
+      ...(config.hostTier !== undefined ? { hostTier: config.hostTier } : {}),
       onEviction: (ev) => {
         freedLog.push(ev.freedTokens)
       },
@@ -288,6 +299,8 @@ export function runWorkload(config: RunWorkloadConfig, workload: readonly Worklo
       sc.cacheFinishedReq(req)
     }
     sessionsEvicted = sc.stats().sessionsEvicted
+    loadedBack = sc.stats().loadedBackTokens
+    sessionsDemoted = sc.stats().sessionsDemoted
   }
   let sum = 0
   let max = 0
@@ -306,5 +319,7 @@ export function runWorkload(config: RunWorkloadConfig, workload: readonly Worklo
     freedPerEvictionMean: freedLog.length === 0 ? 0 : sum / freedLog.length,
     freedPerEvictionMax: max,
     sessionsEvicted,
+    loadedBackTokens: loadedBack,
+    sessionsDemoted,
   }
 }

@@ -3,6 +3,7 @@ import { type DispatchOutcome, Router } from '../adapters/router.js'
 import type { RunConfig } from '../config/runConfig.js'
 import { EventQueue } from '../engine/eventQueue.js'
 import { Prng } from '../engine/prng.js'
+import { simQueueReport } from '../adaptive/queueReport.js'
 import { simBlockHasher } from '../hashing/simBlockHasher.js'
 import { type Turn, newTurn } from './turn.js'
 import type { SimWorker } from './worker.js'
@@ -23,6 +24,8 @@ export interface SimCounters {
   sessionsReaped: number
   admissionReleases: number
   seedWakes: number
+  preallocTimeouts: number
+  retries: number
 }
 
 /** Why a physical step of a turn failed (what its dispatch is told). */
@@ -66,6 +69,8 @@ export class SimContext {
     sessionsReaped: 0,
     admissionReleases: 0,
     seedWakes: 0,
+    preallocTimeouts: 0,
+    retries: 0,
   }
   readonly workers: SimWorker[] = []
   readonly byId = new Map<string, SimWorker>()
@@ -95,7 +100,14 @@ export class SimContext {
         ...spec.routerParams,
       },
       policy: config.policy,
-      residency: { hasher: simBlockHasher, pageSize: config.pageSize },
+      // Block granularity: the caches' events carry pages of units, not of `pageSize` tokens
+      // (the router counts a block key as a page of tokens all the same).
+      residency: config.geometry.tokenLevel
+        ? { hasher: simBlockHasher, pageSize: config.pageSize }
+        : { hasher: simBlockHasher },
+      // The adaptive path choice estimates with the run's cost model and reads the workers' queues.
+      costModel: config.cost,
+      queueSource: (id) => simQueueReport(this, id),
     })
     this.turns = config.workload.turns.map(newTurn)
   }

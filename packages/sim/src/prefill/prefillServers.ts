@@ -95,12 +95,8 @@ export class PrefillServers {
     w.running = job
     w.runningReq = opened.req
     w.prefillGen++
-    ctx.q.push(
-      ctx.now + prefillSeconds(ctx.config.cost, newCost, cachedCost) * 1000,
-      EV_PREFILL_DONE,
-      w.idx,
-      w.prefillGen,
-    )
+    w.prefillEndsMs = ctx.now + prefillSeconds(ctx.config.cost, newCost, cachedCost) * 1000
+    ctx.q.push(w.prefillEndsMs, EV_PREFILL_DONE, w.idx, w.prefillGen)
     this.#decode.refresh(w)
     ctx.touch(w)
     return true

@@ -3,6 +3,12 @@
  * `[ts, [events...], data_parallel_rank?]` (msgspec `array_like=True`) or maps
  * `{ts, events, data_parallel_rank}`; each event `[tag, fields...]` or `{type: tag, ...}`.
  *
+ * Tiered caches tag `BlockStored` / `BlockRemoved` with the `medium` they concern: vLLM's GPU
+ * blocks `"GPU"` and its offloading connector's CPU tier `"CPU"`; SGLang HiCache `"GPU"` (L1),
+ * `"CPU_TIER1"` (L2 host) and `"CPU_TIER2"` (L3 storage). A block is stored on and removed from
+ * each medium separately: a demotion is `BlockStored(host)` then `BlockRemoved(GPU)`, a load-back
+ * `BlockStored(GPU)`. {@link kvEventTier} maps the strings to tiers as Dynamo's router does.
+ *
  * @module
  */
 import type { KvEvent } from '@kvc/radix-cache'
@@ -10,10 +16,11 @@ import { decode, encode } from '@msgpack/msgpack'
 import { WorkerBindingsError } from '../errors/workerBindingsError.js'
 
 /**
- * A page range entered a worker's cache (`BlockStored`). Hashes are normalized to `bigint`:
- * integers keep their sign as sent (SGLang: signed int64; vLLM, Dynamo: unsigned), byte-string
- * hashes (newer vLLM) become the unsigned value of their last 8 bytes, big-endian (llm-d's
- * convention). `tokenIds` covers all the blocks (`blockSize` tokens each).
+ * A page range entered a worker's cache (`BlockStored`), on `medium`. Hashes are normalized to
+ * `bigint`: integers keep their sign as sent (SGLang: signed int64; vLLM, Dynamo: unsigned),
+ * byte-string hashes (newer vLLM) become the unsigned value of their last 8 bytes, big-endian
+ * (llm-d's convention). `tokenIds` covers all the blocks (`blockSize` tokens each); events of an
+ * offloading tier may send no tokens and, in vLLM, `block_size` 0 (then `blockSize` is 0).
  *
  * @example
  * ```ts
@@ -26,9 +33,10 @@ export interface WireBlockStored {
   readonly blockHashes: readonly bigint[]
   readonly parentBlockHash: bigint | null
   readonly tokenIds: readonly number[]
+  /** Tokens per block; 0 when the publisher did not say (vLLM's offloading events). */
   readonly blockSize: number
   readonly loraId: number | null
-  /** `"GPU"`, `"CPU"`, `"DISK"`... (`null`: not sent, meaning the device). */
+  /** `"GPU"`, `"CPU"`, `"CPU_TIER1"`, `"DISK"`... (`null`: not sent, meaning the device). See {@link kvEventTier}. */
   readonly medium: string | null
   readonly loraName: string | null
 }
@@ -45,6 +53,7 @@ export interface WireBlockStored {
 export interface WireBlockRemoved {
   readonly type: 'BlockRemoved'
   readonly blockHashes: readonly bigint[]
+  /** The medium the blocks left (`null`: not sent, meaning the device); other media may keep them. */
   readonly medium: string | null
 }
 
@@ -167,12 +176,12 @@ function decodeEvent(raw: unknown): WireKvEvent {
         raw.token_ids ?? [],
         raw.block_size,
         raw.lora_id,
-        raw.medium,
+        raw.medium ?? raw.storage_tier,
         raw.lora_name,
       )
     case 'BlockRemoved':
     case 'removed':
-      return removed(raw.block_hashes ?? raw.seq_hashes, raw.medium)
+      return removed(raw.block_hashes ?? raw.seq_hashes, raw.medium ?? raw.storage_tier)
     case 'AllBlocksCleared':
     case 'cleared':
       return { type: 'AllBlocksCleared' }
@@ -197,8 +206,9 @@ function stored(
     throw bad('BlockStored token_ids must be a list of non-negative integers', tokens)
   }
   const bs = toNumber(blockSize)
-  if (bs === undefined || !Number.isInteger(bs) || bs < 1)
-    throw bad('BlockStored block_size must be >= 1', blockSize)
+  // vLLM's offloading connector sends block_size 0 (and no tokens) for its CPU-tier events.
+  if (bs === undefined || !Number.isInteger(bs) || bs < 0 || (bs === 0 && tokens.length > 0))
+    throw bad('BlockStored block_size must be >= 1 (or 0 without token ids)', blockSize)
   const lid = loraId === undefined || loraId === null ? null : toNumber(loraId)
   if (lid === undefined) throw bad('BlockStored lora_id must be an integer or null', loraId)
   return {
@@ -341,7 +351,8 @@ function eventMap(e: WireKvEvent): Record<string, unknown> {
 
 /**
  * Converts `@kvc/radix-cache` events (what a `RadixCache` emits through `onEvent`) to wire
- * events, e.g. to publish a cache's changes.
+ * events, e.g. to publish a cache's changes. An event's own `medium` (a cache with a host tier
+ * sets it) wins over the `medium` argument.
  *
  * @example
  * ```ts
@@ -359,11 +370,11 @@ export function fromRadixKvEvent(e: KvEvent, medium: string | null = null): Wire
         tokenIds: e.tokenIds,
         blockSize: e.blockSize,
         loraId: null,
-        medium,
+        medium: e.medium ?? medium,
         loraName: null,
       }
     case 'BlockRemoved':
-      return { type: 'BlockRemoved', blockHashes: e.blockHashes, medium }
+      return { type: 'BlockRemoved', blockHashes: e.blockHashes, medium: e.medium ?? medium }
     default:
       return { type: 'AllBlocksCleared' }
   }
@@ -373,7 +384,8 @@ export function fromRadixKvEvent(e: KvEvent, medium: string | null = null): Wire
  * Converts a batch's wire events into `@kvc/radix-cache` `KvEvent`s (the shape `kvc-router`'s
  * residency index ingests), numbering them from `firstEventId`. One wire event becomes one
  * `KvEvent` (a multi-block `BlockStored` stays one event with all its hashes). `extraKey` is the
- * LoRA name when the publisher sent one.
+ * LoRA name when the publisher sent one; `medium` is carried over when sent (so a consumer can
+ * keep one residency per tier, see {@link kvEventTier}).
  *
  * @example
  * ```ts
@@ -396,11 +408,81 @@ export function toRadixKvEvents(batch: KvEventBatch, firstEventId: number): KvEv
           tokenIds: e.tokenIds,
           blockSize: e.blockSize,
           extraKey: e.loraName,
+          ...(e.medium !== null ? { medium: e.medium } : {}),
         }
       case 'BlockRemoved':
-        return { type: 'BlockRemoved', eventId, blockHashes: e.blockHashes }
+        return {
+          type: 'BlockRemoved',
+          eventId,
+          blockHashes: e.blockHashes,
+          ...(e.medium !== null ? { medium: e.medium } : {}),
+        }
       default:
         return { type: 'AllBlocksCleared', eventId }
     }
   })
+}
+
+/**
+ * The storage tier a KV event concerns. `device`: GPU memory (SGLang's L1); `host`: pinned CPU
+ * memory (SGLang HiCache's L2, vLLM's offloading CPU tier, Dynamo KVBM's G2); `disk`: local disk
+ * or storage (SGLang's L3 as `CPU_TIER2`, KVBM's G3); `external`: a shared or remote store.
+ *
+ * @example
+ * ```ts
+ * import type { KvTier } from '@kvc/worker-bindings'
+ * const loadable = (t: KvTier) => t === 'device' || t === 'host'
+ * ```
+ */
+export type KvTier = 'device' | 'host' | 'disk' | 'external'
+
+/**
+ * Every {@link KvTier}, fastest first.
+ *
+ * @example
+ * ```ts
+ * import { KV_TIERS } from '@kvc/worker-bindings'
+ * KV_TIERS[0] // 'device'
+ * ```
+ */
+export const KV_TIERS: readonly KvTier[] = ['device', 'host', 'disk', 'external']
+
+const MEDIUM_TIERS: ReadonlyMap<string, KvTier> = new Map([
+  ['GPU', 'device'],
+  ['DEVICE', 'device'],
+  ['CPU', 'host'],
+  ['CPU_PINNED', 'host'],
+  ['CPU_TIER1', 'host'],
+  ['HOST', 'host'],
+  ['HOST_PINNED', 'host'],
+  ['CPU_TIER2', 'disk'],
+  ['DISK', 'disk'],
+  ['NVME', 'disk'],
+  ['STORAGE', 'disk'],
+  ['EXTERNAL', 'external'],
+  ['NETWORK', 'external'],
+  ['REMOTE', 'external'],
+  ['SHARED', 'external'],
+])
+
+/**
+ * The tier of an event's `medium`, with Dynamo's table (`StorageTier::from_kv_medium`) read
+ * case-insensitively: `null` (not sent) and `GPU`/`DEVICE` → `device`; `CPU`, `CPU_PINNED`,
+ * `CPU_TIER1` (SGLang HiCache L2), `HOST`, `HOST_PINNED` → `host`; `CPU_TIER2` (SGLang HiCache
+ * L3), `DISK`, `NVME`, `STORAGE` → `disk`; `EXTERNAL`, `NETWORK`, `REMOTE`, `SHARED` →
+ * `external`. An unknown string gives `undefined` (Dynamo would count it as the device; a
+ * consumer should rather skip it and say so).
+ *
+ * @example
+ * ```ts
+ * import { kvEventTier } from '@kvc/worker-bindings'
+ * kvEventTier(null)        // 'device'
+ * kvEventTier('CPU_TIER1') // 'host'
+ * kvEventTier('cpu')       // 'host'
+ * kvEventTier('tape')      // undefined
+ * ```
+ */
+export function kvEventTier(medium: string | null | undefined): KvTier | undefined {
+  if (medium === null || medium === undefined) return 'device'
+  return MEDIUM_TIERS.get(medium.toUpperCase())
 }

@@ -7,7 +7,15 @@
 import type { KvEvent } from '@kvc/radix-cache'
 import { Dealer, Subscriber } from 'zeromq'
 import { WorkerBindingsError } from '../errors/workerBindingsError.js'
-import { type KvEventBatch, decodeKvEventBatch, toRadixKvEvents } from './codec.js'
+import {
+  KV_TIERS,
+  type KvEventBatch,
+  type KvTier,
+  type WireKvEvent,
+  decodeKvEventBatch,
+  kvEventTier,
+  toRadixKvEvents,
+} from './codec.js'
 import { END_SEQ, decodeSeq, encodeSeq } from './seq.js'
 
 /**
@@ -70,6 +78,11 @@ export interface KvEventSubscriberStats {
   readonly gaps: number
   readonly unrecoveredGaps: number
   readonly decodeErrors: number
+  /**
+   * Delivered `BlockStored` / `BlockRemoved` events per tier of their `medium` (see
+   * `kvEventTier`); `unknown` counts media no tier table knows.
+   */
+  readonly eventsByTier: Readonly<Record<KvTier | 'unknown', number>>
 }
 
 /**
@@ -161,6 +174,13 @@ export class KvEventSubscriber {
     unrecoveredGaps: 0,
     decodeErrors: 0,
   }
+  readonly #byTier: Record<KvTier | 'unknown', number> = {
+    device: 0,
+    host: 0,
+    disk: 0,
+    external: 0,
+    unknown: 0,
+  }
 
   constructor(options: KvEventSubscriberOptions) {
     if (typeof options.onBatch !== 'function') {
@@ -186,7 +206,7 @@ export class KvEventSubscriber {
 
   /** Counters since construction. */
   get stats(): KvEventSubscriberStats {
-    return { ...this.#stats }
+    return { ...this.#stats, eventsByTier: { ...this.#byTier } }
   }
 
   /** Connects and starts receiving. Resolves once connected (messages may still be in flight). */
@@ -344,6 +364,9 @@ export class KvEventSubscriber {
     }
     this.#stats.delivered++
     if (replayed) this.#stats.replayed++
+    for (const e of batch.events) {
+      if (e.type !== 'AllBlocksCleared') this.#byTier[kvEventTier(e.medium) ?? 'unknown']++
+    }
     try {
       await this.#opts.onBatch({ topic, seq, batch, replayed })
     } catch (err) {
@@ -366,24 +389,56 @@ export interface KvEventSink {
 }
 
 /**
- * An `onBatch` callback that feeds every event of a worker's stream into a sink (the router's
- * residency index), numbering events consecutively from `firstEventId` across batches. Batches
- * whose sequence numbers follow each other (live, or filled by replay) give a contiguous event
- * stream; a batch that arrives after unrecovered missing batches skips one event id per missing
- * batch, so the sink's own gap check sees the loss (the residency index then flags the worker
- * for a resync) instead of silently carrying on. With `onRefused`, an event the sink refuses
- * (a corrupt one: a hash past 64 bits, a block size the index does not use, an id out of order)
- * is reported there and skipped, leaving a hole in the event ids that the sink's gap check
- * reports in turn; the rest of the batch is applied. Without it the refusal is thrown (to the
- * subscriber's `onError`) and the rest of the batch is lost.
+ * Options of {@link residencyFeeder}.
+ *
+ * @example
+ * ```ts
+ * import type { ResidencyFeederOptions } from '@kvc/worker-bindings'
+ * const hostOnly: ResidencyFeederOptions = { tiers: ['host'] }
+ * ```
+ */
+export interface ResidencyFeederOptions {
+  /**
+   * Feed only events of these tiers (default `['device']`: a residency index of what is on the
+   * GPU; a host tier's events would otherwise read as device stores and removals). Use one feeder
+   * per tier to keep one index per tier. `AllBlocksCleared` goes to every feeder.
+   */
+  readonly tiers?: readonly KvTier[]
+  /** Receives each event left out (another tier, or a medium no tier table knows). */
+  readonly onSkipped?: (event: WireKvEvent, tier: KvTier | undefined) => void
+  /**
+   * Receives each event the sink refuses (a corrupt one: a hash past 64 bits, a block size the
+   * index does not use, an id out of order), which is then skipped: its id is used up, leaving a
+   * hole the sink's gap check reports in turn, and the rest of the batch is applied. Without it
+   * the refusal is thrown (to the subscriber's `onError`) and the rest of the batch is lost.
+   */
+  readonly onRefused?: (error: unknown, event: KvEvent) => void
+}
+
+/**
+ * An `onBatch` callback that feeds every event of a worker's stream, of the chosen tiers, into a
+ * sink (the router's residency index), numbering them consecutively from `firstEventId` across
+ * batches. Batches whose sequence numbers follow each other (live, or filled by replay) give a
+ * contiguous event stream; a batch that arrives after unrecovered missing batches skips one event
+ * id per missing batch, so the sink's own gap check sees the loss (the residency index then flags
+ * the worker for a resync) instead of silently carrying on.
+ *
+ * By default only device events are fed (`medium` absent or `GPU`): a worker with a host tier
+ * (SGLang HiCache, vLLM's offloading connector) also announces host stores and removals, which a
+ * single-tier index must not mix in. Events of other tiers go to `onSkipped`.
  *
  * @example
  * ```ts
  * import { KvEventSubscriber, residencyFeeder } from '@kvc/worker-bindings'
  * const seen: string[] = []
+ * const device = residencyFeeder({ ingest: (w, e) => seen.push(`${w}:${e.type}`) }, 'd0')
+ * const host = residencyFeeder({ ingest: (w, e) => seen.push(`${w}:host:${e.type}`) }, 'd0', 0, { tiers: ['host'] })
  * const sub = new KvEventSubscriber({
  *   endpoint: 'tcp://127.0.0.1:5557',
- *   onBatch: residencyFeeder({ ingest: (w, e) => seen.push(`${w}:${e.type}`) }, 'd0'),
+ *   onBatch: (m) => {
+ *     device(m)
+ *     host(m)
+ *   },
  * })
  * ```
  */
@@ -391,14 +446,29 @@ export function residencyFeeder(
   sink: KvEventSink,
   workerId: string,
   firstEventId = 0,
-  onRefused?: (error: unknown, event: KvEvent) => void,
+  options: ResidencyFeederOptions = {},
 ): (message: ReceivedKvBatch) => void {
+  const tiers = options.tiers ?? ['device']
+  for (const t of tiers) {
+    if (!KV_TIERS.includes(t)) {
+      throw new WorkerBindingsError('INVALID_OPTION', `tiers: unknown tier ${String(t)}`, { value: t })
+    }
+  }
+  const onSkipped = options.onSkipped
+  const onRefused = options.onRefused
   let next = firstEventId
   let lastSeq: bigint | undefined
   return ({ batch, seq }) => {
     if (lastSeq !== undefined && seq > lastSeq + 1n) next += Number(seq - lastSeq - 1n)
     if (lastSeq === undefined || seq > lastSeq) lastSeq = seq
-    for (const e of toRadixKvEvents(batch, next)) {
+    const kept = batch.events.filter((e) => {
+      if (e.type === 'AllBlocksCleared') return true
+      const tier = kvEventTier(e.medium)
+      if (tier !== undefined && tiers.includes(tier)) return true
+      onSkipped?.(e, tier)
+      return false
+    })
+    for (const e of toRadixKvEvents({ ...batch, events: kept }, next)) {
       // The event's id is used up either way: an event the sink refuses (a corrupt one) leaves a
       // hole in the ids, which the sink's gap check reports, and the rest of the batch goes on.
       next = e.eventId + 1
