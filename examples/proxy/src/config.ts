@@ -110,12 +110,23 @@ export interface ProxyConfig {
     readonly idleTimeoutMs: number
     /** Turns of one session queued behind the running one before 429. */
     readonly maxQueuedTurns: number
+    /** Sessions tracked at most; past it the least recently used idle one is forgotten. */
+    readonly maxSessions: number
+    /** Bytes of per-session state (block hashes) kept at most; past it, as for `maxSessions`. */
+    readonly maxTableBytes: number
   }
   readonly limits: {
     /** Largest request body; larger ones get 413. */
     readonly maxBodyBytes: number
     /** Longest prompt (tokens, as the proxy counts them); longer ones get 400. */
     readonly maxPromptTokens: number
+    /**
+     * Longest prompt in characters, checked before tokenizing (400 above): a prompt this long is
+     * refused without the CPU to count its tokens. Default: 8 × `maxPromptTokens`.
+     */
+    readonly maxPromptChars: number
+    /** Deepest nesting of arrays and objects in a request body, checked before parsing (400 above). */
+    readonly maxJsonDepth: number
     /** `max_tokens` when the request gives none (the decode reserve). */
     readonly defaultMaxTokens: number
     /** Largest `max_tokens` accepted. */
@@ -195,10 +206,14 @@ export const DEFAULT_CONFIG: DefaultConfig = Object.freeze({
     headers: ['x-session-id', 'x-smg-routing-key', 'x-session-token'],
     idleTimeoutMs: 30 * 60_000,
     maxQueuedTurns: 8,
+    maxSessions: 100_000,
+    maxTableBytes: 256 * 1024 * 1024,
   },
   limits: {
     maxBodyBytes: 4 * 1024 * 1024,
     maxPromptTokens: 131_072,
+    maxPromptChars: 8 * 131_072,
+    maxJsonDepth: 64,
     defaultMaxTokens: 512,
     maxMaxTokens: 32_768,
     maxConcurrentTurns: 1_024,
@@ -421,7 +436,15 @@ export function resolveConfig(input: ProxyConfigInput): ProxyConfig {
   if (tokenizer !== 'estimate' && tokenizer !== 'emulator')
     fail('tokenizer', "must be 'estimate' or 'emulator'", tokenizer)
   const sIn = obj('session', i.session)
-  checkKeys('session', sIn, ['sources', 'header', 'headers', 'idleTimeoutMs', 'maxQueuedTurns'])
+  checkKeys('session', sIn, [
+    'sources',
+    'header',
+    'headers',
+    'idleTimeoutMs',
+    'maxQueuedTurns',
+    'maxSessions',
+    'maxTableBytes',
+  ])
   const sources = sIn.sources === undefined ? d.session.sources : sIn.sources
   if (
     !Array.isArray(sources) ||
@@ -445,18 +468,25 @@ export function resolveConfig(input: ProxyConfigInput): ProxyConfig {
     headers: headerNames,
     idleTimeoutMs: intOr('session.idleTimeoutMs', sIn.idleTimeoutMs, 1, d.session.idleTimeoutMs),
     maxQueuedTurns: intOr('session.maxQueuedTurns', sIn.maxQueuedTurns, 0, d.session.maxQueuedTurns),
+    maxSessions: intOr('session.maxSessions', sIn.maxSessions, 1, d.session.maxSessions),
+    maxTableBytes: intOr('session.maxTableBytes', sIn.maxTableBytes, 1024, d.session.maxTableBytes),
   }
   const lIn = obj('limits', i.limits)
   checkKeys('limits', lIn, [
     'maxBodyBytes',
     'maxPromptTokens',
+    'maxPromptChars',
+    'maxJsonDepth',
     'defaultMaxTokens',
     'maxMaxTokens',
     'maxConcurrentTurns',
   ])
+  const maxPromptTokens = intOr('limits.maxPromptTokens', lIn.maxPromptTokens, 1, d.limits.maxPromptTokens)
   const limits = {
     maxBodyBytes: intOr('limits.maxBodyBytes', lIn.maxBodyBytes, 64, d.limits.maxBodyBytes),
-    maxPromptTokens: intOr('limits.maxPromptTokens', lIn.maxPromptTokens, 1, d.limits.maxPromptTokens),
+    maxPromptTokens,
+    maxPromptChars: intOr('limits.maxPromptChars', lIn.maxPromptChars, 1, 8 * maxPromptTokens),
+    maxJsonDepth: intOr('limits.maxJsonDepth', lIn.maxJsonDepth, 2, d.limits.maxJsonDepth),
     defaultMaxTokens: intOr('limits.defaultMaxTokens', lIn.defaultMaxTokens, 0, d.limits.defaultMaxTokens),
     maxMaxTokens: intOr('limits.maxMaxTokens', lIn.maxMaxTokens, 1, d.limits.maxMaxTokens),
     maxConcurrentTurns: intOr(

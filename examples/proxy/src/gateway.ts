@@ -36,7 +36,7 @@ import { ProxyError } from './errors.js'
 import { isDeadline } from './limits/deadlines.js'
 import { maskUrl } from './tenancy/authConfig.js'
 import { ProxyMetrics } from './metrics.js'
-import { type WorkerHandle, WorkerPool } from './workers.js'
+import { SLOW_TIMEOUT_FACTOR, type WorkerHandle, WorkerPool } from './workers.js'
 
 /** One turn as the gateway dispatches it. */
 export interface TurnInput {
@@ -246,6 +246,10 @@ export function classifyUpstreamError(err: unknown, path: 'fast' | 'seed' | 'dir
   }
   if (e instanceof WorkerBindingsError) {
     if (e.code === 'ABORTED') return { kind: 'aborted' }
+    // Refused before anything was sent (a body that cannot be written as JSON): the same request
+    // fails on every worker, and no worker is at fault.
+    if (e.code === 'INVALID_ARGUMENT' || e.code === 'INVALID_OPTION')
+      return { kind: 'client', status: 400, message: e.message }
     if (e instanceof WorkerApiError) {
       const s = e.status
       const msg = e.serverMessage ?? e.message
@@ -694,7 +698,13 @@ export class Gateway {
     const w = this.workers.get(a.workerId)
     if (w.admission === undefined) return { type: 'admitError', message: `${w.id} has no admission endpoint` }
     try {
-      const response = await w.admission.admit(a.request, { timeout: a.timeoutMs, maxRetries: 0, signal })
+      const response = await w.admission.admit(a.request, {
+        timeout: a.timeoutMs,
+        // Slow is not dead: the timeout tracks the D's observed latency and stretches while it answers.
+        maxTimeout: SLOW_TIMEOUT_FACTOR * a.timeoutMs,
+        maxRetries: 0,
+        signal,
+      })
       this.metrics.admissions.inc({
         worker: w.id,
         result: response.admitted ? 'admitted' : `rejected_${response.reason}`,

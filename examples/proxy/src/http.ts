@@ -1,5 +1,6 @@
 import type { IncomingMessage, ServerResponse } from 'node:http'
 import { ProxyError, badRequest } from './errors.js'
+import { decodeJsonBody } from './inputLimits.js'
 import { readBody } from './limits/body.js'
 
 /** OpenAI's error body: `{"error": {"message", "type", "param", "code"}}`. */
@@ -67,26 +68,23 @@ export function sendError(res: ServerResponse, err: unknown): number {
 /**
  * Reads a JSON object body: 415 unless `Content-Type: application/json`, 413 above `maxBytes`
  * (answered at once; the rest of the body is read and discarded so the client reads the answer),
- * 408 when it does not arrive within `timeoutMs` (see `readBody`), 400 when it does not parse or
- * is not an object.
+ * 408 when it does not arrive within `timeoutMs` (see `readBody`), 400 when it nests deeper than
+ * `maxDepth` (checked before parsing; large bodies are decoded in steps, see `decodeJsonBody`),
+ * does not parse or is not an object.
  */
 export async function readJsonBody(
   req: IncomingMessage,
   maxBytes: number,
   timeoutMs = 30_000,
+  maxDepth?: number,
 ): Promise<Record<string, unknown>> {
   const ct = (req.headers['content-type'] ?? '').split(';')[0]!.trim().toLowerCase()
   if (ct !== 'application/json') {
     req.resume()
     throw badRequest(`Content-Type must be application/json, got ${JSON.stringify(ct || 'none')}`, 415)
   }
-  const text = (await readBody(req, { maxBytes, timeoutMs })).toString('utf8')
-  let json: unknown
-  try {
-    json = JSON.parse(text)
-  } catch (e) {
-    throw badRequest(`request body is not valid JSON: ${(e as Error).message}`)
-  }
+  const body = await readBody(req, { maxBytes, timeoutMs })
+  const json = await decodeJsonBody([body], body.length, maxDepth)
   if (typeof json !== 'object' || json === null || Array.isArray(json))
     throw badRequest('request body must be a JSON object')
   return json as Record<string, unknown>

@@ -53,6 +53,8 @@ export {
   type WorkerStream,
 } from './openai.js'
 export { createProxy, type KvcProxy, type ProxyOptions } from './server.js'
+export { LARGE_BODY_BYTES, checkJsonDepth, decodeJsonBody, promptChars } from './inputLimits.js'
+export { promptTokensAsync } from './promptTokens.js'
 export { TokenBucket, type TokenBucketOptions } from './limits/tokenBucket.js'
 export { RequestLimiter, rateLimited, type LimitCause, type RequestLimiterOptions } from './limits/limiter.js'
 export { readBody, type BodyLimits } from './limits/body.js'

@@ -1,12 +1,16 @@
 import { type IncomingMessage, type Server, type ServerResponse, createServer } from 'node:http'
 import type { AddressInfo } from 'node:net'
+import { WorkerApiError } from '@kvc/worker-bindings'
 import type { ProxyConfig } from './config.js'
 import { ProxyError, badRequest } from './errors.js'
 import { Gateway, type GatewayOptions, type TurnResult } from './gateway.js'
 import { errorBody, readJsonBody, sendError, sendJson } from './http.js'
+import { promptChars } from './inputLimits.js'
 import { armDeadline, deadlineExceeded } from './limits/deadlines.js'
 import { RequestLimiter } from './limits/limiter.js'
-import { ChatTransport, CompletionTransport, parseChat, parseCompletion, promptTokensOf } from './openai.js'
+import { ChatTransport, CompletionTransport, parseChat, parseCompletion } from './openai.js'
+import { promptTokensAsync } from './promptTokens.js'
+import { registerSessionTableMetrics } from './sessionMetrics.js'
 import { type PrefixSessionLease, PrefixSessions } from './sessionIdentity/prefixSessions.js'
 import { SessionTable, identifySession } from './sessions.js'
 import { checkExposure } from './tenancy/authConfig.js'
@@ -14,7 +18,7 @@ import { TenantRegistry, type TenantReloadEvent } from './tenancy/registry.js'
 import type { RequestScope } from './tenancy/requestScope.js'
 import { TenantMetrics } from './tenancy/tenantMetrics.js'
 import { type Tenant, cacheSaltOf, clientSaltOf } from './tenancy/tenants.js'
-import { type PromptTokenizer, createTokenizer } from './tokens.js'
+import { createTokenizer } from './tokens.js'
 
 /** Options of {@link createProxy}: the gateway's, and those of shared use. */
 export interface ProxyOptions extends GatewayOptions {
@@ -75,6 +79,8 @@ const ROUTES: Record<string, readonly string[]> = {
 function failureError(r: TurnResult): ProxyError {
   const cause = r.cause ?? 'unknown'
   const retryable = RETRYABLE.has(cause)
+  // The router found the turn larger than any D (capacities changed since the proxy checked).
+  const status = cause === 'too_large' ? 400 : retryable ? 503 : 502
   const msg = r.error?.message ?? `turn ${r.turnId} of session ${r.sessionId} failed: ${cause}`
   return new ProxyError(
     'TURN_FAILED',
@@ -86,7 +92,7 @@ function failureError(r: TurnResult): ProxyError {
       attempts: r.record.attempts,
       ...(retryable ? { retryAfterS: 1 } : {}),
     },
-    retryable ? 503 : 502,
+    status,
   )
 }
 
@@ -137,6 +143,7 @@ export async function createProxy(config: ProxyConfig, options: ProxyOptions = {
     gateway.forgetSession(id)
   })
   sessions = table
+  registerSessionTableMetrics(gateway.metrics.registry, table)
   /** A tenant's session id: `<tenant>/<id>` once keys are on, so no tenant can name another's. */
   const namespaced = (tenant: Tenant, id: string): string => (registry.enabled ? `${tenant.id}/${id}` : id)
   /** The tenant of a request (401 without a valid key), counted when refused. */
@@ -157,6 +164,11 @@ export async function createProxy(config: ProxyConfig, options: ProxyOptions = {
     throw new ProxyError('FORBIDDEN', `${path} needs an admin tenant's key`, { param: null }, 403)
   }
   const tokenizer = createTokenizer(config.tokenizer)
+  // The largest KV pool of a D worker: a turn needing more can never be admitted.
+  const largestDecode = Math.max(
+    0,
+    ...gateway.workers.all().flatMap((w) => (w.role === 'decode' ? [w.capacityTokens] : [])),
+  )
   const model =
     gateway.workers.all().find((w) => w.role === 'decode' && w.modelName !== undefined)?.modelName ??
     'default'
@@ -293,18 +305,36 @@ export async function createProxy(config: ProxyConfig, options: ProxyOptions = {
     tenant: Tenant,
     t0: number,
   ): Promise<void> {
-    const body = await readJsonBody(req, config.limits.maxBodyBytes, bodyReadMs)
+    const body = await readJsonBody(req, config.limits.maxBodyBytes, bodyReadMs, config.limits.maxJsonDepth)
     const sloHeader = req.headers['x-kvc-slo-class']
     const slo = typeof sloHeader === 'string' ? sloHeader : undefined
     const parsed = kind === 'chat' ? parseChat(body, slo, config) : parseCompletion(body, slo, config)
-    const tokens = promptTokensOf(parsed, tokenizer as PromptTokenizer)
-    if (tokens.length === 0)
-      throw badRequest('the prompt is empty', 400, kind === 'chat' ? 'messages' : 'prompt')
+    const param = kind === 'chat' ? 'messages' : 'prompt'
+    // Cheap limits first: the character count before the CPU to tokenize is spent.
+    const chars = promptChars(parsed.messages, parsed.promptText)
+    if (chars > config.limits.maxPromptChars) {
+      throw badRequest(
+        `the prompt has ${chars} characters, more than the limit of ${config.limits.maxPromptChars} (limits.maxPromptChars)`,
+        400,
+        param,
+      )
+    }
+    // Tokenized in slices: other requests (and /health) go on meanwhile.
+    const tokens = await promptTokensAsync(parsed, tokenizer)
+    if (tokens.length === 0) throw badRequest('the prompt is empty', 400, param)
     if (tokens.length > config.limits.maxPromptTokens) {
       throw badRequest(
         `the prompt has ${tokens.length} tokens, more than the limit of ${config.limits.maxPromptTokens}`,
         400,
-        kind === 'chat' ? 'messages' : 'prompt',
+        param,
+      )
+    }
+    if (tokens.length + parsed.maxTokens > largestDecode) {
+      // No D can ever hold it: refuse now rather than let the router try every worker.
+      throw badRequest(
+        `the prompt (${tokens.length} tokens) plus max_tokens (${parsed.maxTokens}) needs ${tokens.length + parsed.maxTokens} tokens of KV cache, more than the largest decode worker holds (${largestDecode} tokens)`,
+        400,
+        param,
       )
     }
     const scope: RequestScope = {
@@ -347,7 +377,7 @@ export async function createProxy(config: ProxyConfig, options: ProxyOptions = {
         if (controller.signal.aborted) return
         gateway.metrics.queuedTurns.set(table.queued)
         refund = parsed.maxTokens
-        const blocks = table.blocks(sessionId).blocks(tokens, scope.cacheSalt)
+        const blocks = await table.hashBlocks(sessionId, tokens, scope.cacheSalt)
         const transport =
           kind === 'chat'
             ? (chat = new ChatTransport(parsed, res, tokens.length, model, scope))
@@ -399,7 +429,11 @@ export async function createProxy(config: ProxyConfig, options: ProxyOptions = {
               (result.error as { serverMessage?: string } | undefined)?.serverMessage ??
               result.error?.message ??
               'bad request'
-            throw badRequest(`the worker refused the request: ${msg}`, result.upstreamStatus ?? 400)
+            const sent = result.error instanceof WorkerApiError
+            throw badRequest(
+              `${sent ? 'the worker refused the request' : 'the request cannot be sent to the workers'}: ${msg}`,
+              result.upstreamStatus ?? 400,
+            )
           }
           throw failureError(result)
         }

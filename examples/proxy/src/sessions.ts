@@ -83,20 +83,34 @@ interface SessionEntry {
   pending: number
   lastSeen: number
   turns: number
+  /** What the entry counts toward `session.maxTableBytes`. */
+  bytes: number
 }
+
+/** Bytes an entry takes besides its block hashes: the entry, its map slot, its promise, its id. */
+const ENTRY_OVERHEAD_BYTES = 320
 
 /**
  * The sessions the proxy tracks: one turn at a time per session (later turns queue, up to
  * `maxQueuedTurns`, then 429), the incremental block hashes of each session's prompts, and an
  * idle sweep that forgets sessions not seen for `idleTimeoutMs` (their KV slot is released on
  * their D worker).
+ *
+ * The table is bounded: at most `session.maxSessions` sessions and `session.maxTableBytes` bytes
+ * of per-session state (block hashes, never the prompts' tokens). Past either cap the least
+ * recently used idle session is forgotten at once, as the idle sweep would forget it
+ * ({@link SessionTable.evictions} counts them); sessions with a turn running or queued are never
+ * evicted, so the table can exceed a cap by the sessions in flight.
  */
 export class SessionTable {
   readonly #config: ProxyConfig
   readonly #pageSize: number
   readonly #onForget: (id: string) => void
+  /** In least-recently-used order (a use moves the session to the end). */
   readonly #sessions = new Map<string, SessionEntry>()
   readonly #timer: ReturnType<typeof setInterval>
+  #bytes = 0
+  #evictions = 0
 
   constructor(config: ProxyConfig, pageSize: number, onForget: (id: string) => void) {
     this.#config = config
@@ -111,6 +125,21 @@ export class SessionTable {
     return this.#sessions.size
   }
 
+  /** Bytes of per-session state held (what `session.maxTableBytes` bounds). */
+  get bytes(): number {
+    return this.#bytes
+  }
+
+  /** Sessions forgotten because a cap was reached (not because they were idle). */
+  get evictions(): number {
+    return this.#evictions
+  }
+
+  /** The ids of the sessions tracked, least recently used first. */
+  sessionIds(): string[] {
+    return [...this.#sessions.keys()]
+  }
+
   /** Turns waiting behind a running turn of their session. */
   get queued(): number {
     let n = 0
@@ -121,6 +150,18 @@ export class SessionTable {
   /** Block hasher of a session (the entry is created on first use). */
   blocks(id: string): BlockHashCache {
     return this.#entry(id).blocks
+  }
+
+  /**
+   * Block ids of `tokens` for session `id` in the namespace `salt` (a tenant's cache salt; none by
+   * default), hashed incrementally against its previous prompt and in slices (other requests run in between); the table's byte count follows, and a cap reached
+   * evicts the least recently used idle sessions.
+   */
+  async hashBlocks(id: string, tokens: Uint32Array, salt?: string): Promise<bigint[]> {
+    const s = this.#entry(id)
+    const ids = await s.blocks.blocksAsync(tokens, salt)
+    this.#resize(s)
+    return ids
   }
 
   /**
@@ -152,26 +193,21 @@ export class SessionTable {
       s.pending--
       s.lastSeen = performance.now()
       release()
+      this.#evict()
     }
   }
 
   /** Forgets an anonymous session right after its turn. */
   drop(id: string): void {
     const s = this.#sessions.get(id)
-    if (s !== undefined && s.pending === 0) {
-      this.#sessions.delete(id)
-      this.#onForget(id)
-    }
+    if (s !== undefined && s.pending === 0) this.#forget(s)
   }
 
   /** Forgets sessions idle for longer than `idleTimeoutMs`. */
   sweep(): void {
     const now = performance.now()
     for (const s of this.#sessions.values()) {
-      if (s.pending === 0 && now - s.lastSeen > this.#config.session.idleTimeoutMs) {
-        this.#sessions.delete(s.id)
-        this.#onForget(s.id)
-      }
+      if (s.pending === 0 && now - s.lastSeen > this.#config.session.idleTimeoutMs) this.#forget(s)
     }
   }
 
@@ -181,17 +217,49 @@ export class SessionTable {
 
   #entry(id: string): SessionEntry {
     let s = this.#sessions.get(id)
-    if (s === undefined) {
-      s = {
-        id,
-        blocks: new BlockHashCache(this.#pageSize),
-        tail: Promise.resolve(),
-        pending: 0,
-        lastSeen: performance.now(),
-        turns: 0,
-      }
+    if (s !== undefined) {
+      // Most recently used: to the end of the map.
+      this.#sessions.delete(id)
       this.#sessions.set(id, s)
+      return s
     }
+    s = {
+      id,
+      blocks: new BlockHashCache(this.#pageSize),
+      tail: Promise.resolve(),
+      pending: 0,
+      lastSeen: performance.now(),
+      turns: 0,
+      bytes: ENTRY_OVERHEAD_BYTES + 2 * id.length,
+    }
+    this.#sessions.set(id, s)
+    this.#bytes += s.bytes
+    // No eviction here: the new session is about to run a turn; caps are enforced when turns end.
     return s
+  }
+
+  #resize(s: SessionEntry): void {
+    const bytes = ENTRY_OVERHEAD_BYTES + 2 * s.id.length + s.blocks.bytes
+    if (this.#sessions.get(s.id) === s) this.#bytes += bytes - s.bytes
+    s.bytes = bytes
+    this.#evict()
+  }
+
+  #forget(s: SessionEntry): void {
+    this.#sessions.delete(s.id)
+    this.#bytes -= s.bytes
+    this.#onForget(s.id)
+  }
+
+  /** Forgets least recently used idle sessions while a cap is exceeded. */
+  #evict(): void {
+    const { maxSessions, maxTableBytes } = this.#config.session
+    if (this.#sessions.size <= maxSessions && this.#bytes <= maxTableBytes) return
+    for (const s of this.#sessions.values()) {
+      if (this.#sessions.size <= maxSessions && this.#bytes <= maxTableBytes) return
+      if (s.pending > 0) continue
+      this.#evictions++
+      this.#forget(s)
+    }
   }
 }

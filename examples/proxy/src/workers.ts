@@ -12,6 +12,14 @@ import {
 import type { ProxyConfig, WorkerConfig } from './config.js'
 import { ProxyError } from './errors.js'
 
+/**
+ * How far a control call's timeout (admission RPC, health probe, loads poll) may stretch, as a
+ * multiple of its configured value, while the worker keeps answering other calls: slow is not
+ * dead (`maxTimeout` of `@kvc/worker-bindings`' calls). A worker that answers nothing still times
+ * out at the configured value.
+ */
+export const SLOW_TIMEOUT_FACTOR = 8
+
 /** One upstream worker with its clients and what was discovered about it. */
 export interface WorkerHandle {
   readonly id: string
@@ -33,6 +41,8 @@ export interface WorkerHandle {
   kvEvents: KvEventSubscriber | undefined
   kvEventsReceived: number
   kvEventGaps: number
+  /** KV events the residency index refused (corrupt); each leaves a gap that flags a resync. */
+  kvEventsRefused: number
 }
 
 /** Options of {@link WorkerPool}. */
@@ -197,7 +207,20 @@ export class WorkerPool {
         },
         onError: (err) => this.#options.onWarning?.('KV-event error', { worker: w.id, error: String(err) }),
       })
-      const feed = residencyFeeder(router, w.id)
+      // A corrupt event (a hash past 64 bits, a wrong block size, an id out of order) is skipped,
+      // the rest of its batch applied, and the hole it leaves flags the worker for a resync.
+      const feed = residencyFeeder(router, w.id, 0, {
+        onRefused: (err, e) => {
+          w.kvEventsRefused++
+          if (w.kvEventsRefused === 1 || w.kvEventsRefused % 1_000 === 0)
+            this.#options.onWarning?.('KV event refused', {
+              worker: w.id,
+              refused: w.kvEventsRefused,
+              eventId: e.eventId,
+              error: String(err),
+            })
+        },
+      })
       w.kvEvents = sub
       try {
         await sub.start()
@@ -274,6 +297,7 @@ export class WorkerPool {
       kvEvents: undefined,
       kvEventsReceived: 0,
       kvEventGaps: 0,
+      kvEventsRefused: 0,
     }
     this.#workers.set(cfg.id, w)
     this.#byUrl.set(client.baseURL, cfg.id)
@@ -297,8 +321,14 @@ export class WorkerPool {
           try {
             // The client reports the outcome to the shared health tracker; as a probe, the call
             // goes through even while the tracker refuses calls to an unhealthy worker.
+            const timeout = this.#config.health.timeoutMs
             await this.health.probe(w.client.baseURL, () =>
-              w.client.health({ timeout: this.#config.health.timeoutMs, maxRetries: 0, signal: t.signal }),
+              w.client.health({
+                timeout,
+                maxTimeout: SLOW_TIMEOUT_FACTOR * timeout,
+                maxRetries: 0,
+                signal: t.signal,
+              }),
             )
           } catch {
             // recorded by the tracker (connection errors, timeouts, 5xx)
@@ -324,7 +354,12 @@ export class WorkerPool {
           try {
             const res = await w.client.loads(
               { include: ['core', 'disagg'] },
-              { timeout: this.#config.health.timeoutMs, maxRetries: 0, signal: t.signal },
+              {
+                timeout: this.#config.health.timeoutMs,
+                maxTimeout: SLOW_TIMEOUT_FACTOR * this.#config.health.timeoutMs,
+                maxRetries: 0,
+                signal: t.signal,
+              },
             )
             const l = res.loads[0]
             if (l === undefined || !router.cluster.has(w.id)) return

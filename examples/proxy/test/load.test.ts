@@ -13,14 +13,14 @@ describe('bounded load test on loopback', () => {
   )
 
   it(`${SESSIONS} concurrent sessions × ${TURNS} turns, with worker faults: no turn is lost`, async () => {
-    // Faults while the load runs: D answers 500 to a few sends, admission RPCs stall past their
-    // timeout, a P refuses a few prefills.
+    // Faults while the load runs: D answers 500 to a few sends, admission RPCs stall past even
+    // their stretched timeout (a live D's admission waits up to 8 × 500 ms), a P refuses a few
+    // prefills.
     env.cluster.decode[0]!.faults.inject({ path: '/v1/chat/completions', status: 500, times: 3 })
-    env.cluster.decode[1]!.faults.inject({ path: ADMIT_HTTP_PATH, delayMs: 700, times: 2 })
+    env.cluster.decode[1]!.faults.inject({ path: ADMIT_HTTP_PATH, delayMs: 4_500, times: 2 })
     env.cluster.prefill[0]!.faults.inject({ path: '/v1/chat/completions', status: 503, times: 2 })
     type Outcome = { status: number; cause: string | undefined; complete: boolean }
     const outcomes: Outcome[] = []
-    const started = performance.now()
     await Promise.all(
       Array.from({ length: SESSIONS }, async (_, i) => {
         // Half the sessions open with a long prompt (seeded through a P), half with a short one.
@@ -56,7 +56,6 @@ describe('bounded load test on loopback', () => {
         }
       }),
     )
-    const elapsed = performance.now() - started
     const total = SESSIONS * TURNS
     // Accounting: every turn has exactly one outcome and one decision line; a failure names its cause.
     expect(outcomes).toHaveLength(total)
@@ -88,6 +87,7 @@ describe('bounded load test on loopback', () => {
     // Nothing is left in flight; the D pools are consistent.
     expect(m).toContain('kvc_proxy_inflight_turns 0')
     for (const d of env.cluster.decode) expect(d.stats().balanced).toBe(true)
-    expect(elapsed).toBeLessThan(20_000)
+    // No wall-clock bound: how long this takes is the machine's business (a benchmark's, not a
+    // test's); that every turn ended, and how, is the behaviour under test.
   })
 })

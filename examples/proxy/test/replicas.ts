@@ -228,7 +228,8 @@ export function replicaSuite(kind: StateServerKind): void {
       server = await startStateServer(kind)
       cluster = await startCluster({ prefill: 2, decode: 2, scale: 0.005 })
       const name = `proxy${kind}${Date.now().toString(36)}`
-      const common = { url: server.url, name, heartbeatMs: 200 }
+      // A wide operation timeout: load must not look like an outage (the outage test kills the server).
+      const common = { url: server.url, name, heartbeatMs: 200, opTimeoutMs: 2_000 }
       replicas.push(await startReplica('A', cluster, { ...common, replicaId: 'A' }, meter))
       // B leaves its load balancer while its store is degraded.
       replicas.push(
@@ -333,18 +334,24 @@ export function replicaSuite(kind: StateServerKind): void {
         ['p0', 'p1', 'd0', 'd1'],
       )
       for (const r of replicas) {
-        const m = await metricsOf(r)
-        expect(m).toContain('kvc_proxy_inflight_turns 0')
-        expect(m).toMatch(/kvc_proxy_turns_total\{outcome="completed",path="fast",cause=""\} [1-9]/)
-        // The store's metrics, on the same page.
-        expect(stateMetric(m, 'degraded', r.name)).toBe(0)
-        expect(stateMetric(m, 'connected', r.name)).toBe(1)
-        expect(stateMetric(m, 'live_replicas', r.name)).toBe(1)
-        expect(stateMetric(m, 'pending_writes', r.name)).toBe(0)
-        expect(stateMetric(m, 'binding_claims_lost_total', r.name)).toBe(r.store!.metrics().bindingClaimsLost)
-        const ready = await readyOf(r)
-        expect(ready.status).toBe(200)
-        expect(ready.body.stateStore).toMatchObject({ backend: kind, replicaId: r.name, degraded: false })
+        // A store operation slowed by a busy machine can make a replica degraded for a moment:
+        // it reconciles, and then every figure below holds.
+        await eventually(async () => {
+          const m = await metricsOf(r)
+          expect(m).toContain('kvc_proxy_inflight_turns 0')
+          expect(m).toMatch(/kvc_proxy_turns_total\{outcome="completed",path="fast",cause=""\} [1-9]/)
+          // The store's metrics, on the same page.
+          expect(stateMetric(m, 'degraded', r.name)).toBe(0)
+          expect(stateMetric(m, 'connected', r.name)).toBe(1)
+          expect(stateMetric(m, 'live_replicas', r.name)).toBe(1)
+          expect(stateMetric(m, 'pending_writes', r.name)).toBe(0)
+          expect(stateMetric(m, 'binding_claims_lost_total', r.name)).toBe(
+            r.store!.metrics().bindingClaimsLost,
+          )
+          const ready = await readyOf(r)
+          expect(ready.status).toBe(200)
+          expect(ready.body.stateStore).toMatchObject({ backend: kind, replicaId: r.name, degraded: false })
+        }, 30_000)
       }
       for (const d of cluster.decode) expect(d.stats().balanced).toBe(true)
     })

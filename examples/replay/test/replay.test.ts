@@ -2,7 +2,7 @@ import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { createProxy, resolveConfig } from '@kvc/example-proxy'
-import { type ExperimentConfig, computeRunMetrics, runExperiment } from '@kvc/sim'
+import { type ExperimentConfig, type RunResult, computeRunMetrics, runExperiment } from '@kvc/sim'
 import { createSglangEmulator } from '@kvc/sglang-emulator'
 import { afterAll, describe, expect, it } from 'vitest'
 import { main } from '../src/cli.js'
@@ -127,11 +127,11 @@ describe('replay against emulators on loopback', () => {
     const trace = join(dir, 'tiny.jsonl')
     const rows = [
       [0, [1, 2, 3]],
-      [20, [1, 2, 4]],
-      [40, [1, 2, 3, 5]],
-      [60, [6, 7]],
-      [80, [1, 2, 3, 5, 8]],
-      [100, [6, 7, 9]],
+      [300, [1, 2, 4]],
+      [600, [1, 2, 3, 5]],
+      [900, [6, 7]],
+      [1200, [1, 2, 3, 5, 8]],
+      [1500, [6, 7, 9]],
     ] as const
     writeFileSync(
       trace,
@@ -161,6 +161,7 @@ describe('replay against emulators on loopback', () => {
       { id: 'd0', role: 'decode' as const, url: emus[1].url },
     ]
     const proxy = await createProxy(resolveConfig({ listen: { port: 0 }, workers, decisionLog: 'off' }))
+    let results: readonly RunResult[] = []
     try {
       const real = await runExperiment(
         {
@@ -181,13 +182,30 @@ describe('replay against emulators on loopback', () => {
                 }),
               ),
             ),
+          onResults: (r) => {
+            results = r
+          },
         },
       )
       const run = real.runs[0]!
       expect(run.accounting).toMatchObject({ turns: 6, completed: 6, balanced: true })
       expect(run.topology).toBe('1P1D')
-      // Blocks shared by earlier requests are found cached.
-      expect(run.metrics.prefixHitRatio).toBeGreaterThan(0.2)
+      // Blocks shared with a request that had ended when a request arrived are found cached (how
+      // many requests overlap is the machine's business: a busy one makes them overlap more).
+      const recs = [...results[0]!.records].sort((x, y) => x.arrivalMs - y.arrivalMs)
+      let checked = 0
+      for (const r of recs) {
+        const ids = rows[r.id]![1]
+        const shared = recs.some((q) => {
+          const qids = rows[q.id]![1]
+          return q !== r && q.status === 'completed' && q.endMs <= r.arrivalMs && qids[0] === ids[0]
+        })
+        if (!shared) continue
+        checked++
+        expect(r.cachedTokens, `request ${r.id}`).toBeGreaterThan(0)
+      }
+      expect(checked).toBeGreaterThan(0)
+      expect(run.metrics.prefixHitRatio).toBeGreaterThan(0)
     } finally {
       await proxy.close()
       await Promise.all(emus.map((e) => e.close()))

@@ -159,7 +159,7 @@ describe('every RouterError code', () => {
     },
   )
 
-  it('WAIT_EXHAUSTED and ATTEMPTS_EXHAUSTED end turns as fail actions (returned, not thrown)', () => {
+  it('WAIT_EXHAUSTED, ATTEMPTS_EXHAUSTED and TOO_LARGE end turns as fail actions (returned, not thrown)', () => {
     const clock = new ManualClock()
     const mk = (params = {}) =>
       new Router({
@@ -181,10 +181,17 @@ describe('every RouterError code', () => {
       promptTokens: 1,
     })
     expect(a.final.type === 'fail' && a.final.error.code).toBe('ATTEMPTS_EXHAUSTED')
+    const big = new ScriptedDriver({ router: mk(), clock }).runTurn({ sessionId: 's', promptTokens: 2e6 })
+    expect(big.final.type === 'fail' && big.final.error.code).toBe('TOO_LARGE')
   })
 
   it('covers every code of RouterErrorCode', () => {
-    const covered = new Set<string>([...cases.map(([c]) => c), 'WAIT_EXHAUSTED', 'ATTEMPTS_EXHAUSTED'])
+    const covered = new Set<string>([
+      ...cases.map(([c]) => c),
+      'WAIT_EXHAUSTED',
+      'ATTEMPTS_EXHAUSTED',
+      'TOO_LARGE',
+    ])
     expect([...covered].sort()).toEqual(Object.values(RouterErrorCode).sort())
   })
 

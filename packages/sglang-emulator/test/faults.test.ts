@@ -81,8 +81,9 @@ describe('transport faults', () => {
   })
 
   it('slow server: TIMEOUT (per attempt), then success once the server is fast again', async () => {
-    emu.faults.inject({ path: '/get_load', delayMs: 1_500, times: 2 })
-    const c = new SglangClient({ baseURL: emu.url, timeout: 300, maxRetries: 1, retry: fastRetry })
+    // Stalls far past a wide timeout: the fast call after them must not time out on a busy machine.
+    emu.faults.inject({ path: '/get_load', delayMs: 8_000, times: 2 })
+    const c = new SglangClient({ baseURL: emu.url, timeout: 2_000, maxRetries: 1, retry: fastRetry })
     const err = await c.getLoad().catch((e: unknown) => e)
     expect((err as WorkerBindingsError).code).toBe('TIMEOUT')
     expect((await c.getLoad())[0]?.dp_rank).toBe(0)
@@ -120,8 +121,10 @@ describe('transport faults', () => {
 
   it('the admission client retries a 503 and a timeout (admission is idempotent by requestId)', async () => {
     emu.faults.inject({ path: '/kvc/v1/admit', status: 503, times: 1 })
-    emu.faults.inject({ path: '/kvc/v1/admit', delayMs: 1_500, times: 1 })
-    const a = new AdmissionClient({ baseURL: emu.url, timeout: 400, retry: { baseDelayMs: 1 } })
+    // The stalled answer comes long after the timeout, and the timeout is wide: a busy machine
+    // must not make the good retry time out too.
+    emu.faults.inject({ path: '/kvc/v1/admit', delayMs: 8_000, times: 1 })
+    const a = new AdmissionClient({ baseURL: emu.url, timeout: 2_000, retry: { baseDelayMs: 1 } })
     const res = await a.admit({
       requestId: 'r-1',
       sessionId: 's-1',

@@ -6,7 +6,14 @@
  *
  * @module
  */
-export { SimError, SimErrorCode, checkOption, traceError, type TraceLocation } from './errors/simError.js'
+export {
+  RawText,
+  SimError,
+  SimErrorCode,
+  checkOption,
+  traceError,
+  type TraceLocation,
+} from './errors/simError.js'
 export { EventQueue } from './engine/eventQueue.js'
 export { Prng } from './engine/prng.js'
 export {

@@ -27,6 +27,7 @@ export {
   type EndpointCallPermit,
   type EndpointHealth,
   type EndpointHealthTrackerOptions,
+  type EndpointLatency,
 } from './transport/healthTracker.js'
 export {
   HttpTransport,

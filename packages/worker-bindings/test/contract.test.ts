@@ -4,8 +4,10 @@ import {
   ConductorClient,
   MooncakeMasterClient,
   MooncakeMetadataClient,
+  PrefillBootstrapClient,
   SglangClient,
   WorkerApiError,
+  WorkerBindingsError,
   extractServerMessage,
   histogramOf,
   mooncakeRpcMetaKey,
@@ -254,6 +256,34 @@ describe('Prometheus text parser', () => {
     ]) {
       expect(() => parsePrometheusText(bad)).toThrow(expect.objectContaining({ code: 'BAD_RESPONSE' }))
     }
+  })
+})
+
+describe('an answer that is not JSON is a typed error, never a bare SyntaxError', () => {
+  it('Mooncake query_key and the bootstrap server’s /route: BAD_RESPONSE naming the endpoint and the text', async () => {
+    route = (r) =>
+      r.url.startsWith('/query_key') || r.url.startsWith('/route')
+        ? { body: '<html>proxy error</html>', type: 'text/html' }
+        : undefined
+    const errors = [
+      await new MooncakeMasterClient({ baseURL: url }).queryKey('k1').catch((e: unknown) => e),
+      await new PrefillBootstrapClient({ baseURL: url })
+        .rankAddress({ dpRank: 0, tpRank: 0 })
+        .catch((e: unknown) => e),
+      await new PrefillBootstrapClient({ baseURL: url })
+        .rankAddressLegacy({ engineRank: 0, targetDpGroup: 0 })
+        .catch((e: unknown) => e),
+    ]
+    for (const e of errors) {
+      expect(e).toBeInstanceOf(WorkerBindingsError)
+      expect(e).toMatchObject({ code: 'BAD_RESPONSE', value: '<html>proxy error</html>', endpoint: url })
+    }
+    // A 404 is still an absent key / rank, whatever its body.
+    route = () => ({ status: 404, body: 'not found', type: 'text/plain' })
+    expect(await new MooncakeMasterClient({ baseURL: url }).queryKey('k1')).toBeUndefined()
+    expect(
+      await new PrefillBootstrapClient({ baseURL: url }).rankAddress({ dpRank: 0, tpRank: 0 }),
+    ).toBeUndefined()
   })
 })
 

@@ -140,6 +140,8 @@ export interface LinkHealth {
  */
 export interface DecodeWorkerRecord {
   readonly id: string
+  /** Its KV pool (tokens). */
+  readonly capacityTokens: number
   readonly healthy: boolean
   readonly draining: boolean
   readonly available: number

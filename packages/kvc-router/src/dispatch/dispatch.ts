@@ -147,6 +147,8 @@ export class TurnDispatch {
   #final: DoneAction | FailAction | undefined
   #attempts = 0
   #walks = 0
+  /** Sends and seeds of this turn that failed (its retry budget: `maxSendFailures`). */
+  #sendFailures = 0
   /** Obstacles met during the whole turn; the most frequent one names a failure. */
   readonly #tally = new Map<TurnFailureCause, number>()
   /**
@@ -339,6 +341,15 @@ export class TurnDispatch {
     const { cluster, params } = this.#ctx
     const s = this.#turn.sessionId
     const policy = this.#policy
+    // A turn no D can ever hold (its prompt and decode reserve above every D's KV pool) fails at
+    // once: no walk, wait or retry can make it fit.
+    const records = cluster.decodeRecords()
+    if (records.length > 0) {
+      let largest = 0
+      for (const r of records) if (r.capacityTokens > largest) largest = r.capacityTokens
+      if (this.#turn.promptTokens + this.#reserve > largest)
+        return this.#fail('too_large', 'TOO_LARGE', largest)
+    }
     for (;;) {
       this.#walks++
       this.record.walks = this.#walks
@@ -400,6 +411,8 @@ export class TurnDispatch {
         // given its load back; a rejection, a skip or a failure moves on).
         this.#releaseCommitment()
         if (done !== undefined) return done
+        if (this.#sendFailures >= params.maxSendFailures)
+          return this.#fail(this.#dominantCause(), 'ATTEMPTS_EXHAUSTED')
         if (this.#reroute) break
         if (k === walk.length - 1 && deferred.length > 0) walk.push(...deferred.splice(0))
       }
@@ -1069,6 +1082,7 @@ export class TurnDispatch {
     if (out.type === 'completed') return this.#succeed(d, undefined, path, out, migratedFrom)
     if (out.type !== 'failed') throw new RouterError('UNEXPECTED_OUTCOME', 'unreachable', out)
     this.#count('worker_failed')
+    this.#sendFailures++
     this.#step('sendFast', d, undefined, `failed: ${out.cause}`)
     this.#reject(d, out.cause)
     return undefined
@@ -1103,6 +1117,7 @@ export class TurnDispatch {
     }
     if (out.type !== 'failed') throw new RouterError('UNEXPECTED_OUTCOME', 'unreachable', out)
     this.#step('seedViaP', d, p, `failed: ${out.cause}`)
+    this.#sendFailures++
     if (out.cause === 'transfer_timeout') this.#ctx.tuning?.tuner.transferEnded(true)
     if (out.cause === 'transfer_timeout' || out.cause === 'transfer_error') {
       if (cluster.has(p) && cluster.has(d)) cluster.recordTransfer(p, d, false)
@@ -1170,16 +1185,22 @@ export class TurnDispatch {
 
   #fail(
     cause: TurnFailureCause,
-    code: 'WAIT_EXHAUSTED' | 'ATTEMPTS_EXHAUSTED' | 'TURN_FINISHED',
+    code: 'WAIT_EXHAUSTED' | 'ATTEMPTS_EXHAUSTED' | 'TURN_FINISHED' | 'TOO_LARGE',
+    largestD = 0,
   ): FailAction {
     const now = this.#ctx.cluster.now()
     const waited = now - this.record.startedAt
+    const params = this.#ctx.params
     const what =
       code === 'WAIT_EXHAUSTED'
-        ? `waited ${Math.round(waited)} ms (budget ${this.#ctx.params.slo[this.#cls].maxWaitMs} ms for ${this.#cls})`
+        ? `waited ${Math.round(waited)} ms (budget ${params.slo[this.#cls].maxWaitMs} ms for ${this.#cls})`
         : code === 'ATTEMPTS_EXHAUSTED'
-          ? `used ${this.#attempts} attempts in ${this.#walks} walks`
-          : 'aborted by the driver'
+          ? this.#sendFailures >= params.maxSendFailures
+            ? `${this.#sendFailures} sends failed (retry budget maxSendFailures ${params.maxSendFailures}) in ${this.#attempts} attempts`
+            : `used ${this.#attempts} attempts in ${this.#walks} walks`
+          : code === 'TOO_LARGE'
+            ? `it needs ${this.#turn.promptTokens + this.#reserve} tokens of KV (prompt ${this.#turn.promptTokens} + decode reserve ${this.#reserve}), more than the largest D worker holds (${largestD})`
+            : 'aborted by the driver'
     const error = new RouterError(
       code,
       `turn ${this.turnId} of session ${this.#turn.sessionId} failed: ${cause}; ${what}`,

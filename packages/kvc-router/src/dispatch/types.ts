@@ -185,6 +185,7 @@ export interface WaitAction {
  * | `seed_budget` | the D workers' pending-seed budgets were full |
  * | `no_prefill` | no healthy P with a healthy link to the D workers |
  * | `transfer_failed` | KV transfers from P failed |
+ * | `too_large` | the prompt plus the decode reserve is more KV than the largest D holds (failed before any attempt) |
  * | `binding_conflict` | other router replicas kept binding the session elsewhere first (lost claims) |
  * | `worker_failed` | the D failed the turn after accepting it |
  * | `aborted` | the driver called `abort` |
@@ -208,6 +209,7 @@ export type TurnFailureCause =
   | 'transfer_failed'
   | 'binding_conflict'
   | 'worker_failed'
+  | 'too_large'
   | 'aborted'
 
 /**

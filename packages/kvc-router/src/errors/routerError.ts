@@ -15,7 +15,8 @@
  * | `UNEXPECTED_OUTCOME` | a dispatch outcome that does not answer the pending action |
  * | `TURN_FINISHED` | `next()` on a turn that already ended (`done` or `fail`) |
  * | `WAIT_EXHAUSTED` | a turn waited its whole SLO-class wait budget without a D taking it (the cause is named) |
- * | `ATTEMPTS_EXHAUSTED` | a turn used its whole attempt budget (admission RPCs and seeds) without completing |
+ * | `ATTEMPTS_EXHAUSTED` | a turn used its whole attempt budget (admission RPCs and seeds) or its retry budget for failed sends (`maxSendFailures`) without completing |
+ * | `TOO_LARGE` | a turn whose prompt plus decode reserve is more KV than the largest D worker holds (failed at once, cause `too_large`) |
  *
  * @example
  * ```ts
@@ -36,6 +37,7 @@ export const RouterErrorCode = {
   TurnFinished: 'TURN_FINISHED',
   WaitExhausted: 'WAIT_EXHAUSTED',
   AttemptsExhausted: 'ATTEMPTS_EXHAUSTED',
+  TooLarge: 'TOO_LARGE',
 } as const
 
 /**

@@ -136,11 +136,20 @@ interface WorkerRec {
 const EMPTY = -1
 const MAX_RECENT_GAPS = 64
 
+/** Block hashes are 64-bit, in their signed or unsigned spelling: [-2^63, 2^64). */
+const HASH_MIN = -(2n ** 63n)
+const HASH_END = 2n ** 64n
+
 function validateHashes(what: string, hs: unknown): readonly bigint[] {
   if (!Array.isArray(hs)) throw new RouterError('INVALID_MESSAGE', `${what} must be an array of bigint`, hs)
   for (let i = 0; i < hs.length; i++) {
-    if (typeof hs[i] !== 'bigint') {
-      throw new RouterError('INVALID_MESSAGE', `${what}[${i}] must be a bigint`, hs[i])
+    const h = hs[i]
+    if (typeof h !== 'bigint') {
+      throw new RouterError('INVALID_MESSAGE', `${what}[${i}] must be a bigint`, h)
+    }
+    // Past 64 bits a hash would alias another block's once folded into the index's 64-bit keys.
+    if (h < HASH_MIN || h >= HASH_END) {
+      throw new RouterError('INVALID_MESSAGE', `${what}[${i}] must fit in 64 bits, got ${h}`, h)
     }
   }
   return hs as readonly bigint[]

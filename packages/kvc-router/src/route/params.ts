@@ -111,6 +111,13 @@ export interface RouterParams {
   readonly maxAttempts: number
   /** Walks over the ranking per turn (each followed by a wait) before it fails. */
   readonly maxWalks: number
+  /**
+   * The turn's retry budget for failed sends: after this many sends or seeds of one turn failed
+   * (worker errors, unreachable workers, failed transfers) it fails instead of trying further D
+   * workers. A failure that repeats on every worker (a request no worker can serve) then costs a
+   * few attempts, not `maxAttempts`.
+   */
+  readonly maxSendFailures: number
   /** Reset-on-success (true) or v1's permanent exclusions (false, for comparison only). */
   readonly resetOnSuccess: boolean
   /** When every eligible D is excluded for a session, clear its exclusions instead of waiting. */
@@ -155,6 +162,7 @@ export const DEFAULT_ROUTER_PARAMS: RouterParams = Object.freeze({
   linkCooldownMs: 30_000,
   maxAttempts: 64,
   maxWalks: 256,
+  maxSendFailures: 8,
   resetOnSuccess: true,
   releaseWhenAllExcluded: true,
   predictOnSuccess: true,
@@ -246,6 +254,7 @@ const RULES: {
   linkCooldownMs: { must: 'a number >= 0', ok: (v) => isNum(v, 0) },
   maxAttempts: { must: 'an integer >= 1', ok: (v) => isInt(v, 1) },
   maxWalks: { must: 'an integer >= 1', ok: (v) => isInt(v, 1) },
+  maxSendFailures: { must: 'an integer >= 1', ok: (v) => isInt(v, 1) },
   resetOnSuccess: { must: 'a boolean', ok: isBool },
   releaseWhenAllExcluded: { must: 'a boolean', ok: isBool },
   predictOnSuccess: { must: 'a boolean', ok: isBool },

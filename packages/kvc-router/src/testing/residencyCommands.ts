@@ -158,28 +158,65 @@ class Ingest implements Cmd {
   }
 }
 
+/** Corrupt events a worker's stream may carry (each refused with `INVALID_MESSAGE`, nothing changed). */
+const CORRUPTIONS = [
+  'non-bigint hash',
+  'hash past 64 bits',
+  'hash below -2^63',
+  'negative event id',
+  'fractional event id',
+  'zero block size',
+  'unknown type',
+  'non-bigint parent',
+] as const
+
 class Malformed implements Cmd {
-  constructor(readonly id: string) {}
+  constructor(
+    readonly id: string,
+    readonly kind: (typeof CORRUPTIONS)[number] = 'non-bigint hash',
+  ) {}
   check(m: ResidencyReferenceModel): boolean {
     return m.workers.has(this.id)
   }
   run(m: ResidencyReferenceModel, r: ResidencyRealState): void {
     const last = m.workers.get(this.id)!.last
-    const bad = {
-      type: 'BlockStored',
-      eventId: last + 1,
-      blockHashes: [1n, 2 as unknown as bigint],
-    } as unknown as KvEvent
+    const stored = (over: { readonly [key: string]: unknown }) =>
+      ({
+        type: 'BlockStored',
+        eventId: last + 1,
+        blockHashes: [1n, 2n],
+        parentBlockHash: null,
+        tokenIds: [],
+        blockSize: 4,
+        extraKey: null,
+        ...over,
+      }) as unknown as KvEvent
+    const bad =
+      this.kind === 'non-bigint hash'
+        ? stored({ blockHashes: [1n, 2 as unknown as bigint] })
+        : this.kind === 'hash past 64 bits'
+          ? stored({ blockHashes: [1n, 2n ** 64n + 1n] })
+          : this.kind === 'hash below -2^63'
+            ? stored({ blockHashes: [-(2n ** 63n) - 1n] })
+            : this.kind === 'negative event id'
+              ? stored({ eventId: -1 })
+              : this.kind === 'fractional event id'
+                ? stored({ eventId: last + 1.5 })
+                : this.kind === 'zero block size'
+                  ? stored({ blockSize: 0 })
+                  : this.kind === 'unknown type'
+                    ? stored({ type: 'BlockMoved' })
+                    : stored({ parentBlockHash: 'parent' })
     try {
       r.index.ingest(this.id, bad)
-      throw new Error('malformed event accepted')
+      throw new Error(`malformed event accepted (${this.kind})`)
     } catch (e) {
       if (!(e instanceof RouterError) || e.code !== 'INVALID_MESSAGE') throw e
     }
     checkResidencyAgainstModel(r.index, m)
   }
   toString(): string {
-    return `malformed(${this.id})`
+    return `malformed(${this.id}, ${this.kind})`
   }
 }
 
@@ -314,7 +351,7 @@ export function residencyCommands(options: ResidencyCommandsOptions = {}): fc.Ar
       query,
       query,
       fc.tuple(id, hashesArb, fc.integer({ min: -1, max: 20 })).map(([w, h, l]) => new Resync(w, h, l)),
-      id.map((w) => new Malformed(w)),
+      fc.tuple(id, fc.constantFrom(...CORRUPTIONS)).map(([w, k]) => new Malformed(w, k)),
     ],
     { maxCommands: options.maxCommands ?? 80, size: 'large' },
   )

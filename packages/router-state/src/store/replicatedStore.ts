@@ -120,6 +120,11 @@ interface LocalBinding {
   dirty: boolean
   /** The newest server version announced while the entry was dirty (applied once it is written). */
   seen?: { readonly value: BindingValue; readonly revision: number } | undefined
+  /**
+   * Decided on the last view while degraded (an unconfirmed claim, or a success written during an
+   * outage): when it meets another binding on the server, the one for the later turn wins.
+   */
+  unconfirmed?: boolean
 }
 
 interface Flags {
@@ -409,7 +414,13 @@ export class ReplicatedStateStore implements ClusterStateStore {
       updatedAt: binding.updatedAt,
       ...(base === undefined ? {} : { revision: base }),
     }
-    this.#bindings.set(sessionId, { b, exp: this.#now() + this.#ttl, at: this.#now(), dirty: true })
+    this.#bindings.set(sessionId, {
+      b,
+      exp: this.#now() + this.#ttl,
+      at: this.#now(),
+      dirty: true,
+      unconfirmed: this.#degraded || prev?.unconfirmed === true,
+    })
     this.#dirtyBindings.add(sessionId)
     this.#kick()
   }
@@ -753,7 +764,13 @@ export class ReplicatedStateStore implements ClusterStateStore {
         updatedAt: claim.at,
         ...(cur?.revision === undefined ? {} : { revision: cur.revision }),
       }
-      this.#bindings.set(s, { b, exp: this.#now() + this.#ttl, at: this.#now(), dirty: true })
+      this.#bindings.set(s, {
+        b,
+        exp: this.#now() + this.#ttl,
+        at: this.#now(),
+        dirty: true,
+        unconfirmed: true,
+      })
       this.#dirtyBindings.add(s)
     }
     const binding = this.getBinding(s)!
@@ -1098,7 +1115,10 @@ export class ReplicatedStateStore implements ClusterStateStore {
     }
     for (const [s, f] of this.#flags) if (f.exp <= now && !this.#flagOps.has(s)) this.#flags.delete(s)
     this.#publishLoad(true)
-    if (this.#degraded && this.#connected) this.#scheduleReconcile(this.#retryMs)
+    // Degraded: a reconcile is pending or scheduled until one succeeds, whatever the client
+    // reports about its connection (a reconnect can go unreported; an attempt while the
+    // connection is down just fails and is retried).
+    if (this.#degraded) this.#scheduleReconcile(this.#retryMs)
     else if (this.#dirtyBindings.size + this.#dirtySeeds.size + this.#flagOps.size > 0) this.#kick()
   }
 
@@ -1191,6 +1211,7 @@ export class ReplicatedStateStore implements ClusterStateStore {
           const seen = e.seen
           e.seen = undefined
           e.dirty = false
+          e.unconfirmed = false
           e.exp = this.#now() + this.#ttl
           this.#dirtyBindings.delete(s)
           // Another replica wrote on top of ours before we heard back: its version is the newest.
@@ -1212,6 +1233,13 @@ export class ReplicatedStateStore implements ClusterStateStore {
       }
       if (cur.value.w === b.workerId) {
         // same D (a concurrent success there): ours is the later write
+        e.b = { ...e.b, revision: cur.revision }
+        continue
+      }
+      if (e.unconfirmed === true && b.updatedAt > cur.value.u) {
+        // Both bindings were decided apart (at least ours during an outage, on the last view), and
+        // ours records the later turn: the session's last turn ran on our D, where its KV is
+        // freshest. The server takes ours (a later turn there overrides it again).
         e.b = { ...e.b, revision: cur.revision }
         continue
       }
@@ -1313,17 +1341,18 @@ export class ReplicatedStateStore implements ClusterStateStore {
     if (this.#closed || this.#reconcileTimer !== undefined || this.#reconciling !== undefined) return
     this.#reconcileTimer = setTimeout(() => {
       this.#reconcileTimer = undefined
-      if (this.#closed || !this.#connected) return
+      if (this.#closed) return
       this.#reconciling = this.#reconcile()
         .catch((err) => {
           this.#m.writeErrors++
           this.#emit('error', `reconcile: ${(err as Error).message}`)
           this.#retryMs = Math.min(2_000, Math.max(50, this.#retryMs * 2))
-          this.#reconciling = undefined
-          this.#scheduleReconcile(this.#retryMs)
         })
         .finally(() => {
           this.#reconciling = undefined
+          // Failed, or degraded again meanwhile (a write of the reconcile's flush timed out,
+          // which could not schedule while this one ran): retry until one succeeds.
+          if (this.#degraded && !this.#closed) this.#scheduleReconcile(this.#retryMs)
         })
     }, delayMs)
   }
@@ -1354,7 +1383,7 @@ export class ReplicatedStateStore implements ClusterStateStore {
     if (this.#closed) return
     this.#setDegraded(true, why)
     this.#retryMs = Math.min(2_000, Math.max(50, this.#retryMs * 2))
-    if (this.#connected) this.#scheduleReconcile(this.#retryMs)
+    this.#scheduleReconcile(this.#retryMs)
   }
 
   #setDegraded(on: boolean, why: string): void {

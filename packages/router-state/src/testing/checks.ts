@@ -2,7 +2,9 @@ import type { ReplicatedStateStore } from '../store/replicatedStore.js'
 
 /**
  * Polls `check` (every 20 ms) until it stops throwing, or rethrows its last error after
- * `timeoutMs` (default 5,000). For what replicas learn from each other asynchronously.
+ * `timeoutMs` (default 20,000: it returns as soon as the check holds, so a wide limit costs
+ * nothing on an idle machine and keeps a busy one from failing). For what replicas learn from
+ * each other asynchronously.
  *
  * @example
  * ```ts
@@ -12,7 +14,7 @@ import type { ReplicatedStateStore } from '../store/replicatedStore.js'
  * await eventually(() => expect(++n).toBeGreaterThan(3))
  * ```
  */
-export async function eventually(check: () => void | Promise<void>, timeoutMs = 5_000): Promise<void> {
+export async function eventually(check: () => void | Promise<void>, timeoutMs = 20_000): Promise<void> {
   const deadline = Date.now() + timeoutMs
   for (;;) {
     try {
@@ -26,7 +28,7 @@ export async function eventually(check: () => void | Promise<void>, timeoutMs = 
 }
 
 /**
- * Waits (up to `timeoutMs`, default 5,000) until no store counts any in-flight load (turns,
+ * Waits (up to `timeoutMs`, default 20,000) until no store counts any in-flight load (turns,
  * pending seeds, prefill tokens, decode blocks) on any of `workers`: every turn gave back what
  * it took. Throws naming the store and the worker otherwise.
  *
@@ -41,7 +43,7 @@ export async function eventually(check: () => void | Promise<void>, timeoutMs = 
 export async function expectNoLoad(
   stores: readonly ReplicatedStateStore[],
   workers: readonly string[],
-  timeoutMs = 5_000,
+  timeoutMs = 20_000,
 ): Promise<void> {
   await eventually(() => {
     for (const st of stores) {

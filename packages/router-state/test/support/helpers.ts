@@ -59,7 +59,7 @@ export function uniqueNamespace(tag: string): string {
 export async function expectConverged(
   stores: readonly ReplicatedStateStore[],
   sessions: readonly string[],
-  timeoutMs = 5_000,
+  timeoutMs = 20_000,
 ): Promise<Map<string, string | undefined>> {
   for (const s of stores) await s.flush(timeoutMs)
   const out = new Map<string, string | undefined>()

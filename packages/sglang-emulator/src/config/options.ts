@@ -105,6 +105,12 @@ export interface SglangEmulatorOptions {
   readonly evictionPolicy?: EvictionPolicy
   /** `weight_version` reported (default `'default'`). */
   readonly weightVersion?: string
+  /**
+   * SGLang's `--chunked-prefill-size`: a prompt's uncached tokens are computed in chunks of at
+   * most this many tokens, each chunk's pages entering the radix tree before the next is computed
+   * (`cacheUnfinishedReq` with `chunked`, then the request re-matches). Default: off (one chunk).
+   */
+  readonly chunkedPrefillSize?: number
 }
 
 /** Every option resolved and validated. @internal */
@@ -131,6 +137,8 @@ export interface EmulatorConfig {
   readonly granularity: 'block' | 'session'
   readonly evictionPolicy: EvictionPolicy | undefined
   readonly weightVersion: string
+  /** `undefined`: one chunk. */
+  readonly chunkedPrefillSize: number | undefined
 }
 
 const isInt = (v: unknown, min: number): v is number =>
@@ -177,6 +185,12 @@ export function resolveOptions(options: SglangEmulatorOptions): EmulatorConfig {
     "granularity must be 'block' or 'session'",
     granularity,
   )
+  const chunk = options.chunkedPrefillSize
+  checkOption(
+    chunk === undefined || isInt(chunk, pageSize),
+    'chunkedPrefillSize must be an integer >= pageSize',
+    chunk,
+  )
   return {
     role,
     pageSize,
@@ -200,5 +214,6 @@ export function resolveOptions(options: SglangEmulatorOptions): EmulatorConfig {
     granularity,
     evictionPolicy: options.evictionPolicy,
     weightVersion: options.weightVersion ?? 'default',
+    chunkedPrefillSize: chunk,
   }
 }

@@ -81,6 +81,7 @@ export class EmulatorEngine {
   readonly rooms: PrefillRooms | undefined
   readonly kvEvents: KvEventStream | undefined
   readonly #config: EmulatorConfig
+  readonly #faults: FaultInjector
   readonly #cache: RadixCache
   readonly #pool: PagedAllocator
   readonly #leases = new LeaseBook()
@@ -96,6 +97,7 @@ export class EmulatorEngine {
 
   constructor(config: EmulatorConfig, faults: FaultInjector) {
     this.#config = config
+    this.#faults = faults
     this.role = config.role
     this.pageSize = config.pageSize
     this.capacityTokens = config.capacityTokens
@@ -338,7 +340,19 @@ export class EmulatorEngine {
       } else {
         await sleepScaled(prefillMs(timing, uncached, cached), timing.scale, signal)
       }
-      sc.prefill(sreq, uncached)
+      const chunk = this.#config.chunkedPrefillSize
+      if (chunk === undefined || uncached <= chunk) sc.prefill(sreq, uncached)
+      else {
+        // Chunked prefill: each chunk's pages enter the tree before the next is computed, and the
+        // request re-matches (it adopts pages another request inserted meanwhile), as SGLang does.
+        for (let left = uncached; left > 0; left = promptLen - sreq.kvCommittedLen) {
+          sc.prefill(sreq, Math.min(chunk, left))
+          if (sreq.kvCommittedLen < promptLen) {
+            sc.cacheUnfinishedReq(sreq, { chunked: true })
+            sc.matchPrefix(sreq)
+          }
+        }
+      }
       syncReserve(sreq)
       counters.promptTokens += promptLen
       counters.cachedTokens += cached
@@ -385,7 +399,10 @@ export class EmulatorEngine {
       sreq = undefined
       this.sessions.afterTurn(item, finishedReq)
       if (this.role === 'prefill' && item.bootstrap !== undefined) {
-        this.rooms?.settle(item.bootstrap.room, { ok: true, tokens: promptLen, message: undefined })
+        // A partial-transfer fault delivers only part of the prompt's pages.
+        const part = this.#faults.takeTransferFraction()
+        const tokens = part >= 1 ? promptLen : Math.floor((promptLen * part) / this.pageSize) * this.pageSize
+        this.rooms?.settle(item.bootstrap.room, { ok: true, tokens, message: undefined })
       }
       let text = fakeDetokenize(
         out.filter((t) => !item.sampling.stopTokenIds.has(t) || item.sampling.noStopTrim),
@@ -446,6 +463,13 @@ export class EmulatorEngine {
           throw new EngineError(
             'kv_transfer',
             `KVTransferError(bootstrap_room=${b.room}): Failed to get kvcache from prefill instance, it might be dead (${r.message ?? 'unknown'})`,
+          )
+        }
+        // What arrived must cover the prompt: a transfer cut short is refused, never decoded from.
+        if (r.tokens < item.tokens.length) {
+          throw new EngineError(
+            'kv_transfer',
+            `KVTransferError(bootstrap_room=${b.room}): the prefill instance delivered the KV of ${r.tokens} of ${item.tokens.length} prompt tokens`,
           )
         }
       }

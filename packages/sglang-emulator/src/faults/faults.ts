@@ -54,6 +54,12 @@ export interface EmulatorFaults {
   dropKvEvents(count: number): void
   /** `/health` and `/health_generate` answer 503 while unhealthy. */
   setHealthy(healthy: boolean): void
+  /**
+   * The next `count` KV transfers this prefill worker serves deliver only `fraction` of the
+   * prompt's pages: the decode worker refuses them (a `KVTransferError`), as it would a transfer
+   * cut short, and frees what it had allocated.
+   */
+  partialTransfers(count: number, fraction?: number): void
   /** Removes every pending fault. */
   clear(): void
 }
@@ -63,6 +69,7 @@ export class FaultInjector implements EmulatorFaults {
   readonly #list: (EmulatorFault & { remaining: number })[] = []
   #dropKv = 0
   #healthy = true
+  #partial: number[] = []
 
   inject(fault: EmulatorFault): void {
     this.#list.push({ ...fault, remaining: fault.times ?? 1 })
@@ -76,10 +83,21 @@ export class FaultInjector implements EmulatorFaults {
     this.#healthy = healthy
   }
 
+  partialTransfers(count: number, fraction = 0.5): void {
+    if (!(fraction >= 0 && fraction < 1)) throw new RangeError(`fraction must be in [0, 1), got ${fraction}`)
+    for (let i = 0; i < count; i++) this.#partial.push(fraction)
+  }
+
   clear(): void {
     this.#list.length = 0
     this.#dropKv = 0
     this.#healthy = true
+    this.#partial.length = 0
+  }
+
+  /** The fraction of its pages the KV transfer being served delivers (1: all; uses up one fault). */
+  takeTransferFraction(): number {
+    return this.#partial.shift() ?? 1
   }
 
   get healthy(): boolean {

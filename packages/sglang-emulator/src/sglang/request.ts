@@ -12,6 +12,7 @@ import { BodyTooLargeError, mediaType, readBody } from '@kvc/worker-bindings'
 import type { EmulatorRole } from '../config/options.js'
 import type { EngineRequest, SessionParams } from '../engine/types.js'
 import { fakeChatTemplate, fakeTokenize } from '../model/fakeModel.js'
+import { validateChatRequest } from './chatRequest.js'
 import { SglangHttpError, errorResponse, generateError, validationError } from './errors.js'
 
 /** A request body: its text (for exact 64-bit fields) and its JSON object. @internal */
@@ -128,9 +129,10 @@ export function parseGenerateItem(
   if (typeof sp !== 'object' || sp === null)
     throw validationError('sampling_params: Input should be a valid dictionary')
   const maxNew = sp.max_new_tokens ?? 128
-  if (typeof maxNew !== 'number' || !Number.isInteger(maxNew) || maxNew < 0) {
-    throw generateError(`max_new_tokens must be at least 0, got ${String(maxNew)}.`)
+  if (typeof maxNew !== 'number' || !Number.isInteger(maxNew)) {
+    throw generateError(`max_new_tokens must be an integer, got ${JSON.stringify(maxNew) ?? String(maxNew)}.`)
   }
+  if (maxNew < 0) throw generateError(`max_new_tokens must be at least 0, got ${maxNew}.`)
   const stop = sp.stop === undefined || sp.stop === null ? [] : Array.isArray(sp.stop) ? sp.stop : [sp.stop]
   const stopIds = Array.isArray(sp.stop_token_ids) ? (sp.stop_token_ids as number[]) : []
   const ridRaw = pick<unknown>(json.rid)
@@ -210,27 +212,16 @@ const CHAT_PASSTHROUGH = [
 ]
 
 /**
- * Validates a `/v1/chat/completions` body and renders it as the `/generate` body SGLang's chat
- * handler builds: the prompt through the chat template, `max_completion_tokens` (or `max_tokens`)
- * and `stop`, and the session, namespace and bootstrap fields passed through.
+ * Validates a `/v1/chat/completions` body (`validateChatRequest`: SGLang's checks and wording)
+ * and renders it as the `/generate` body SGLang's chat handler builds: the prompt through the chat
+ * template, `max_completion_tokens` (or `max_tokens`) and `stop`, and the session, namespace and
+ * bootstrap fields passed through.
  * @internal
  */
 export function chatToGenerate(json: Record<string, unknown>): Record<string, unknown> {
-  const messages = json.messages
-  if (!Array.isArray(messages) || messages.length === 0) {
-    throw validationError(
-      '1 validation error for ChatCompletionRequest\nmessages\n  Field required [type=missing]',
-    )
-  }
-  for (const m of messages) {
-    if (typeof m !== 'object' || m === null || typeof (m as { role?: unknown }).role !== 'string') {
-      throw validationError(
-        '1 validation error for ChatCompletionRequest\nmessages.role\n  Field required [type=missing]',
-      )
-    }
-  }
-  const prompt = fakeChatTemplate(messages as { role: string; content: unknown }[])
-  const maxNew = json.max_completion_tokens ?? json.max_tokens ?? 128
+  const { messages, maxTokens } = validateChatRequest(json)
+  const prompt = fakeChatTemplate(messages)
+  const maxNew = maxTokens ?? 128
   const body: Record<string, unknown> = {
     text: prompt,
     sampling_params: {

@@ -1,5 +1,5 @@
 #!/usr/bin/env node
-import { mkdirSync, readFileSync, writeFileSync } from 'node:fs'
+import { readFileSync, writeFileSync } from 'node:fs'
 import { join, resolve } from 'node:path'
 import { Command, CommanderError, Option } from 'commander'
 import { POLICY_NAMES, parsePolicySpec } from '../adapters/router.js'
@@ -24,6 +24,7 @@ import { type SimGranularity, autoGranularity } from '../granularity/kvGeometry.
 import { TRACE_FORMATS, type TraceFormat, detectTraceFormat, loadTrace } from '../workload/loadTrace.js'
 import { computeTraceStats } from '../workload/stats.js'
 import { parseCapacity, parseCount, parsePositive, parseSeeds, parseSlo } from './args.js'
+import { prepareOutDir } from './outDir.js'
 import { defaultJobs, threadRunner } from './parallel.js'
 import { Progress } from './progress.js'
 
@@ -218,8 +219,7 @@ function writeOutputs(
   started: number,
   sweep?: SweepResult,
 ): void {
-  const dir = resolve(outDir)
-  mkdirSync(dir, { recursive: true })
+  const dir = prepareOutDir(outDir)
   const resources: Resources = {
     wallS: Math.round(performance.now() - started) / 1000,
     peakRssMB: peakRssMB(),
@@ -355,6 +355,7 @@ export function buildProgram(io: Io = defaultIo): Command {
     const started = performance.now()
     const config = buildConfig(o, splitList(o.policies))
     const sweep = o.sweep === undefined ? undefined : readSweep(o.sweep, config.policies)
+    prepareOutDir(o.out)
     const result = await execute(o, config, io)
     io.out(verdictText(experimentVerdict(result, sweep)))
     io.out('')
@@ -382,6 +383,7 @@ export function buildProgram(io: Io = defaultIo): Command {
   ).action(async (o: CommonOpts & { policies: string; axis: SweepAxis; values?: string }) => {
     const config = buildConfig(o, splitList(o.policies))
     const values = sweepValues(o.axis, o.values, o.topology)
+    prepareOutDir(o.out)
     const tasks = values.length * config.policies.length * config.seeds.length
     const jobs = jobsOf(o)
     const progress = new Progress(
@@ -404,8 +406,7 @@ export function buildProgram(io: Io = defaultIo): Command {
     io.out(verdictText(sweepVerdict(result)))
     io.out('')
     io.out(renderSweepTable(result))
-    const dir = resolve(o.out)
-    mkdirSync(dir, { recursive: true })
+    const dir = prepareOutDir(o.out)
     writeFileSync(join(dir, 'sweep.json'), toStableJson(result))
     writeFileSync(join(dir, 'sweep.html'), renderSweepReport(result))
     io.out('')
@@ -428,6 +429,7 @@ export function buildProgram(io: Io = defaultIo): Command {
   ).action(async (o: CommonOpts & { policy: string; records?: boolean }) => {
     const started = performance.now()
     const config = buildConfig(o, [o.policy])
+    prepareOutDir(o.out)
     let runs: readonly RunResult[] = []
     const result = await execute(o, config, io, (r) => {
       runs = r

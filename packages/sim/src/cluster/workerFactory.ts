@@ -141,6 +141,6 @@ export class WorkerFactory {
       c.kvEventsLost++
       return
     }
-    this.#ctx.router.ingest(w.id, e)
+    if (!this.#faults.deliverKvEvent(w, e, (x) => this.#ctx.router.ingest(w.id, x))) c.kvEventsLost++
   }
 }

@@ -230,7 +230,12 @@ function checkFaultTargets(
           f.target,
         )
       }
-    } else if (f.kind === 'd-death' || f.kind === 'lost-kv-events') {
+    } else if (
+      f.kind === 'd-death' ||
+      f.kind === 'lost-kv-events' ||
+      f.kind === 'corrupt-kv-events' ||
+      f.kind === 'partial-transfer'
+    ) {
       const w = byId.get(f.target)
       if (w === undefined || w.role === 'prefill') {
         throw new SimError(

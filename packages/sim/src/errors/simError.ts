@@ -114,12 +114,34 @@ export function traceError(
   )
 }
 
+/**
+ * A value shown in an error message as its source text, unquoted: a trace's `1e400`, which
+ * JSON reads as `Infinity` and would otherwise print as `null`.
+ *
+ * @example
+ * ```ts
+ * import { RawText, traceError } from '@kvc/sim'
+ * traceError('t.jsonl', 3, 'input_length', 'is too large', new RawText('1e400')).message
+ * // 't.jsonl:3: field "input_length": is too large (got 1e400)'
+ * ```
+ */
+export class RawText {
+  constructor(readonly text: string) {}
+  toString(): string {
+    return this.text
+  }
+}
+
 function preview(value: unknown): string {
   let s: string
-  try {
-    s = typeof value === 'string' ? JSON.stringify(value) : (JSON.stringify(value) ?? String(value))
-  } catch {
+  if (value instanceof RawText || (typeof value === 'number' && !Number.isFinite(value))) {
     s = String(value)
+  } else {
+    try {
+      s = typeof value === 'string' ? JSON.stringify(value) : (JSON.stringify(value) ?? String(value))
+    } catch {
+      s = String(value)
+    }
   }
   return s.length > 60 ? `${s.slice(0, 57)}...` : s
 }

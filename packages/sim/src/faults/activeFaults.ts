@@ -1,3 +1,5 @@
+import { RouterError } from '@kvc/kvc-router'
+import type { KvEvent } from '@kvc/radix-cache'
 import type { Prng } from '../engine/prng.js'
 import type { SimWorker } from '../cluster/worker.js'
 import { type FaultSpec, defaultFaultDuration } from './faults.js'
@@ -68,5 +70,41 @@ export class ActiveFaults {
   lostEvent(w: SimWorker): boolean {
     if (this.inWindow('lost-kv-events', w.id)) return true
     return this.strikes('lost-kv-events')
+  }
+
+  #corruptions = 0
+
+  /**
+   * Delivers KV event `e` of `w` through `ingest`, corrupted when a `corrupt-kv-events` fault
+   * strikes: in turn a hash past 64 bits, a parent the worker does not hold, an id already used.
+   * Returns false when the receiver refused it (a typed `RouterError`: the event is lost to it,
+   * and the id it leaves unused flags the worker's gap); any other error is a simulator bug and
+   * propagates.
+   */
+  deliverKvEvent(w: SimWorker, e: KvEvent, ingest: (e: KvEvent) => void): boolean {
+    if (!this.inWindow('corrupt-kv-events', w.id) && !this.strikes('corrupt-kv-events')) {
+      ingest(e)
+      return true
+    }
+    const variant = this.#corruptions++ % 3
+    const bad: KvEvent =
+      variant === 0 && e.type !== 'AllBlocksCleared'
+        ? { ...e, blockHashes: [...e.blockHashes.slice(0, -1), 2n ** 64n + BigInt(e.eventId)] }
+        : variant === 1 && e.type === 'BlockStored'
+          ? { ...e, parentBlockHash: 0x7fff_ffff_0000_0000n + BigInt(e.eventId) }
+          : { ...e, eventId: Math.max(0, e.eventId - 1) }
+    try {
+      ingest(bad)
+      return true
+    } catch (err) {
+      if (err instanceof RouterError) return false
+      throw err
+    }
+  }
+
+  /** A KV transfer to `d` ending now delivered only part of its pages. */
+  partialTransfer(d: SimWorker): boolean {
+    if (this.inWindow('partial-transfer', d.id)) return true
+    return this.strikes('partial-transfer')
   }
 }

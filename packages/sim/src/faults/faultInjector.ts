@@ -111,6 +111,8 @@ export class FaultInjector {
       }
       case 'admit-timeout':
       case 'lost-kv-events':
+      case 'corrupt-kv-events':
+      case 'partial-transfer':
         active.windows.push({ kind: f.kind, target: f.target, fromMs: from, toMs: from + forMs })
         return
     }

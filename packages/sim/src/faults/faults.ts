@@ -1,5 +1,8 @@
-import { readFileSync } from 'node:fs'
 import { SimError, SimErrorCode } from '../errors/simError.js'
+import { readTextCapped } from '../workload/traceFiles.js'
+
+/** Largest fault file read (bytes): a schedule is a short list. */
+const MAX_FAULT_FILE_BYTES = 16 * 1024 * 1024
 
 /**
  * Kinds of injectable faults (`docs/design/simulation.md#faults`):
@@ -12,6 +15,8 @@ import { SimError, SimErrorCode } from '../errors/simError.js'
  * | `admit-timeout` | every admission RPC sent in `[t, t+d)` times out | each admission RPC times out with probability `p` |
  * | `router-pause` | the router stops deciding from `t` for `d` (a GC pause; default 0.5 s) | at each turn arrival, with probability `p`, the router pauses for `d` (default 0.2 s) |
  * | `lost-kv-events` | every KV event of `target` (all D workers without one) in `[t, t+d)` is lost | each KV event is lost with probability `p` |
+ * | `corrupt-kv-events` | every KV event of `target` (all without one) in `[t, t+d)` arrives corrupted: a hash past 64 bits, a parent the worker does not hold, or an id already used (in turn); the router refuses the first and the last (counted as lost: its index flags the gap) and applies the second as an orphan | each KV event arrives corrupted with probability `p` |
+ * | `partial-transfer` | every KV transfer to `target` (all D workers without one) ending in `[t, t+d)` delivers only part of its pages: the D refuses it (`transfer_error`) and the turn is reseeded | each KV transfer delivers part of its pages with probability `p` |
  *
  * @example
  * ```ts
@@ -26,6 +31,8 @@ export const FAULT_KINDS = [
   'admit-timeout',
   'router-pause',
   'lost-kv-events',
+  'corrupt-kv-events',
+  'partial-transfer',
 ] as const
 
 /**
@@ -65,6 +72,8 @@ const DEFAULT_FOR_S: Record<FaultKind, number> = {
   'admit-timeout': 10,
   'router-pause': 0.5,
   'lost-kv-events': 10,
+  'corrupt-kv-events': 10,
+  'partial-transfer': 10,
 }
 
 /**
@@ -152,11 +161,11 @@ export function parseFaults(spec: string): FaultSpec[] {
   if (s.endsWith('.json')) {
     let data: unknown
     try {
-      data = JSON.parse(readFileSync(s, 'utf8'))
+      data = JSON.parse(readTextCapped(s, MAX_FAULT_FILE_BYTES, 'fault file'))
     } catch (err) {
       throw new SimError(
         SimErrorCode.InvalidFault,
-        `cannot read fault file ${s}: ${(err as Error).message}`,
+        err instanceof SimError ? err.message : `cannot read fault file ${s}: ${(err as Error).message}`,
         s,
       )
     }

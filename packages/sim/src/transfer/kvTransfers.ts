@@ -165,9 +165,15 @@ export class KvTransfers {
     const ctx = this.#ctx
     const turn = ctx.turns[t.turn.id]!
     if (t.state !== 'wire' || t.seq !== turn.seq || turn.ended) return
-    t.state = 'done'
     const p = ctx.workers[t.p]!
     const d = ctx.workers[t.d]!
+    if (this.#faults.partialTransfer(d)) {
+      // The D checks what arrived against what it was promised and refuses a partial transfer.
+      ctx.counters.transferErrors++
+      this.#host.failPhysical(turn, 'transfer_error', 'partial KV transfer: pages missing')
+      return
+    }
+    t.state = 'done'
     d.transfersOnWire--
     turn.transfer = undefined
     this.finishP(turn, p)

@@ -1,14 +1,75 @@
-import { readFileSync, readdirSync, statSync } from 'node:fs'
-import { SimError, SimErrorCode, traceError } from '../errors/simError.js'
+import { closeSync, fstatSync, openSync, readSync, readdirSync, statSync } from 'node:fs'
+import { StringDecoder } from 'node:string_decoder'
+import { RawText, SimError, SimErrorCode, traceError } from '../errors/simError.js'
 
-/** Read a text file or throw `TRACE_NOT_FOUND` naming it. */
-export function readTraceText(file: string): string {
+/**
+ * Largest trace file read (bytes): 512 MiB, about the longest string a JavaScript engine holds.
+ * A larger file, or an endless one (`/dev/zero`, a pipe that never closes its end), fails with
+ * `INVALID_TRACE` once this much was read instead of exhausting memory.
+ */
+export const MAX_TRACE_BYTES = 512 * 1024 * 1024
+
+const CHUNK_BYTES = 1 << 20
+
+/**
+ * Reads a text file in chunks, at most `maxBytes` of it: `TRACE_NOT_FOUND` when it cannot be
+ * opened, `INVALID_TRACE` when it is larger than `maxBytes` (checked up front for a regular
+ * file, while reading for a device or a pipe) or holds a NUL byte (binary data, not a text
+ * trace). `what` names the file in messages (`trace`, `fault file`).
+ */
+export function readTextCapped(file: string, maxBytes: number = MAX_TRACE_BYTES, what = 'trace'): string {
+  let fd: number
   try {
-    return readFileSync(file, 'utf8')
+    fd = openSync(file, 'r')
   } catch (err) {
     const why = (err as NodeJS.ErrnoException).code === 'ENOENT' ? 'no such file' : (err as Error).message
-    throw new SimError(SimErrorCode.TraceNotFound, `cannot read trace ${file}: ${why}`, file)
+    throw new SimError(SimErrorCode.TraceNotFound, `cannot read ${what} ${file}: ${why}`, file)
   }
+  const tooLarge = (size: string): SimError =>
+    traceError(file, 1, '(file)', `the ${what} is larger than ${maxBytes} bytes (${size})`, maxBytes)
+  try {
+    const st = fstatSync(fd)
+    if (st.isDirectory())
+      throw new SimError(SimErrorCode.TraceNotFound, `cannot read ${what} ${file}: it is a directory`, file)
+    if (st.isFile() && st.size > maxBytes) throw tooLarge(`${st.size} bytes`)
+    const decoder = new StringDecoder('utf8')
+    const buf = Buffer.allocUnsafe(CHUNK_BYTES)
+    const parts: string[] = []
+    let total = 0
+    for (;;) {
+      let n: number
+      try {
+        n = readSync(fd, buf, 0, CHUNK_BYTES, null)
+      } catch (err) {
+        throw new SimError(
+          SimErrorCode.TraceNotFound,
+          `cannot read ${what} ${file}: ${(err as Error).message}`,
+          file,
+        )
+      }
+      if (n === 0) break
+      const nul = buf.subarray(0, n).indexOf(0)
+      if (nul >= 0)
+        throw traceError(
+          file,
+          1,
+          '(file)',
+          `holds binary data (a NUL byte at offset ${total + nul}), not text`,
+        )
+      total += n
+      if (total > maxBytes) throw tooLarge(`more than ${maxBytes} bytes read`)
+      parts.push(decoder.write(buf.subarray(0, n)))
+    }
+    parts.push(decoder.end())
+    return parts.join('')
+  } finally {
+    closeSync(fd)
+  }
+}
+
+/** Read a trace file (at most {@link MAX_TRACE_BYTES}) or throw `TRACE_NOT_FOUND` naming it. */
+export function readTraceText(file: string): string {
+  return readTextCapped(file, MAX_TRACE_BYTES, 'trace')
 }
 
 /** Whether `path` is a directory; `TRACE_NOT_FOUND` when it does not exist. */
@@ -53,6 +114,11 @@ export function* jsonObjectLines(text: string, file: string): Generator<[number,
     if (typeof o !== 'object' || o === null || Array.isArray(o)) {
       throw traceError(file, line, '(json)', 'each line must be a JSON object', o)
     }
+    for (const [k, v] of Object.entries(o)) {
+      // JSON.parse reads 1e400 as Infinity, which every later message would show as null.
+      if (typeof v === 'number' && !Number.isFinite(v))
+        throw traceError(file, line, k, 'is a number too large for a double', new RawText(rawValue(s, k)))
+    }
     yield [line, o as Record<string, unknown>]
   }
 }
@@ -71,4 +137,12 @@ export function* nonBlankLines(text: string): Generator<[number, string]> {
     if (s.trim() !== '') yield [line, s]
     start = end + 1
   }
+}
+
+/** The source text of top-level field `key`'s value on a JSONL line (for messages). */
+function rawValue(line: string, key: string): string {
+  const at = line.indexOf(JSON.stringify(key))
+  if (at < 0) return '?'
+  const m = /^\s*:\s*([^,}\]\s]+)/.exec(line.slice(at + JSON.stringify(key).length))
+  return m?.[1] ?? '?'
 }

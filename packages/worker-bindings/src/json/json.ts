@@ -6,10 +6,16 @@
  * @module
  */
 import { randomBytes } from 'node:crypto'
+import { WorkerBindingsError } from '../errors/workerBindingsError.js'
 
 /**
  * `JSON.stringify` that writes `bigint` values as JSON integers (exactly, any size) instead of
  * throwing.
+ *
+ * @throws {@link WorkerBindingsError} `INVALID_ARGUMENT` (never retried: the same value fails
+ * again) when `value` cannot be written as JSON: it nests deeper than the engine's stack allows
+ * (`cause` is the `RangeError`), holds a cycle (`cause` is the `TypeError`), or is not a JSON
+ * value at all (`undefined`, a function).
  *
  * @example
  * ```ts
@@ -19,13 +25,28 @@ import { randomBytes } from 'node:crypto'
  */
 export function stringifyJson(value: unknown): string {
   let marker: string | undefined
-  const text = JSON.stringify(value, (_key, v: unknown) => {
-    if (typeof v !== 'bigint') return v
-    marker ??= `\u0000kvc-bigint-${randomBytes(8).toString('hex')}:`
-    return `${marker}${v.toString()}`
-  })
+  let text: string | undefined
+  try {
+    text = JSON.stringify(value, (_key, v: unknown) => {
+      if (typeof v !== 'bigint') return v
+      marker ??= `\u0000kvc-bigint-${randomBytes(8).toString('hex')}:`
+      return `${marker}${v.toString()}`
+    })
+  } catch (cause) {
+    const why =
+      cause instanceof RangeError
+        ? 'it nests arrays or objects too deeply'
+        : `${(cause as Error)?.message ?? String(cause)}`
+    throw new WorkerBindingsError('INVALID_ARGUMENT', `the value cannot be written as JSON: ${why}`, {
+      cause,
+    })
+  }
   if (text === undefined) {
-    throw new TypeError('value is not serializable as JSON')
+    throw new WorkerBindingsError(
+      'INVALID_ARGUMENT',
+      `the value cannot be written as JSON: a ${typeof value} is not a JSON value`,
+      { value: typeof value },
+    )
   }
   if (marker === undefined) return text
   // JSON.stringify escapes the NUL of the marker as \u0000.

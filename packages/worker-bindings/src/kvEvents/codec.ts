@@ -232,17 +232,31 @@ function hashList(x: unknown): bigint[] {
   return x.map(toHash)
 }
 
+/** Hashes are 64-bit: signed (SGLang, Dynamo) or unsigned (vLLM, byte strings) spellings. */
+const HASH_MIN = -(2n ** 63n)
+const HASH_END = 2n ** 64n
+
 function toHash(x: unknown): bigint {
-  if (typeof x === 'bigint') return x
-  if (typeof x === 'number' && Number.isInteger(x)) return BigInt(x)
+  if (typeof x === 'bigint') return inRange(x)
+  if (typeof x === 'number' && Number.isInteger(x)) {
+    // A float past 2^53 has lost bits: it names some other block.
+    if (!Number.isSafeInteger(x))
+      throw bad('a block hash number beyond 2^53 is not exact (send it as a 64-bit integer)', x)
+    return BigInt(x)
+  }
   if (x instanceof Uint8Array) {
     if (x.length === 0) throw bad('empty byte-string block hash', x)
     let v = 0n
     for (const b of x.subarray(Math.max(0, x.length - 8))) v = (v << 8n) | BigInt(b)
     return v
   }
-  if (typeof x === 'string' && /^(-?\d+|0x[0-9a-fA-F]+)$/.test(x)) return BigInt(x)
+  if (typeof x === 'string' && /^(-?\d+|0x[0-9a-fA-F]+)$/.test(x)) return inRange(BigInt(x))
   throw bad('a block hash must be an integer or a byte string', x)
+}
+
+function inRange(h: bigint): bigint {
+  if (h < HASH_MIN || h >= HASH_END) throw bad('a block hash must fit in 64 bits', h)
+  return h
 }
 
 function toNumber(x: unknown): number | undefined {

@@ -406,6 +406,13 @@ export interface ResidencyFeederOptions {
   readonly tiers?: readonly KvTier[]
   /** Receives each event left out (another tier, or a medium no tier table knows). */
   readonly onSkipped?: (event: WireKvEvent, tier: KvTier | undefined) => void
+  /**
+   * Receives each event the sink refuses (a corrupt one: a hash past 64 bits, a block size the
+   * index does not use, an id out of order), which is then skipped: its id is used up, leaving a
+   * hole the sink's gap check reports in turn, and the rest of the batch is applied. Without it
+   * the refusal is thrown (to the subscriber's `onError`) and the rest of the batch is lost.
+   */
+  readonly onRefused?: (error: unknown, event: KvEvent) => void
 }
 
 /**
@@ -448,6 +455,7 @@ export function residencyFeeder(
     }
   }
   const onSkipped = options.onSkipped
+  const onRefused = options.onRefused
   let next = firstEventId
   let lastSeq: bigint | undefined
   return ({ batch, seq }) => {
@@ -461,8 +469,15 @@ export function residencyFeeder(
       return false
     })
     for (const e of toRadixKvEvents({ ...batch, events: kept }, next)) {
-      sink.ingest(workerId, e)
+      // The event's id is used up either way: an event the sink refuses (a corrupt one) leaves a
+      // hole in the ids, which the sink's gap check reports, and the rest of the batch goes on.
       next = e.eventId + 1
+      try {
+        sink.ingest(workerId, e)
+      } catch (err) {
+        if (onRefused === undefined) throw err
+        onRefused(err, e)
+      }
     }
   }
 }

@@ -5,7 +5,12 @@
  */
 import { WorkerApiError } from '../errors/workerBindingsError.js'
 import { type MetricFamily, parsePrometheusText } from '../metrics/prometheusText.js'
-import { type CallOptions, type ClientOptions, HttpTransport } from '../transport/httpTransport.js'
+import {
+  type CallOptions,
+  type ClientOptions,
+  HttpTransport,
+  parseJsonBody,
+} from '../transport/httpTransport.js'
 
 /**
  * One replica descriptor of `/query_key`.
@@ -122,12 +127,13 @@ export class MooncakeMasterClient {
       { method: 'GET', path: '/query_key', query: { key }, idempotent: true, acceptStatus: [404] },
       options,
     )
-    const json = JSON.parse(res.text) as {
+    if (res.status === 404) return undefined
+    const json = parseJsonBody<{
       success?: boolean
       data?: MooncakeReplicaInfo[]
       error_code?: number
-    }
-    if (res.status === 404 || json.success === false) return undefined
+    }>(res.text, 'GET /query_key', this.http.baseURL)
+    if (json.success === false) return undefined
     return json.data ?? []
   }
 

@@ -5,7 +5,12 @@
  * @module
  */
 import { WorkerApiError } from '../errors/workerBindingsError.js'
-import { type CallOptions, type ClientOptions, HttpTransport } from '../transport/httpTransport.js'
+import {
+  type CallOptions,
+  type ClientOptions,
+  HttpTransport,
+  parseJsonBody,
+} from '../transport/httpTransport.js'
 
 /**
  * Body of `PUT /route` in current SGLang (`CommonKVBootstrapServer`): one call per prefill rank.
@@ -196,7 +201,9 @@ export class PrefillBootstrapClient {
       },
       options,
     )
-    return res.status === 404 ? undefined : (JSON.parse(res.text) as PrefillRankAddress)
+    return res.status === 404
+      ? undefined
+      : parseJsonBody<PrefillRankAddress>(res.text, 'GET /route', this.http.baseURL)
   }
 
   /** Older servers: `GET /route?engine_rank=&target_dp_group=`; `undefined` on 404. */
@@ -214,7 +221,9 @@ export class PrefillBootstrapClient {
       },
       options,
     )
-    return res.status === 404 ? undefined : (JSON.parse(res.text) as PrefillRankAddress)
+    return res.status === 404
+      ? undefined
+      : parseJsonBody<PrefillRankAddress>(res.text, 'GET /route', this.http.baseURL)
   }
 
   /** `PUT /route`: registers one prefill rank (upstream answers `OK`). */

@@ -31,6 +31,30 @@ export interface EndpointHealth {
   readonly unhealthySince: number | undefined
   /** Message of the last failure. */
   readonly lastError: string | undefined
+  /**
+   * Calls that timed out while the endpoint answered other calls: slow, not dead. They do not
+   * count toward `failureThreshold` (see {@link EndpointHealthTracker.recordFailure}).
+   */
+  readonly slowCalls: number
+}
+
+/**
+ * Latency of the calls to one path of an endpoint, as {@link EndpointHealthTracker.latency}
+ * reports it: a smoothed mean and mean deviation (RFC 6298's estimator, as TCP times its
+ * retransmissions), over successful calls.
+ *
+ * @example
+ * ```ts
+ * import { EndpointHealthTracker, type EndpointLatency } from '@kvc/worker-bindings'
+ * const t = new EndpointHealthTracker()
+ * t.recordSuccess('http://w:1', { latencyMs: 20, path: '/health' })
+ * const l: EndpointLatency | undefined = t.latency('http://w:1', '/health') // { samples: 1, meanMs: 20, deviationMs: 10 }
+ * ```
+ */
+export interface EndpointLatency {
+  readonly samples: number
+  readonly meanMs: number
+  readonly deviationMs: number
 }
 
 /**
@@ -111,9 +135,18 @@ const probeScope = new AsyncLocalStorage<{
   readonly endpoint: string
 }>()
 
+interface Latency {
+  samples: number
+  mean: number
+  dev: number
+}
+
 interface Entry {
   healthy: boolean
   failures: number
+  slow: number
+  /** Latency per path. */
+  readonly latency: Map<string, Latency>
   lastSuccessAt: number | undefined
   lastFailureAt: number | undefined
   unhealthySince: number | undefined
@@ -196,9 +229,25 @@ export class EndpointHealthTracker {
     this.#onChange = options.onChange
   }
 
-  /** Records a successful call to `endpoint`. */
-  recordSuccess(endpoint: string): void {
+  /**
+   * Records a successful call to `endpoint`. With `latencyMs` (and the call's `path`), the call's
+   * latency feeds the endpoint's latency estimate for that path ({@link EndpointHealthTracker.latency},
+   * {@link EndpointHealthTracker.suggestTimeout}); the clients of this package pass both.
+   */
+  recordSuccess(endpoint: string, call?: { readonly latencyMs?: number; readonly path?: string }): void {
     const e = this.#entry(endpoint)
+    const ms = call?.latencyMs
+    if (ms !== undefined && Number.isFinite(ms) && ms >= 0) {
+      const key = call?.path ?? ''
+      const l = e.latency.get(key)
+      if (l === undefined) e.latency.set(key, { samples: 1, mean: ms, dev: ms / 2 })
+      else {
+        // RFC 6298: RTTVAR ← 3/4 RTTVAR + 1/4 |SRTT − R|; SRTT ← 7/8 SRTT + 1/8 R.
+        l.dev = 0.75 * l.dev + 0.25 * Math.abs(l.mean - ms)
+        l.mean = 0.875 * l.mean + 0.125 * ms
+        l.samples++
+      }
+    }
     const wasHealthy = e.healthy
     e.failures = 0
     e.healthy = true
@@ -208,9 +257,28 @@ export class EndpointHealthTracker {
     if (!wasHealthy) this.#onChange?.(this.state(endpoint))
   }
 
-  /** Records a failed call to `endpoint` (connection error, timeout, 5xx). */
-  recordFailure(endpoint: string, error?: unknown): void {
+  /**
+   * Records a failed call to `endpoint` (connection error, timeout, 5xx).
+   *
+   * Slow is not dead: a timeout (a `WorkerBindingsError` with code `TIMEOUT`) of a call that
+   * started at `startedAt` (this tracker's clock) while the endpoint answered another call
+   * successfully after that is counted as slow ({@link EndpointHealth.slowCalls}), not as a
+   * failure. Only an endpoint that stays silent (refuses connections, answers 5xx, or answers
+   * nothing at all) turns unhealthy: load that makes answers late must not make healthy workers
+   * look dead.
+   */
+  recordFailure(endpoint: string, error?: unknown, startedAt?: number): void {
     const e = this.#entry(endpoint)
+    if (
+      startedAt !== undefined &&
+      error instanceof WorkerBindingsError &&
+      error.code === 'TIMEOUT' &&
+      e.lastSuccessAt !== undefined &&
+      e.lastSuccessAt >= startedAt
+    ) {
+      e.slow++
+      return
+    }
     e.failures++
     e.lastFailureAt = this.#now()
     e.lastError = error instanceof Error ? error.message : error === undefined ? undefined : String(error)
@@ -219,6 +287,46 @@ export class EndpointHealthTracker {
       e.unhealthySince = e.lastFailureAt
       this.#onChange?.(this.state(endpoint))
     }
+  }
+
+  /** This tracker's clock (ms): what `startedAt` of {@link EndpointHealthTracker.recordFailure} is read on. */
+  now(): number {
+    return this.#now()
+  }
+
+  /** Whether `endpoint` answered a call successfully at or after `at` (this tracker's clock). */
+  answeredSince(endpoint: string, at: number): boolean {
+    const t = this.#entries.get(endpoint)?.lastSuccessAt
+    return t !== undefined && t >= at
+  }
+
+  /**
+   * The latency estimate of the calls to `path` on `endpoint` (`undefined` before the first
+   * successful call with a latency).
+   */
+  latency(endpoint: string, path: string): EndpointLatency | undefined {
+    const l = this.#entries.get(endpoint)?.latency.get(path)
+    return l === undefined ? undefined : { samples: l.samples, meanMs: l.mean, deviationMs: l.dev }
+  }
+
+  /**
+   * A timeout for the next call to `path` on `endpoint` that tracks its observed latency: the
+   * smoothed mean plus four mean deviations (RFC 6298's retransmission timeout), never below
+   * `floorMs` (the configured timeout) nor above `capMs`.
+   *
+   * @example
+   * ```ts
+   * import { EndpointHealthTracker } from '@kvc/worker-bindings'
+   * const t = new EndpointHealthTracker()
+   * t.suggestTimeout('http://w:1', '/health', 500, 5_000) // 500: nothing observed yet
+   * for (let i = 0; i < 20; i++) t.recordSuccess('http://w:1', { latencyMs: 900, path: '/health' })
+   * t.suggestTimeout('http://w:1', '/health', 500, 5_000) // about 900 + 4 × deviation
+   * ```
+   */
+  suggestTimeout(endpoint: string, path: string, floorMs: number, capMs: number): number {
+    const l = this.#entries.get(endpoint)?.latency.get(path)
+    const rto = l === undefined ? floorMs : l.mean + 4 * l.dev
+    return Math.min(Math.max(floorMs, capMs), Math.max(floorMs, rto))
   }
 
   /** Whether `endpoint` is healthy (an endpoint never seen is healthy). */
@@ -237,6 +345,7 @@ export class EndpointHealthTracker {
       lastFailureAt: e?.lastFailureAt,
       unhealthySince: e?.unhealthySince,
       lastError: e?.lastError,
+      slowCalls: e?.slow ?? 0,
     }
   }
 
@@ -375,6 +484,8 @@ export class EndpointHealthTracker {
       e = {
         healthy: true,
         failures: 0,
+        slow: 0,
+        latency: new Map(),
         lastSuccessAt: undefined,
         lastFailureAt: undefined,
         unhealthySince: undefined,

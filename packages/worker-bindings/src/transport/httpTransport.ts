@@ -82,6 +82,15 @@ export interface CallOptions {
   readonly signal?: AbortSignal
   /** Overrides the client's timeout for this call (ms). */
   readonly timeout?: number
+  /**
+   * Lets the timeout track the endpoint's observed latency, up to `maxTimeout` ms (slow is not
+   * dead). With it, an attempt waits the larger of `timeout` and the latency estimate of the path
+   * (mean + 4 deviations, `EndpointHealthTracker.suggestTimeout`); and when that expires while the
+   * endpoint answered other calls since the attempt was sent (it is slow, not dead), the attempt
+   * keeps waiting, up to `maxTimeout` in all. Needs the client's health tracker (without one it
+   * does nothing). Not for streams once their headers arrived.
+   */
+  readonly maxTimeout?: number
   /** Overrides the client's `maxRetries` for this call (idempotent calls only). */
   readonly maxRetries?: number
   /** Extra headers for this call. */
@@ -299,12 +308,33 @@ export class HttpTransport {
     Object.assign(headers, options.headers)
     const userSignal = options.signal
     if (userSignal?.aborted) throw abortedError(userSignal, this.baseURL)
+    const health = this.#health
+    const maxTimeout = options.maxTimeout
+    if (maxTimeout !== undefined) checkNonNegative('maxTimeout', maxTimeout)
     // A tracker that refuses calls throws ENDPOINT_UNHEALTHY here, before anything is sent.
     let permit = this.#health?.permitCall(this.baseURL)
     try {
       for (let attempt = 0; ; attempt++) {
         if (userSignal?.aborted) throw abortedError(userSignal, this.baseURL)
-        const ctx = new AttemptContext(userSignal, timeout)
+        const startedAt = health?.now() ?? 0
+        const t0 = performance.now()
+        const base =
+          maxTimeout === undefined || health === undefined
+            ? timeout
+            : health.suggestTimeout(this.baseURL, spec.path, timeout, maxTimeout)
+        // Slow, not dead: past its timeout an attempt keeps waiting (up to maxTimeout) while the
+        // endpoint answers other calls.
+        const extend =
+          maxTimeout === undefined || health === undefined
+            ? undefined
+            : () => {
+                const elapsed = performance.now() - t0
+                return health.answeredSince(this.baseURL, startedAt) && elapsed < maxTimeout
+                  ? Math.min(base, maxTimeout - elapsed)
+                  : 0
+              }
+        const ctx = new AttemptContext(userSignal, base, extend)
+        const latency = () => ({ latencyMs: performance.now() - t0, path: spec.path })
         let error: WorkerBindingsError
         let retryAfter: number | undefined
         try {
@@ -313,7 +343,7 @@ export class HttpTransport {
           const res = await this.#fetch(url, init)
           if (res.ok || spec.acceptStatus?.includes(res.status)) {
             const out = await onOk(res, () => ctx.dispose(), ctx)
-            this.#health?.recordSuccess(this.baseURL)
+            this.#health?.recordSuccess(this.baseURL, latency())
             return out
           }
           const text = await res.text().catch(() => '')
@@ -329,7 +359,7 @@ export class HttpTransport {
             retryAfterMs: retryAfter,
           })
           if (res.status >= 500) this.#health?.recordFailure(this.baseURL, error)
-          else this.#health?.recordSuccess(this.baseURL)
+          else this.#health?.recordSuccess(this.baseURL, latency())
           if (!isRetryableStatus(res.status)) throw error
         } catch (cause) {
           ctx.dispose()
@@ -339,12 +369,13 @@ export class HttpTransport {
           } else if (userSignal?.aborted) {
             throw abortedError(userSignal, this.baseURL)
           } else if (ctx.timedOut) {
-            error = new WorkerBindingsError('TIMEOUT', `${label} timed out after ${timeout} ms`, {
-              value: timeout,
-              endpoint: this.baseURL,
-              cause,
-            })
-            this.#health?.recordFailure(this.baseURL, error)
+            const waited = Math.round(performance.now() - t0)
+            error = new WorkerBindingsError(
+              'TIMEOUT',
+              `${label} timed out after ${waited === timeout || maxTimeout === undefined ? timeout : waited} ms`,
+              { value: timeout, endpoint: this.baseURL, cause },
+            )
+            this.#health?.recordFailure(this.baseURL, error, startedAt)
           } else {
             error = new WorkerBindingsError('CONNECTION', `${label} failed: ${describeNetworkError(cause)}`, {
               endpoint: this.baseURL,
@@ -397,15 +428,19 @@ class AttemptContext {
   readonly #controller = new AbortController()
   readonly #user: AbortSignal | undefined
   readonly #onUserAbort: () => void
+  /** Asked when the timeout expires: more ms to wait (slow, not dead), or 0 to time out. */
+  #extend: (() => number) | undefined
   #timer: ReturnType<typeof setTimeout> | undefined
+  #deferred: ReturnType<typeof setImmediate> | undefined
   #timedOut = false
   #disposed = false
 
   /** The attempt's timeout (ms); for a stream, the idle timeout between chunks. */
   readonly timeoutMs: number
 
-  constructor(user: AbortSignal | undefined, timeoutMs: number) {
+  constructor(user: AbortSignal | undefined, timeoutMs: number, extend?: () => number) {
     this.timeoutMs = timeoutMs
+    this.#extend = extend
     this.#user = user
     this.#onUserAbort = () => this.#controller.abort(user?.reason)
     user?.addEventListener('abort', this.#onUserAbort, { once: true })
@@ -426,18 +461,36 @@ class AttemptContext {
 
   /** (Re)starts the timeout. */
   arm(timeoutMs: number): void {
-    if (this.#timer !== undefined) clearTimeout(this.#timer)
-    this.#timer = undefined
+    this.disarm()
     if (this.#disposed || timeoutMs === Number.POSITIVE_INFINITY) return
     this.#timer = setTimeout(() => {
-      this.#timedOut = true
-      this.#controller.abort(TIMEOUT)
+      this.#timer = undefined
+      // A timer that fires after the event loop was held up runs before the I/O that arrived
+      // meanwhile: give that I/O one turn (the answer may be there) before timing out.
+      this.#deferred = setImmediate(() => {
+        this.#deferred = undefined
+        if (this.#disposed) return
+        const more = this.#extend?.() ?? 0
+        if (more > 0) {
+          this.arm(more)
+          return
+        }
+        this.#timedOut = true
+        this.#controller.abort(TIMEOUT)
+      })
     }, timeoutMs)
+  }
+
+  /** Stops asking for more time: a plain timeout from now on (a stream's idle timeout). */
+  fixed(): void {
+    this.#extend = undefined
   }
 
   disarm(): void {
     if (this.#timer !== undefined) clearTimeout(this.#timer)
     this.#timer = undefined
+    if (this.#deferred !== undefined) clearImmediate(this.#deferred)
+    this.#deferred = undefined
   }
 
   abort(): void {
@@ -462,6 +515,7 @@ function makeStream(
   // The headers arrived: from now on the timeout is an idle timeout, re-armed before each read.
   const idleMs = ctx.timeoutMs
   ctx.disarm()
+  ctx.fixed()
   let finished = false
   let iterating = false
   const finish = (cancel: boolean): void => {

@@ -1,0 +1,3 @@
+import { kvcProject } from '../../vitest.shared.js'
+
+export default kvcProject('example-fuzz')
