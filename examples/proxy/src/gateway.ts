@@ -55,8 +55,8 @@ export interface TurnInput {
 export interface ServedBy {
   readonly turnId: string
   readonly sessionId: string
-  /** `fast` / `direct`: D serves the whole turn; `seed`: P prefills, the KV goes to D. */
-  readonly path: 'fast' | 'seed' | 'direct'
+  /** `fast` / `local` / `direct`: D serves the whole turn; `seed`: P prefills, the KV goes to D. */
+  readonly path: 'fast' | 'local' | 'seed' | 'direct'
   readonly decode: WorkerHandle
   readonly prefill: WorkerHandle | undefined
   readonly migratedFrom: string | undefined
@@ -111,7 +111,7 @@ export interface TurnResult {
    * `ProxyError`), `shutting_down`, `internal_error`.
    */
   readonly cause: string | undefined
-  readonly path: 'fast' | 'seed' | 'direct' | undefined
+  readonly path: 'fast' | 'local' | 'seed' | 'direct' | undefined
   readonly workerId: string | undefined
   readonly prefillId: string | undefined
   readonly migratedFrom: string | undefined
@@ -237,7 +237,10 @@ const SESSION_IN_FLIGHT = /session \S+ already has a request in flight/i
  * session runs there: with several replicas, two turns of one session sent to two replicas at
  * once), or an abort.
  */
-export function classifyUpstreamError(err: unknown, path: 'fast' | 'seed' | 'direct'): Classified {
+export function classifyUpstreamError(
+  err: unknown,
+  path: 'fast' | 'local' | 'seed' | 'direct',
+): Classified {
   let e = err
   let side: 'prefill' | 'decode' = 'decode'
   if (e instanceof WorkerBindingsError && e.code === 'PD_DISPATCH') {

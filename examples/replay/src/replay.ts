@@ -26,6 +26,7 @@ import {
   createPolicy,
   parsePolicySpec,
   parseTopology,
+  peakRssMB,
   runExperiment,
 } from '@kvc/sim'
 import { SglangClient, toSglangMetrics, parsePrometheusText } from '@kvc/worker-bindings'
@@ -418,6 +419,7 @@ export async function replayTask(task: RunTask, options: ReplayOptions): Promise
     },
     counters: countersOf(lines, kvEvents, kvLost),
     wallMs: performance.now() - wall0,
+    peakRssMB: peakRssMB(),
   }
 }
 
