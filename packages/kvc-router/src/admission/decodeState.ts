@@ -44,6 +44,8 @@ export interface DecodeSessionStatus {
   readonly lastAccessTime: number
   /** A request of the session is in flight. */
   readonly active: boolean
+  /** Tokens it retains only on the host tier (a demoted session; default 0). */
+  readonly hostResidentTokens?: number
 }
 
 /**
@@ -99,6 +101,8 @@ export interface DecodeStateSource {
   readonly transferQueueDepth: number
   /** Requests retracted (paused for memory). */
   readonly retractedQueueDepth: number
+  /** Tokens being copied from the host tier onto the device (queued load-backs; default 0). */
+  readonly loadBackQueueTokens?: number
 }
 
 /**
@@ -140,6 +144,7 @@ export function admitWorkerState(
         lastAccessTime: s.lastAccessTime,
         idle,
         ...(idle ? { releasableTokens: sc.releasableTokens({ sessionId: s.sessionId }) } : {}),
+        ...(s.hostResidentTokens ? { hostResidentTokens: s.hostResidentTokens } : {}),
       })
     }
   }
@@ -152,6 +157,7 @@ export function admitWorkerState(
     transferQueueDepth: source.transferQueueDepth,
     retractedQueueDepth: source.retractedQueueDepth,
     ...(at.draining === undefined ? {} : { draining: at.draining }),
+    ...(source.loadBackQueueTokens ? { loadBackQueueTokens: source.loadBackQueueTokens } : {}),
   }
 }
 

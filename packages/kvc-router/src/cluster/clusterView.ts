@@ -2,6 +2,7 @@ import type { KvEvent } from '@kvc/radix-cache'
 import type { AdmitResponse } from '../admission/contract.js'
 import { RouterError, checkLength, checkOption, describeValue } from '../errors/routerError.js'
 import { type IngestStatus, ResidencyIndex, type ResidencyIndexOptions } from '../residency/residencyIndex.js'
+import { HostResidency } from '../tier/hostResidency.js'
 import { DEFAULT_ROUTER_PARAMS, checkRouterParam } from '../route/params.js'
 import { SeedWaitQueue } from './seedWaitQueue.js'
 import { type ClusterStateStore, InMemoryClusterStateStore, type WorkerLoad } from './stateStore.js'
@@ -199,6 +200,8 @@ export interface ClusterViewOptions {
 export class ClusterView {
   /** The residency index over the D workers. */
   readonly residency: ResidencyIndex
+  /** What the D workers hold below the device (host and disk tiers), from tier KV events. */
+  readonly hostResidency = new HostResidency()
   /** The shared state. */
   readonly store: ClusterStateStore
   /** Turns waiting for D workers' pending-seed slots, oldest first (this replica's). */
@@ -311,6 +314,7 @@ export class ClusterView {
     const w = this.#get(id)
     if (w.role === 'decode') {
       this.residency.removeWorker(id)
+      this.hostResidency.clearWorker(id)
       this.#decodeIds = this.#decodeIds.filter((x) => x !== id)
       this.#decodeStates = this.#decodeStates.filter((x) => x.id !== id)
     } else this.#prefillIds = this.#prefillIds.filter((x) => x !== id)
@@ -766,7 +770,8 @@ export class ClusterView {
   }
 
   /**
-   * Feeds one KV event of a D worker to the residency index (see `ResidencyIndex.ingest`).
+   * Feeds one KV event of a D worker to the residency index (see `ResidencyIndex.ingest`); an
+   * event of a host or disk tier (its `medium`) updates {@link ClusterView.hostResidency} instead.
    *
    * @throws RouterError `UNKNOWN_WORKER`, `WRONG_ROLE`, `INVALID_MESSAGE`, `EVENT_OUT_OF_ORDER`.
    *
@@ -780,7 +785,10 @@ export class ClusterView {
    */
   ingest(d: string, event: KvEvent): IngestStatus {
     this.#decode(d)
-    return this.residency.ingest(d, event)
+    const status = this.residency.ingest(d, event)
+    // Host and disk tier events (and a reset) also go to the tiers below the device.
+    if (status === 'applied' || status === 'gap-applied') this.hostResidency.ingest(d, event)
+    return status
   }
 
   /**

@@ -2,6 +2,7 @@ import type { BlockHasher, KvEvent } from '@kvc/radix-cache'
 import { RouterError, checkOption, describeValue } from '../errors/routerError.js'
 import { DEFAULT_ROUTER_PARAMS, checkRouterParam } from '../route/params.js'
 import { BlockKeys } from './blockKeys.js'
+import { mediumTier } from '../tier/medium.js'
 import { HI, LO, b64, w32 } from './split64.js'
 
 /**
@@ -466,7 +467,10 @@ export class ResidencyIndex {
 
   /**
    * Applies one KV event of `workerId` (see the class docs for ids, gaps and unknown parents).
-   * The event is fully validated before anything changes.
+   * The event is fully validated before anything changes. An event whose `medium` names a tier
+   * below the device (host, disk, external, or unknown) takes its place in the id sequence but
+   * changes no residency: the index is the device's (`ClusterView` gives those to its
+   * `HostResidency`).
    *
    * @throws RouterError `UNKNOWN_WORKER`, `INVALID_MESSAGE` (malformed event, or a block size
    * other than the configured `pageSize`), `EVENT_OUT_OF_ORDER`.
@@ -503,6 +507,8 @@ export class ResidencyIndex {
           )
         }
         const bs = event.blockSize
+        // Tier events below the device may carry no block size (vLLM's offloading connector: 0).
+        if (mediumTier(event.medium) !== 'device') break
         if (!Number.isInteger(bs) || bs <= 0) {
           throw new RouterError('INVALID_MESSAGE', 'BlockStored.blockSize must be a positive integer', bs)
         }
@@ -561,6 +567,9 @@ export class ResidencyIndex {
     }
     rec.lastEventId = id
     rec.eventsApplied++
+    // An event about a tier below the device (a host-tier `medium`) keeps the id sequence whole
+    // but changes no device residency (`HostResidency` holds those tiers).
+    if (event.type !== 'AllBlocksCleared' && mediumTier(event.medium) !== 'device') return status
     if (event.type === 'BlockStored') {
       if (parent !== null && !this.#holds(rec.slot, parent)) rec.orphanStores++
       this.#storeHashes(rec, hashes!)

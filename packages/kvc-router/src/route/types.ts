@@ -1,5 +1,6 @@
 import type { SloClass } from '../admission/contract.js'
 import type { ClusterView } from '../cluster/clusterView.js'
+import type { CostModel } from '../cost/costModel.js'
 import type { BlockKeys } from '../residency/blockKeys.js'
 import type { RouterParams } from './params.js'
 
@@ -89,11 +90,19 @@ export interface RouteCandidate {
   readonly load: number
   /** Key 5 (lower is better): the session-rotated position of the worker. */
   readonly tieBreak: number
-  /** Prompt tokens believed resident on the worker. */
+  /**
+   * Prompt tokens believed resident on the worker: on its device, plus {@link RouteCandidate.loadBackTokens}.
+   */
   readonly heldTokens: number
+  /**
+   * Tokens of `heldTokens` the session's own D holds below the device (host or disk tier) and
+   * would load back rather than recompute, because that is estimated cheaper than a reseed; they
+   * count in `needTokens` (they take device slots). 0 elsewhere.
+   */
+  readonly loadBackTokens: number
   /** `promptTokens − heldTokens`. */
   readonly appendTokens: number
-  /** `appendTokens` + decode reserve. */
+  /** `appendTokens` + `loadBackTokens` + decode reserve. */
   readonly needTokens: number
   readonly availableTokens: number
   readonly decidedBy: RankKey
@@ -183,6 +192,8 @@ export interface RouteContext {
   readonly cluster: ClusterView
   readonly params: RouterParams
   readonly random: () => number
+  /** The cost model of the router's estimates (load-back against reseed; default `DEFAULT_COST_MODEL`). */
+  readonly cost?: CostModel
 }
 
 /**

@@ -1,4 +1,5 @@
 import type { KvEvent } from '@kvc/radix-cache'
+import { type CostModel, DEFAULT_COST_MODEL } from '../cost/costModel.js'
 import { ClusterView, type WorkerSpec } from '../cluster/clusterView.js'
 import type { ClusterStateStore } from '../cluster/stateStore.js'
 import { TurnDispatch } from '../dispatch/dispatch.js'
@@ -43,6 +44,11 @@ export interface RouterOptions {
    * `params` does not.
    */
   readonly residency?: Omit<ResidencyIndexOptions, 'thetaShared'>
+  /**
+   * The cost model of the router's estimates: whether the session's own D should load back what
+   * it holds on its host tier rather than reseed (default `DEFAULT_COST_MODEL`).
+   */
+  readonly costModel?: CostModel
 }
 
 /**
@@ -127,7 +133,13 @@ export class Router {
       linkFailureThreshold: params.linkFailureThreshold,
       linkCooldownMs: params.linkCooldownMs,
     })
-    this.context = { cluster: this.cluster, params, random }
+    const cost = options.costModel ?? DEFAULT_COST_MODEL
+    checkOption(
+      typeof cost === 'object' && cost !== null && typeof cost.hostLoadGBps === 'number',
+      `costModel must be a CostModel, got ${describeValue(cost)}`,
+      cost,
+    )
+    this.context = { cluster: this.cluster, params, random, cost }
     for (const w of options.workers ?? []) this.cluster.addWorker(w)
   }
 
