@@ -47,7 +47,7 @@ const hits = fc
       promptTokens: d + h + k + rest,
       deviceTokens: d,
       hostTokens: h,
-      diskTokens: h > 0 ? k : 0,
+      diskTokens: k,
     }),
   )
 
@@ -63,15 +63,15 @@ function referencePlan(cm: CostModel, hit: TieredHit): { seconds: number; loadBa
       seconds: loadBackSeconds(cm, h, 'host') + prefillSeconds(cm, n - d - h, d + h),
       loadBackTokens: h,
     })
-    if (k > 0) {
-      plans.push({
-        seconds:
-          loadBackSeconds(cm, h, 'host') +
-          loadBackSeconds(cm, k, 'disk') +
-          prefillSeconds(cm, n - d - h - k, d + h + k),
-        loadBackTokens: h + k,
-      })
-    }
+  }
+  if (k > 0) {
+    plans.push({
+      seconds:
+        loadBackSeconds(cm, h, 'host') +
+        loadBackSeconds(cm, k, 'disk') +
+        prefillSeconds(cm, n - d - h - k, d + h + k),
+      loadBackTokens: h + k,
+    })
   }
   let best = plans[0]!
   for (const p of plans) if (p.seconds < best.seconds) best = p
@@ -294,8 +294,8 @@ describe('HostResidency against a naive model', () => {
             let i = o.from
             let host = 0
             let disk = 0
-            while (i < o.keys.length && s.host.has(o.keys[i]!)) host++, i++
-            while (i < o.keys.length && s.disk.has(o.keys[i]!)) disk++, i++
+            for (; i < o.keys.length && s.host.has(o.keys[i]!); i++) host++
+            for (; i < o.keys.length && s.disk.has(o.keys[i]!); i++) disk++
             expect(hr.runFrom(o.worker, keys, o.from)).toEqual({ host, disk })
           } else {
             const e =

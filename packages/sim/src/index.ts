@@ -61,6 +61,17 @@ export { SyncFabric, type SyncFabricOptions, type SyncFabricStats } from './adap
 export { formatTopology, parseTopology, type Topology, topologyWorkers } from './cluster/topology.js'
 export { ClusterSimulation, runSimulation } from './cluster/simulation.js'
 export type { RunOptions } from './config/runOptions.js'
+export {
+  type HostTierSpec,
+  type ResolvedHostTier,
+  admissionCostModel,
+  hostTierOptions,
+  loadBackBreakEven,
+  parseHostTier,
+  resolveHostTier,
+  tierLoadSeconds,
+} from './hostTier/hostTier.js'
+export { type HostTierFigures, hostTierFigures } from './hostTier/figures.js'
 export type { RunAccounting, RunCounters, RunResult } from './metrics/runResult.js'
 export type { EvictionStats, ServePath, TurnRecord, UsageSeries } from './metrics/types.js'
 export { finiteMean, type LatencyStats, latencyStats, quantileSorted } from './metrics/quantiles.js'

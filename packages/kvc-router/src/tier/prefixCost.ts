@@ -11,7 +11,7 @@ import { RouterError, describeValue } from '../errors/routerError.js'
 /**
  * Where a prompt's prefix lives on one worker: `deviceTokens` on the device, then `hostTokens`
  * only on the host tier, then `diskTokens` only on a disk tier (each part follows the previous
- * one: a cache's tiers hold a prefix of a path, the device part first).
+ * one, any may be empty: a cache's tiers hold a prefix of a path, the device part first).
  *
  * @example
  * ```ts
@@ -81,8 +81,7 @@ function checkHit(hit: TieredHit): void {
 /**
  * The cheapest of three plans for a prompt's prefix on one worker, by the cost model: recompute
  * everything below the device; load the host part back and recompute the rest; load the host and
- * disk parts back and recompute the rest (a load is only possible in order: the disk part follows
- * the host part). A load-back costs {@link loadBackSeconds} (it copies, computes nothing), the
+ * disk parts back and recompute the rest (loads go in order: the disk part follows the host part). A load-back costs {@link loadBackSeconds} (it copies, computes nothing), the
  * prefill after it {@link prefillSeconds} with the loaded tokens as context. Ties go to the plan
  * that loads less. So a plan loads back exactly when that is estimated strictly cheaper, and the
  * estimate (`seconds`) is never above `recomputeS`.
@@ -115,40 +114,26 @@ export function planPrefix(cm: CostModel, hit: TieredHit): PrefixPlan {
     seconds: recomputeS,
     recomputeS,
   }
-  if (h > 0) {
-    const lb = loadBackSeconds(cm, h, 'host')
-    const pf = prefillSeconds(cm, n - d - h, d + h)
+  const consider = (hostLoad: number, diskLoad: number): void => {
+    const lb = loadBackSeconds(cm, hostLoad, 'host') + loadBackSeconds(cm, diskLoad, 'disk')
+    const loaded = hostLoad + diskLoad
+    const pf = prefillSeconds(cm, n - d - loaded, d + loaded)
     if (lb + pf < best.seconds) {
       best = {
         loadBack: true,
-        hostLoadTokens: h,
-        diskLoadTokens: 0,
-        loadBackTokens: h,
-        recomputeTokens: n - d - h,
+        hostLoadTokens: hostLoad,
+        diskLoadTokens: diskLoad,
+        loadBackTokens: loaded,
+        recomputeTokens: n - d - loaded,
         loadBackS: lb,
         prefillS: pf,
         seconds: lb + pf,
         recomputeS,
       }
     }
-    if (k > 0) {
-      const lb2 = lb + loadBackSeconds(cm, k, 'disk')
-      const pf2 = prefillSeconds(cm, n - d - h - k, d + h + k)
-      if (lb2 + pf2 < best.seconds) {
-        best = {
-          loadBack: true,
-          hostLoadTokens: h,
-          diskLoadTokens: k,
-          loadBackTokens: h + k,
-          recomputeTokens: n - d - h - k,
-          loadBackS: lb2,
-          prefillS: pf2,
-          seconds: lb2 + pf2,
-          recomputeS,
-        }
-      }
-    }
   }
+  if (h > 0) consider(h, 0)
+  if (k > 0) consider(h, k)
   return best
 }
 

@@ -25,6 +25,7 @@ import {
   stickySessionPolicy,
 } from '@kvc/kvc-router'
 import { SimError, SimErrorCode } from '../errors/simError.js'
+import { type HostTierSpec, parseHostTier } from '../hostTier/hostTier.js'
 
 export {
   admit,
@@ -51,6 +52,7 @@ export {
   type CostModel,
   DEFAULT_COST_MODEL,
   decodeStepSeconds,
+  loadBackSeconds,
   makeCostModel as makeRouterCostModel,
   prefillSeconds,
   RouterError,
@@ -152,6 +154,11 @@ export interface PolicySpec {
   readonly sync:
     | { readonly betaTokens: number; readonly linkShare: number; readonly pinS: number }
     | undefined
+  /**
+   * `hostTier=2x` (`400k`, `2x+disk`, `none`): this policy's host KV tier, replacing the run's
+   * `hostTier` (`--host-tier`); `null`: none, whatever the run says.
+   */
+  readonly hostTier?: HostTierSpec | null
 }
 
 /**
@@ -252,6 +259,7 @@ export function parsePolicySpec(spec: string): PolicySpec {
   let release: 'pressure' | 'reaper' = 'pressure'
   let idleTtlS: number | undefined
   let reaperIntervalS: number | undefined
+  let hostTier: HostTierSpec | null | undefined
   for (const p of parts.slice(1)) {
     const eq = p.indexOf('=')
     if (eq <= 0)
@@ -261,6 +269,17 @@ export function parsePolicySpec(spec: string): PolicySpec {
         p,
       )
     const key = p.slice(0, eq).trim()
+    if (key === 'hostTier') {
+      // `hostTier=2x`, `hostTier=400k+disk`, `hostTier=none`: `--host-tier` for this policy alone.
+      hostTier =
+        parseHostTier(
+          p
+            .slice(eq + 1)
+            .trim()
+            .replaceAll('+', ':'),
+        ) ?? null
+      continue
+    }
     const value = parseValue(key, p.slice(eq + 1).trim(), spec)
     if (key === 'granularity') {
       if (value !== 'block' && value !== 'session') {
@@ -342,7 +361,7 @@ export function parsePolicySpec(spec: string): PolicySpec {
     } else {
       throw new SimError(
         SimErrorCode.InvalidOption,
-        `policy ${spec}: unknown option ${JSON.stringify(key)} (router parameters: ${[...ROUTER_PARAM_KEYS].join(', ')}; simulator: granularity, admission, backpressure, seedAdmission, seedSlot, release, idleTtlS, reaperIntervalS, sync, syncBeta, syncShare, syncPinS; SGLang cache-aware baselines: ${[...SGLANG_KEYS].join(', ')})`,
+        `policy ${spec}: unknown option ${JSON.stringify(key)} (router parameters: ${[...ROUTER_PARAM_KEYS].join(', ')}; simulator: granularity, admission, backpressure, hostTier, seedAdmission, seedSlot, release, idleTtlS, reaperIntervalS, sync, syncBeta, syncShare, syncPinS; SGLang cache-aware baselines: ${[...SGLANG_KEYS].join(', ')})`,
         key,
       )
     }
@@ -379,6 +398,7 @@ export function parsePolicySpec(spec: string): PolicySpec {
         }
       : {}),
     sync: sync ? { betaTokens: syncBeta, linkShare: syncShare, pinS: syncPinS } : undefined,
+    ...(hostTier === undefined ? {} : { hostTier }),
   }
 }
 

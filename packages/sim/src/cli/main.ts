@@ -20,6 +20,7 @@ import { toStableJson } from '../report/json.js'
 import { renderComparisonTable } from '../report/table.js'
 import { TRACE_FORMATS, type TraceFormat, loadTrace } from '../workload/loadTrace.js'
 import { computeTraceStats } from '../workload/stats.js'
+import { parseHostTier } from '../hostTier/hostTier.js'
 import { parseCapacity, parseCount, parsePositive, parseSeeds } from './args.js'
 import { defaultJobs, threadRunner } from './parallel.js'
 
@@ -44,6 +45,7 @@ interface CommonOpts {
   sessions?: string
   sharedPrefix?: string
   maxConcurrentSessions?: string
+  hostTier: string
   bootstrap: string
   jobs?: string
   progress: boolean
@@ -74,6 +76,11 @@ function addCommon(cmd: Command, defaults: { seeds: string }): Command {
       '--max-concurrent-sessions <n>',
       "the replayer's session concurrency: at most n sessions at once, the next starts when one ends (default: no limit)",
     )
+    .option(
+      '--host-tier <size>',
+      'a host KV tier per worker: none, a multiple of its KV pool (2x) or tokens (400k), optionally :disk',
+      'none',
+    )
     .option('--bootstrap <n>', 'bootstrap resamples for the 95% intervals', '200')
     .option('--jobs <n>', 'runs in parallel (worker threads; default: the number of cores)')
     .option('--no-progress', 'no progress bar')
@@ -86,6 +93,7 @@ function buildConfig(o: CommonOpts, policies: readonly string[]): ExperimentConf
   const timeScale = parsePositive('--time-scale', o.timeScale)
   const capacity = parseCapacity(o.capacity)
   const faults = parseFaults(o.faults)
+  const hostTier = parseHostTier(o.hostTier)
   const workload: WorkloadSource =
     o.trace === undefined
       ? {
@@ -125,6 +133,7 @@ function buildConfig(o: CommonOpts, policies: readonly string[]): ExperimentConf
     timeScale,
     costModel: { capacityTokens: capacity },
     faults,
+    ...(hostTier === undefined ? {} : { hostTier }),
     bootstrapResamples: parseCount('--bootstrap', o.bootstrap),
     ...(o.pageSize === undefined ? {} : { pageSize: parseCount('--page-size', o.pageSize, 1) }),
     ...(o.maxConcurrentSessions === undefined

@@ -115,6 +115,8 @@ export function collectResult(ctx: SimContext, tally: RunTally): RunResult {
       seedWakes: c.seedWakes,
       syncBytes: syncStats?.bytesSent ?? 0,
       syncIngestedTokens: syncStats?.ingestedTokens ?? 0,
+      loadBacks: c.loadBacks,
+      loadedBackTokens: c.loadedBackTokens,
     },
     wallMs: performance.now() - tally.wallStart,
   }

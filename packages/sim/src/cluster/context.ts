@@ -23,6 +23,9 @@ export interface SimCounters {
   sessionsReaped: number
   admissionReleases: number
   seedWakes: number
+  /** Prefills that loaded part of their prompt back from the host tier, and the tokens loaded. */
+  loadBacks: number
+  loadedBackTokens: number
 }
 
 /** Why a physical step of a turn failed (what its dispatch is told). */
@@ -66,6 +69,8 @@ export class SimContext {
     sessionsReaped: 0,
     admissionReleases: 0,
     seedWakes: 0,
+    loadBacks: 0,
+    loadedBackTokens: 0,
   }
   readonly workers: SimWorker[] = []
   readonly byId = new Map<string, SimWorker>()
@@ -82,6 +87,7 @@ export class SimContext {
     const spec = config.spec
     this.router = new Router({
       now: () => this.now,
+      costModel: config.cost,
       random: new Prng(config.options.seed, 'router').asRandom(),
       // The simulated engines publish KV events synchronously, so the router's prediction of a
       // successful turn's blocks (which covers event lag) is off unless the spec turns it on;

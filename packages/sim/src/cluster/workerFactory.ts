@@ -2,6 +2,7 @@ import { LeaseBook } from '../adapters/router.js'
 import { type KvEvent, type WorkerKv, createWorkerKv, createWorkerPool } from '../adapters/sessionCache.js'
 import type { WorkerPlan } from '../config/runConfig.js'
 import type { ActiveFaults } from '../faults/activeFaults.js'
+import { hostTierOptions } from '../hostTier/hostTier.js'
 import type { SimContext } from './context.js'
 import { type Retention, SimWorker } from './worker.js'
 
@@ -97,6 +98,7 @@ export class WorkerFactory {
       ...(opts.evictionPolicy === undefined ? {} : { evictionPolicy: opts.evictionPolicy }),
       ...(opts.evictGranularity === undefined ? {} : { evictGranularity: opts.evictGranularity }),
       ...(onEvent === undefined ? {} : { onEvent }),
+      ...(config.hostTier === undefined ? {} : { hostTier: hostTierOptions(config.hostTier) }),
       onEviction: (freed) => {
         const w = holder.w
         if (w === undefined) return

@@ -13,6 +13,7 @@ import { type CostModel, makeCostModel } from '../cost/costModel.js'
 import { SimError, SimErrorCode, checkOption } from '../errors/simError.js'
 import type { FaultSpec } from '../faults/faults.js'
 import type { Workload } from '../workload/types.js'
+import { type ResolvedHostTier, admissionCostModel, resolveHostTier } from '../hostTier/hostTier.js'
 import type { RunOptions } from './runOptions.js'
 
 /** One worker of the cluster, in the order the simulation creates them. */
@@ -54,6 +55,8 @@ export interface RunConfig {
   readonly workers: readonly WorkerPlan[]
   /** `release=reaper`; undefined: the engines release idle sessions under pressure. */
   readonly reaper: ReaperConfig | undefined
+  /** Every caching worker's host KV tier (`--host-tier`); undefined: none. */
+  readonly hostTier: ResolvedHostTier | undefined
 }
 
 /**
@@ -95,9 +98,19 @@ export function resolveRunConfig(options: RunOptions): RunConfig {
   const sampleMs = (options.sampleIntervalS ?? 5) * 1000
   checkOption(sampleMs > 0, 'sampleIntervalS must be > 0', options.sampleIntervalS)
   const faults = options.faults ?? []
-  const admitOptions = admitOptionsFor(spec)
   const topology = topologyForPolicy(options.topology, spec, policy)
   const capacity = resolveCapacity(cost.capacityTokens, pageSize, workload)
+  // A policy's own `hostTier=` replaces the run's (`null`: none).
+  const tierSpec = spec.hostTier !== undefined ? (spec.hostTier ?? undefined) : options.hostTier
+  const hostTier =
+    tierSpec === undefined
+      ? undefined
+      : resolveHostTier(tierSpec, capacity, pageSize, cost, workload.tokenScale)
+  // With a host tier the D's admission weighs a session's host-resident tokens by the cost model.
+  const admitOptions =
+    hostTier === undefined
+      ? admitOptionsFor(spec)
+      : { ...admitOptionsFor(spec), costModel: admissionCostModel(cost, hostTier.medium) }
   const workers = planWorkers(topology, policy)
   checkFaultTargets(faults, topology, workers)
   const reaper = checkPolicySwitches(spec, policy)
@@ -120,6 +133,7 @@ export function resolveRunConfig(options: RunOptions): RunConfig {
     capacity,
     workers,
     reaper,
+    hostTier,
   }
 }
 

@@ -18,19 +18,22 @@ export function openRequest(
   turn: Turn,
   withSession: boolean,
   reserve: number,
-): { req: SessionRequest; cached: number } | undefined {
+): { req: SessionRequest; cached: number; loaded: number } | undefined {
   const cache = w.cache!
   const prompt = turn.prompt!
   const sid = withSession ? turn.key : undefined
   let req: SessionRequest
   let cached: number
+  let loaded: number
   const rid = `${turn.id}.${turn.seq}`
   const make = () => {
     if (sid !== undefined && !cache.hasSession(sid)) cache.openSession(sid)
     req = cache.createRequest(
       sid === undefined ? { rid, inputIds: prompt } : { rid, inputIds: prompt, sessionId: sid },
     )
-    cached = cache.matchPrefix(req).length
+    const m = cache.matchPrefix(req)
+    cached = m.length
+    loaded = m.loadedTokens
   }
   try {
     make()
@@ -72,5 +75,5 @@ export function openRequest(
     if (isOom(err)) return undefined
     throw err
   }
-  return { req: req!, cached: cached! }
+  return { req: req!, cached: cached!, loaded: loaded! }
 }

@@ -1,3 +1,4 @@
+import type { HostTierSpec } from '../hostTier/hostTier.js'
 import { type PolicySpec, parsePolicySpec } from '../adapters/router.js'
 import { runSimulation } from '../cluster/simulation.js'
 import type { RunOptions } from '../config/runOptions.js'
@@ -70,6 +71,8 @@ export interface ExperimentConfig {
   readonly evictGranularity?: RunOptions['evictGranularity']
   /** The replayer's session concurrency ({@link RunOptions.maxConcurrentSessions}); unset: none. */
   readonly maxConcurrentSessions?: number
+  /** Every worker's host KV tier ({@link RunOptions.hostTier}; a policy's `hostTier=` replaces it). */
+  readonly hostTier?: HostTierSpec
   /** Bootstrap resamples (default 200). */
   readonly bootstrapResamples?: number
   /** Points per usage series in the result (default 240). */
@@ -98,6 +101,7 @@ export interface RunTask {
   readonly faults: readonly FaultSpec[]
   readonly evictGranularity?: RunOptions['evictGranularity']
   readonly maxConcurrentSessions?: number
+  readonly hostTier?: HostTierSpec
 }
 
 /**
@@ -164,6 +168,7 @@ export function executeTask(task: RunTask, onProgress?: (ended: number, total: n
     ...(task.maxConcurrentSessions === undefined
       ? {}
       : { maxConcurrentSessions: task.maxConcurrentSessions }),
+    ...(task.hostTier === undefined ? {} : { hostTier: task.hostTier }),
     ...(onProgress === undefined ? {} : { onProgress }),
   })
 }
@@ -296,6 +301,8 @@ export interface ExperimentResult {
     readonly faults: string
     /** The replayer's session concurrency, when one was set. */
     readonly maxConcurrentSessions?: number
+    /** The run's host KV tier (`--host-tier`), when one was set. */
+    readonly hostTier?: HostTierSpec
     readonly bootstrap: {
       readonly resamples: number
       readonly unit: 'session' | 'request'
@@ -472,6 +479,7 @@ export async function runExperiment(
         ...(config.maxConcurrentSessions === undefined
           ? {}
           : { maxConcurrentSessions: config.maxConcurrentSessions }),
+        ...(config.hostTier === undefined ? {} : { hostTier: config.hostTier }),
       })
     }
   }
@@ -645,6 +653,7 @@ function summarize(
       ...(config.maxConcurrentSessions === undefined
         ? {}
         : { maxConcurrentSessions: config.maxConcurrentSessions }),
+      ...(config.hostTier === undefined ? {} : { hostTier: config.hostTier }),
       bootstrap: { resamples, unit: sessionsUnit ? 'session' : 'request', level: 0.95 },
     },
     runs: results.map((r, i) => {
