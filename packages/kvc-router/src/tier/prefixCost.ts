@@ -1,7 +1,7 @@
 /**
  * What a turn's prefix costs when part of it is held below the device: load the host (or disk)
  * hit back over PCIe, or recompute it. And, for the session's own D, whether that beats a reseed
- * through a P. Pure functions of the cost model (`docs/design/host-tier.md#7-the-router-with-a-host-tier`).
+ * through a P. Pure functions of the cost model (`docs/design/host-tier.md#8-the-router-and-the-simulator-with-a-host-tier`).
  *
  * @module
  */
@@ -37,7 +37,7 @@ export interface TieredHit {
  * ```ts
  * import { DEFAULT_COST_MODEL, planPrefix } from '@kvc/kvc-router'
  * const p = planPrefix(DEFAULT_COST_MODEL, { promptTokens: 42_000, deviceTokens: 6_000, hostTokens: 35_000 })
- * p.loadBack // true: 35K tokens copied in ≈ 70 ms instead of recomputed in ≈ 2.3 s
+ * p.loadBack // true: 35K tokens copied in ≈ 70 ms instead of recomputed in ≈ 2.1 s
  * ```
  */
 export interface PrefixPlan {
