@@ -194,7 +194,7 @@ describe('chooseLoadBack: the path decision on the session’s own D', () => {
       fc.property(
         costModels,
         hits,
-        fc.double({ min: 0, max: 1 }),
+        fc.double({ min: 0, max: 1, noNaN: true }),
         fc.double({ min: 0, max: 5, noNaN: true }),
         (over, hit, heldShare, queueS) => {
           const cm = makeCostModel(over)
