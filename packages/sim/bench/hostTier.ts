@@ -42,10 +42,15 @@ const res = await runExperiment(
   },
   { runner: threadRunner(Number(values.jobs)), onResults: (r) => (raw = r) },
 )
-const fmt = (x: number) => (x >= 1e6 ? `${(x / 1e6).toFixed(2)}M` : x >= 1e3 ? `${(x / 1e3).toFixed(0)}K` : `${x}`)
+const fmt = (x: number) =>
+  x >= 1e6 ? `${(x / 1e6).toFixed(2)}M` : x >= 1e3 ? `${(x / 1e3).toFixed(0)}K` : `${x}`
 const s3 = (x: number) => x.toFixed(3)
-console.log(`workload: ${values.trace ?? 'built-in'}; ${values.topology}; seeds ${seeds.join(', ')}; capacity ${values.capacity}`)
-console.log('| host tier | re-prefilled tokens per seed | × fewer than none | reseeds | load-backs (tokens) | failed | TTFT p99 | Δ TTFT p99 vs none [95% CI] |')
+console.log(
+  `workload: ${values.trace ?? 'built-in'}; ${values.topology}; seeds ${seeds.join(', ')}; capacity ${values.capacity}`,
+)
+console.log(
+  '| host tier | re-prefilled tokens per seed | × fewer than none | reseeds | load-backs (tokens) | failed | TTFT p99 | Δ TTFT p99 vs none [95% CI] |',
+)
 console.log('|---|---|---|---|---|---|---|---|')
 const per = (i: number) => raw.slice(i * seeds.length, (i + 1) * seeds.length).map(hostTierFigures)
 const base = per(0)

@@ -53,7 +53,9 @@ describe('resolving a tier against the device pool and the cost model', () => {
     const t = resolveHostTier({ ratio: 2 }, 200_000, 16, DEFAULT_COST_MODEL, 1)
     expect(t).toMatchObject({ capacityTokens: 400_000, medium: 'host', writePolicy: 'write_back' })
     expect(t.loadBackThreshold).toBe(loadBackBreakEven(DEFAULT_COST_MODEL, 'host') - 1)
-    expect(resolveHostTier({ capacityTokens: 1_000 }, 200_000, 16, DEFAULT_COST_MODEL, 1).capacityTokens).toBe(992)
+    expect(
+      resolveHostTier({ capacityTokens: 1_000 }, 200_000, 16, DEFAULT_COST_MODEL, 1).capacityTokens,
+    ).toBe(992)
     expect(resolveHostTier({ capacityTokens: 3 }, 200_000, 16, DEFAULT_COST_MODEL, 1).capacityTokens).toBe(16)
     // A slower disk needs a longer hit before a load-back pays.
     const disk = resolveHostTier({ ratio: 1, medium: 'disk' }, 4096, 16, DEFAULT_COST_MODEL, 1)
