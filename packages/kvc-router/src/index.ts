@@ -64,6 +64,30 @@ export {
   type ReseedEstimate,
   type TieredHit,
 } from './tier/prefixCost.js'
+export {
+  DEFAULT_PATH_PARAMS,
+  choosePath,
+  estimateLocal,
+  estimateRemote,
+  pathParams,
+  shouldWaitForOwnDecode,
+  type PathChoice,
+  type PathEstimate,
+  type PathParams,
+  type PathSignals,
+  type PrefillSignals,
+  type PrefillSite,
+} from './path/pathChoice.js'
+export {
+  DEFAULT_TOPOLOGY_PARAMS,
+  adviseTopology,
+  type RoleSwitch,
+  type TopologyAdvice,
+  type TopologyParams,
+  type TopologyRole,
+  type TopologySignals,
+  type WorkerTopologySignal,
+} from './topology/adviseTopology.js'
 export { BlockKeys } from './residency/blockKeys.js'
 export {
   ResidencyIndex,
@@ -92,6 +116,7 @@ export {
   type ClusterViewOptions,
   type DecodeWorkerRecord,
   type LinkHealth,
+  type QueueReport,
   type WorkerInfo,
   type WorkerRole,
   type WorkerSpec,
@@ -100,6 +125,7 @@ export {
   DEFAULT_ROUTER_PARAMS,
   MAX_PAGE_SIZE,
   resolveRouterParams,
+  type PathChoiceMode,
   type RouterParams,
   type RouterParamsInput,
   type SloBudget,
@@ -126,8 +152,18 @@ export {
 } from './route/route.js'
 export { TurnDispatch } from './dispatch/dispatch.js'
 export { backoffDelayMs, type BackoffJitter, type BackoffPolicy } from './backoff/backoff.js'
+export { LatencyWindow } from './hedging/latencyWindow.js'
+export {
+  DEFAULT_TUNING_OPTIONS,
+  SelfTuner,
+  type TunedParams,
+  type TuningOptions,
+} from './tuning/selfTuner.js'
 export type {
   AdmitAction,
+  AdmitAnswerOutcome,
+  AdmitHedge,
+  HedgedAdmitOutcome,
   ClaimAction,
   DispatchAction,
   DispatchOutcome,
@@ -168,4 +204,5 @@ export {
   type DynamoKvCostOptions,
   type SglangCacheAwareOptions,
 } from './policies/baselines.js'
+export { llmdPrecisePrefixPolicy, type LlmdPrecisePrefixOptions } from './policies/llmdPrecisePrefix.js'
 export { renderDispatch, renderRoute } from './explain/render.js'

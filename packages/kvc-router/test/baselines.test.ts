@@ -190,7 +190,7 @@ describe('ApproxPrefixTree', () => {
 
 describe('Dynamo KV cost', () => {
   it('argmin of prefill_load_scale·max(0, raw_prefill − credit·overlap) + potential decode blocks + w·requests', () => {
-    const r = mk(dynamoKvCostPolicy(), 3)
+    const r = mk(dynamoKvCostPolicy({ pathMode: 'direct' }), 3)
     r.cluster.residency.recordStored('d0', [1n, 2n, 3n, 4n])
     r.cluster.store.addLoad('d0', { prefillTokens: 320, decodeBlocks: 10 }) // 20 active prefill blocks, 10 decode blocks
     r.cluster.store.addLoad('d1', { decodeBlocks: 30 })
@@ -205,13 +205,13 @@ describe('Dynamo KV cost', () => {
   })
 
   it('the overlap credit decays with excess active prefill when k > 0; temperature samples', () => {
-    const r = mk(dynamoKvCostPolicy({ overlapScoreCreditDecay: 1 }), 2)
+    const r = mk(dynamoKvCostPolicy({ pathMode: 'direct', overlapScoreCreditDecay: 1 }), 2)
     r.cluster.residency.recordStored('d0', [1n, 2n, 3n, 4n])
     r.cluster.store.addLoad('d0', { prefillTokens: 128 }) // 8 blocks more than d1
     const d = r.route({ sessionId: 's', promptTokens: 64, blocks: [1n, 2n, 3n, 4n] })
     // decay = 1/(1 + 1·8/4) = 1/3: credit 4/3; d0: 8 + 4 − 4/3 + 4 = 14.67; d1: 4 + 4 = 8.
     expect(d.candidates[1]?.note).toBe('cost 14.7 = prefill 10.7 + decode 4')
-    const hot = mk(dynamoKvCostPolicy({ temperature: 1 }), 2, 1, seededRandom(1))
+    const hot = mk(dynamoKvCostPolicy({ pathMode: 'direct', temperature: 1 }), 2, 1, seededRandom(1))
     hot.cluster.store.addLoad('d0', { decodeBlocks: 5 })
     const wins = new Map<string, number>()
     for (let i = 0; i < 2000; i++) {

@@ -97,7 +97,28 @@ const cases: [RouterErrorCode, (r: Router, prepared: unknown) => unknown, ((r: R
   ['DUPLICATE_WORKER', (r) => r.cluster.addWorker({ id: 'p0', role: 'decode', capacityTokens: 1 })],
   ['WRONG_ROLE', (r) => r.cluster.reportCapacity('p0', { freeTokens: 1, evictableTokens: 0 })],
   ['WRONG_ROLE', (r) => r.cluster.recordTransfer('d0', 'p0', true)],
-  ['WRONG_ROLE', (r) => r.ingest('p0', { type: 'AllBlocksCleared', eventId: 1 })],
+  [
+    'WRONG_ROLE',
+    (r) =>
+      r.cluster.applyAdmission('p0', {
+        requestId: 'r',
+        admitted: true,
+        reason: 'ok',
+        residentTokens: 0,
+        needTokens: 1,
+        tokenUsageAfter: 0,
+        transferQueueDepth: 0,
+        retractedQueueDepth: 0,
+        recommendedPauseMs: 0,
+      }),
+  ],
+  [
+    'EVENT_OUT_OF_ORDER',
+    (r) => {
+      r.ingest('p0', { type: 'AllBlocksCleared', eventId: 0 })
+      r.ingest('p0', { type: 'AllBlocksCleared', eventId: 0 })
+    },
+  ],
   ['EVENT_OUT_OF_ORDER', (r) => r.ingest('d0', { type: 'AllBlocksCleared', eventId: 0 })],
   [
     'UNEXPECTED_OUTCOME',

@@ -108,7 +108,7 @@ describe('one rule per router parameter', () => {
       'backoffCapMs must be a number >= backoffBaseMs, got 50',
     )
     expect(thrown(() => resolveRouterParams({ overlapMode: 'x' as never }))?.message).toBe(
-      `overlapMode must be 'plain' or 'exclusive', got "x"`,
+      `overlapMode must be 'plain', 'exclusive' or 'sole', got "x"`,
     )
   })
 })

@@ -4,7 +4,7 @@ import { fileURLToPath } from 'node:url'
 import { bench, describe } from 'vitest'
 import { threadRunner } from '../src/cli/parallel.js'
 import { DEFAULT_COMPARE_POLICIES } from '../src/cli/main.js'
-import { type Workload, loadMooncakeTrace, runExperiment, runSimulation } from '../src/index.js'
+import { type Workload, loadMooncakeTrace, runExperiment, runSimulation, runSweep } from '../src/index.js'
 
 const ROOT = resolve(dirname(fileURLToPath(import.meta.url)), '..', '..', '..')
 const CONV = join(ROOT, '..', 'shared', 'traces', 'conversation_trace.jsonl')
@@ -70,3 +70,35 @@ describe('kvc-sim compare on the built-in workload (4 policies × 3 seeds, 2 wor
     once,
   )
 })
+
+/**
+ * The sweep of issue #21's benchmark: 8 load points × 4 policies × 3 seeds (96 runs) on the built-in
+ * workload, 2 worker threads. Minutes on two cores until the simulator gets faster, so it runs only
+ * with KVC_SIM_BENCH_SWEEP=1 (the same as `kvc-sim sweep --jobs 2`).
+ */
+describe.skipIf(process.env.KVC_SIM_BENCH_SWEEP !== '1')(
+  'kvc-sim sweep on the built-in workload (8 time scales × 4 policies × 3 seeds, 2 worker threads)',
+  () => {
+    bench(
+      'sweep',
+      async () => {
+        const t0 = performance.now()
+        const r = await runSweep(
+          {
+            workload: { kind: 'agentic' },
+            topology: '2P6D',
+            policies: [...DEFAULT_COMPARE_POLICIES],
+            seeds: [1, 2, 3],
+            axis: 'time-scale',
+            values: [1, 1.5, 2, 3, 4, 6, 8, 10],
+          },
+          { runner: threadRunner(2) },
+        )
+        const line = `sweep: ${r.points.length} points × ${r.config.policies.length} policies × ${r.config.seeds.length} seeds in ${((performance.now() - t0) / 1000).toFixed(1)} s wall`
+        report.push(line)
+        console.log(line)
+      },
+      once,
+    )
+  },
+)

@@ -54,8 +54,11 @@ export {
   type PolicyName,
   type PolicySpec,
   parsePolicySpec,
+  consumesKvEvents,
+  runsColocated,
   type SessionRelease,
 } from './adapters/router.js'
+export { type GatewayRetry, SGLANG_GATEWAY_RETRY } from './gateway/retry.js'
 export { createWorkerCache, type WorkerCacheOptions } from './adapters/sessionCache.js'
 export { SyncFabric, type SyncFabricOptions, type SyncFabricStats } from './adapters/dtoPSync.js'
 export { formatTopology, parseTopology, type Topology, topologyWorkers } from './cluster/topology.js'
@@ -72,7 +75,15 @@ export {
   tierLoadSeconds,
 } from './hostTier/hostTier.js'
 export { type HostTierFigures, hostTierFigures } from './hostTier/figures.js'
-export type { RunAccounting, RunCounters, RunResult } from './metrics/runResult.js'
+export {
+  peakRssMB,
+  type AdaptiveRunInfo,
+  type RunAccounting,
+  type RunCounters,
+  type RunResult,
+} from './metrics/runResult.js'
+export { autoGranularity, KvGeometry, type SimGranularity } from './granularity/kvGeometry.js'
+export type { ElasticSwitch } from './adaptive/elastic.js'
 export type { EvictionStats, ServePath, TurnRecord, UsageSeries } from './metrics/types.js'
 export { finiteMean, type LatencyStats, latencyStats, quantileSorted } from './metrics/quantiles.js'
 export {
@@ -80,10 +91,31 @@ export {
   e2eOf,
   elapsedOf,
   fastPathBucket,
+  type ItlStats,
+  itlStats,
   latencyOf,
   type RunMetrics,
+  tpotStats,
   ttftOf,
 } from './metrics/runMetrics.js'
+export {
+  DEFAULT_SLO,
+  meetsSlo,
+  type SessionTask,
+  sessionTasks,
+  type Slo,
+  tpotOf,
+} from './metrics/slo.js'
+export {
+  type DecodeGapHistograms,
+  DecodeGapRecorder,
+  GAP_BUCKETS,
+  GAP_BUCKETS_PER_OCTAVE,
+  GAP_MIN_MS,
+  gapBucket,
+  gapBucketMs,
+  gapHistogramQuantiles,
+} from './metrics/decodeGaps.js'
 export {
   CI_METRICS,
   type CiMetric,
@@ -93,7 +125,9 @@ export {
   type PairedEstimate,
   type PolicyColumns,
   pairedBootstrap,
+  stratumBootstrap,
 } from './protocol/bootstrap.js'
+export { clusterLayout, policyColumns } from './protocol/columns.js'
 export {
   buildWorkload,
   type ExperimentConfig,
@@ -109,7 +143,22 @@ export {
   type Stratum,
   type WorkloadSource,
 } from './protocol/experiment.js'
+export {
+  type Crossover,
+  type CrossoverSegment,
+  runSweep,
+  SWEEP_AXES,
+  SWEEP_METRICS,
+  type SweepAxis,
+  type SweepConfig,
+  type SweepPoint,
+  type SweepPolicyPoint,
+  type SweepResult,
+  sweepCrossovers,
+} from './protocol/sweep.js'
 export { toStableJson } from './report/json.js'
 export { renderHtmlReport } from './report/html.js'
-export { renderComparisonTable } from './report/table.js'
-export { parseCapacity, parseCount, parsePositive, parseSeeds } from './cli/args.js'
+export { renderSweepReport } from './report/sweepHtml.js'
+export { renderComparisonTable, renderSweepTable } from './report/table.js'
+export { experimentVerdict, sweepVerdict, type Verdict, verdictText } from './report/verdict.js'
+export { parseCapacity, parseCount, parsePositive, parseSeeds, parseSlo } from './cli/args.js'

@@ -36,6 +36,14 @@ describe('kvc-sim command line', () => {
     [['compare', '--format', 'csv'], 1, /argument 'csv' is invalid/],
     [['run', '--trace', join(tmp, 'nope.jsonl')], 2, /cannot read trace .*nope\.jsonl: no such file/],
     [['trace', 'stats'], 2, /needs a trace path/],
+    [['compare', '--slo', 'ttft=fast'], 2, /--slo "ttft=fast": "ttft=fast" not understood/],
+    [['compare', '--slo', 'tpot=0ms'], 2, /tpot must be positive/],
+    [['sweep', '--axis', 'load'], 1, /argument 'load' is invalid/],
+    [['sweep', '--values', '2'], 2, /a sweep needs at least two values of time-scale/],
+    [['sweep', '--axis', 'capacity', '--values', '100k,lots'], 2, /--capacity "lots"/],
+    [['sweep', '--axis', 'sessions', '--values', '4,4'], 2, /sweep values of sessions repeat/],
+    [['sweep', '--axis', 'pd-ratio', '--values', '2P6D,1P3D'], 2, /same number of GPUs/],
+    [['compare', '--sweep', 'missing-sweep.json'], 2, /--sweep missing-sweep\.json: cannot read it as JSON/],
   ]
   for (const [argv, code, re] of cases) {
     it(`${argv.join(' ')} → exit ${code} with a clear message`, async () => {
@@ -75,7 +83,7 @@ describe('kvc-sim command line', () => {
     expect(JSON.parse(j.out.join('\n')).requests).toBe(2)
   })
 
-  it('compare writes report.html and results.json and prints a table', async () => {
+  it('compare writes report.html and results.json, prints the verdict and tables within 120 columns', async () => {
     const out = join(tmp, 'cmp')
     const c = capture()
     const code = await runCli(
@@ -88,9 +96,11 @@ describe('kvc-sim command line', () => {
         '--topology',
         '1P2D',
         '--policies',
-        'kvc,round-robin',
+        'kvc,round-robin,dp-cache-aware:defaults=rust',
         '--bootstrap',
         '20',
+        '--slo',
+        'ttft=1s,tpot=30ms',
         '--jobs',
         '1',
         '--out',
@@ -100,12 +110,86 @@ describe('kvc-sim command line', () => {
     )
     expect(code).toBe(0)
     const text = c.out.join('\n')
-    expect(text).toMatch(/policy\s+topology\s+TTFT p50/)
+    expect(text).toMatch(/^Verdict: /)
+    expect(text).toMatch(/SLOs TTFT\u00a0≤\u00a01\u00a0s and TPOT\u00a0≤\u00a030\u00a0ms/)
+    expect(text).toMatch(/policy\s+topology\s+goodput\s+TTFT p50/)
     expect(text).toMatch(/round-robin\s+1P2D/)
-    expect(existsSync(join(out, 'report.html'))).toBe(true)
+    expect(text).toMatch(/dp-cache-aware†\s+3xDP/)
+    expect(text).toMatch(/† = :defaults=rust, the baseline with sgl-router's Rust cache-aware defaults/)
+    expect(text).toMatch(/Paired against kvc/)
+    for (const line of text.split('\n')) expect([...line].length, line).toBeLessThanOrEqual(120)
+    // The turns of every trial, not the first seed's count repeated.
     const json = JSON.parse(readFileSync(join(out, 'results.json'), 'utf8'))
-    expect(json.config.policies).toEqual(['kvc', 'round-robin'])
-    expect(json.runs).toHaveLength(6)
+    const perTrial: number[] = json.config.turnsPerTrial
+    expect(perTrial).toHaveLength(3)
+    const lo = Math.min(...perTrial)
+    const hi = Math.max(...perTrial)
+    expect(text).toContain(lo === hi ? `${lo} turns per trial` : `${lo}–${hi} turns per trial`)
+    expect(json.config.policies).toEqual(['kvc', 'round-robin', 'dp-cache-aware:defaults=rust'])
+    expect(json.config.slo).toEqual({ ttftS: 1, tpotS: 0.03 })
+    expect(json.runs).toHaveLength(9)
+    expect(json.policies[0].estimates.goodput.value).toBeGreaterThan(0)
+    expect(existsSync(join(out, 'report.html'))).toBe(true)
+    // Progress off a terminal: a first line before any run ends, then one per run.
+    expect(c.err[0]).toMatch(/^kvc-sim: 9 runs \(3 policies × 3 seeds\) on 1 thread/)
+    expect(c.err.filter((l) => /runs \d+\/9 done/.test(l)).length).toBeGreaterThanOrEqual(9)
+  })
+
+  it('a single-policy run prints no paired column', async () => {
+    const c = capture()
+    expect(
+      await runCli(
+        ['run', '--sessions', '2', '--topology', '1P1D', '--bootstrap', '10', '--out', join(tmp, 'one')],
+        c.io,
+      ),
+    ).toBe(0)
+    const text = c.out.join('\n')
+    expect(text).toMatch(/Verdict: kvc alone: /)
+    expect(text).not.toMatch(/Δ|Paired against/)
+  })
+
+  it('sweep writes sweep.html and sweep.json with the crossovers, and compare --sweep takes them in', async () => {
+    const out = join(tmp, 'sweep')
+    const c = capture()
+    const argv = [
+      '--sessions',
+      '3',
+      '--seeds',
+      '2',
+      '--topology',
+      '1P2D',
+      '--policies',
+      'kvc,round-robin',
+      '--bootstrap',
+      '20',
+      '--jobs',
+      '1',
+      '--no-progress',
+    ]
+    expect(
+      await runCli(['sweep', ...argv, '--axis', 'capacity', '--values', '60k,200k', '--out', out], c.io),
+    ).toBe(0)
+    const text = c.out.join('\n')
+    expect(text).toMatch(/^Verdict: At capacity 60K, .+ on goodput.*; at capacity 200K, /)
+    expect(text).toMatch(/KV capacity\s+policy\s+goodput \[95% CI\]/)
+    expect(text).toMatch(/^60K\s+kvc/m)
+    expect(text).toMatch(/8 runs in [\d.]+ s wall on 1 threads?/)
+    for (const line of text.split('\n')) expect([...line].length, line).toBeLessThanOrEqual(120)
+    const json = JSON.parse(readFileSync(join(out, 'sweep.json'), 'utf8'))
+    expect(json.config.axis).toBe('capacity')
+    expect(json.points.map((p: { value: number }) => p.value)).toEqual([60_000, 200_000])
+    expect(json.crossovers).toHaveLength(3)
+    for (const x of json.crossovers) expect(text).toContain(x.text)
+    expect(readFileSync(join(out, 'sweep.html'), 'utf8')).toMatch(/kvc-sim sweep over KV capacity/)
+    const c2 = capture()
+    const out2 = join(tmp, 'cmp-sweep')
+    expect(await runCli(['compare', ...argv, '--sweep', join(out, 'sweep.json'), '--out', out2], c2.io)).toBe(
+      0,
+    )
+    expect(c2.out.join('\n')).toContain(json.crossovers[0].text)
+    expect(readFileSync(join(out2, 'report.html'), 'utf8')).toContain(
+      json.crossovers[0].text.replace(/</g, '&lt;'),
+    )
   })
 
   it('run --records writes every turn', async () => {

@@ -1,15 +1,22 @@
 import { readFileSync } from 'node:fs'
 import { join } from 'node:path'
+import fc from 'fast-check'
 import { describe, expect, it } from 'vitest'
 import {
+  DEFAULT_SLO,
   type PolicyColumns,
+  Prng,
   SIM_VERSION,
+  higherIsBetter,
   latencyStats,
   pairedBootstrap,
+  parseCapacity,
   parsePolicySpec,
   parseSeeds,
-  parseCapacity,
+  parseSlo,
+  quantileSorted,
   SimError,
+  stratumBootstrap,
 } from '../src/index.js'
 
 const col = (t: number[], failed: number[] = []): PolicyColumns => ({
@@ -61,5 +68,129 @@ describe('protocol', () => {
   it('writes the package version into results', () => {
     const pkg = JSON.parse(readFileSync(join(import.meta.dirname, '..', 'package.json'), 'utf8'))
     expect(SIM_VERSION).toBe(pkg.version)
+  })
+})
+
+/** The bootstrap as first written: every resample's turns gathered and sorted (the reference). */
+function naiveBootstrap(
+  values: number[],
+  layout: { seeds: Int32Array[][] },
+  resamples: number,
+  seed: number,
+) {
+  const rng = new Prng(seed, 'bootstrap')
+  const qs = [0.5, 0.9, 0.99]
+  const samples = qs.map(() => new Float64Array(resamples))
+  const means = new Float64Array(resamples)
+  for (let b = 0; b < resamples; b++) {
+    const idx: number[] = []
+    for (const clusters of layout.seeds) {
+      const k = clusters.length
+      for (let j = 0; j < k; j++) idx.push(...clusters[rng.int(k)]!)
+    }
+    const v = Float64Array.from(idx, (i) => values[i]!).sort()
+    qs.forEach((q, k) => {
+      samples[k]![b] = quantileSorted(v, q)
+    })
+    means[b] = idx.reduce((a, i) => a + values[i]!, 0) / idx.length
+  }
+  const ci = (s: Float64Array) => {
+    const x = Float64Array.from(s).sort()
+    return [quantileSorted(x, 0.025), quantileSorted(x, 0.975)]
+  }
+  return { quantiles: samples.map(ci), mean: ci(means) }
+}
+
+describe('paired bootstrap (weighted walks over columns sorted once)', () => {
+  it('gives exactly the intervals of sorting every resample (property)', () => {
+    fc.assert(
+      fc.property(
+        fc.array(fc.array(fc.integer({ min: 1, max: 6 }), { minLength: 1, maxLength: 7 }), {
+          minLength: 1,
+          maxLength: 3,
+        }),
+        fc.array(
+          fc.oneof(fc.double({ min: 0, max: 50, noNaN: true }), fc.constant(Number.POSITIVE_INFINITY)),
+          {
+            minLength: 200,
+            maxLength: 200,
+          },
+        ),
+        fc.integer({ min: 1, max: 1000 }),
+        (seedsSizes, pool, seed) => {
+          // Clusters of the given sizes, turn indices numbered seed after seed.
+          let next = 0
+          const layout = {
+            seeds: seedsSizes.map((sizes) => sizes.map((n) => Int32Array.from({ length: n }, () => next++))),
+          }
+          const values = pool.slice(0, next)
+          const failed = values.map((v) => (v === Number.POSITIVE_INFINITY ? 1 : 0))
+          const elapsed = values.map((v) => (Number.isFinite(v) ? v : 60))
+          const c: PolicyColumns = {
+            ttft: Float64Array.from(values),
+            e2e: Float64Array.from(values),
+            elapsedTtft: Float64Array.from(elapsed),
+            elapsed: Float64Array.from(elapsed),
+            failed: Uint8Array.from(failed),
+            fast: new Uint8Array(values.length),
+          }
+          const r = pairedBootstrap([c], layout, 0, 40, seed)
+          const ref = naiveBootstrap(values, layout, 40, seed)
+          const e = r.estimates[0]!
+          expect([e.ttft_p50.lo, e.ttft_p50.hi]).toEqual(ref.quantiles[0])
+          expect([e.ttft_p90.lo, e.ttft_p90.hi]).toEqual(ref.quantiles[1])
+          expect([e.ttft_p99.lo, e.ttft_p99.hi]).toEqual(ref.quantiles[2])
+          const naiveMean = naiveBootstrap(elapsed, layout, 40, seed).mean
+          expect(e.ttft_mean.lo).toBeCloseTo(naiveMean[0]!, 9)
+          expect(e.ttft_mean.hi).toBeCloseTo(naiveMean[1]!, 9)
+          const sorted = Float64Array.from(values).sort()
+          expect(e.ttft_p90.value).toBe(quantileSorted(sorted, 0.9))
+        },
+      ),
+      { numRuns: 60 },
+    )
+  })
+
+  it('pairs every policy with every other, and a stratum uses the same draws', () => {
+    const base = Array.from({ length: 30 }, (_, i) => 0.1 + (i % 5) * 0.1)
+    const layout = {
+      seeds: [Array.from({ length: 10 }, (_, k) => Int32Array.of(3 * k, 3 * k + 1, 3 * k + 2))],
+    }
+    const cols = [col(base), col(base.map((x) => x * 2)), col(base.map((x) => x + 1))]
+    const r = pairedBootstrap(cols, layout, 0, 100, 3)
+    expect(r.pairwise[1]![0]!.ttft_mean.diff).toBeCloseTo(-r.pairwise[0]![1]!.ttft_mean.diff, 12)
+    expect(r.pairwise[2]![1]!.ttft_p50.diff).toBeCloseTo(1.3 - 0.6, 12)
+    expect(r.pairwise[0]![0]).toBeUndefined()
+    expect(r.paired[2]).toBe(r.pairwise[2]![0])
+    // Every turn as the stratum: the same intervals as the main bootstrap.
+    const all = Int32Array.from({ length: 30 }, (_, i) => i)
+    const s = stratumBootstrap(
+      cols.map((c) => c.ttft),
+      all,
+      layout,
+      [0.5, 0.9],
+      100,
+      3,
+    )
+    expect(s[1]![1]).toEqual(r.estimates[1]!.ttft_p90)
+  })
+
+  it('goodput is higher-is-better, decode and task metrics are NaN without their columns', () => {
+    expect(higherIsBetter('goodput')).toBe(true)
+    expect(higherIsBetter('tpot_p90')).toBe(false)
+    const layout = { seeds: [Array.from({ length: 5 }, (_, i) => Int32Array.of(i))] }
+    const r = pairedBootstrap([col([1, 2, 3, 4, 5])], layout, 0, 10, 1)
+    expect(r.estimates[0]!.goodput.value).toBeNaN()
+    expect(r.estimates[0]!.itl_p99.value).toBeNaN()
+    expect(r.estimates[0]!.task_p50.value).toBeNaN()
+  })
+
+  it('parses SLOs and refuses bad ones', () => {
+    expect(parseSlo('ttft=2s,tpot=25ms')).toEqual({ ttftS: 2, tpotS: 0.025 })
+    expect(parseSlo('tpot=0.05')).toEqual({ ttftS: DEFAULT_SLO.ttftS, tpotS: 0.05 })
+    expect(parseSlo(' TTFT = 500ms ')).toEqual({ ttftS: 0.5, tpotS: DEFAULT_SLO.tpotS })
+    for (const bad of ['', 'ttft', 'ttft=2s,ttft=3s', 'e2e=3s', 'tpot=-1ms', 'ttft=0']) {
+      expect(() => parseSlo(bad), bad).toThrow(SimError)
+    }
   })
 })

@@ -4,6 +4,7 @@ import { RouterError, checkLength, checkOption, describeValue } from '../errors/
 import { type IngestStatus, ResidencyIndex, type ResidencyIndexOptions } from '../residency/residencyIndex.js'
 import { HostResidency } from '../tier/hostResidency.js'
 import { DEFAULT_ROUTER_PARAMS, checkRouterParam } from '../route/params.js'
+import { LatencyWindow } from '../hedging/latencyWindow.js'
 import { SeedWaitQueue } from './seedWaitQueue.js'
 import { type ClusterStateStore, InMemoryClusterStateStore, type WorkerLoad } from './stateStore.js'
 
@@ -64,6 +65,30 @@ export interface CapacityReport {
   readonly releasableTokens?: number
   readonly transferQueueDepth?: number
   readonly retractedQueueDepth?: number
+}
+
+/**
+ * A worker's queues, as its load endpoint reports them (SGLang's `/v1/loads` gives the waiting
+ * and running requests): what the adaptive path choice reads to estimate how long a prefill on
+ * this worker waits and how many decodes a local prefill would stall. Every field is optional;
+ * `prefillQueueS` is used when given, else `prefillQueueTokens` and `prefillQueueRequests` are
+ * converted with the cost model.
+ *
+ * @example
+ * ```ts
+ * import type { QueueReport } from '@kvc/kvc-router'
+ * const q: QueueReport = { prefillQueueS: 0.4, runningRequests: 6 }
+ * ```
+ */
+export interface QueueReport {
+  /** Seconds of prefill work queued, the running prefill's rest included. */
+  readonly prefillQueueS?: number
+  /** Tokens waiting for prefill (running prefill included). */
+  readonly prefillQueueTokens?: number
+  /** Requests waiting for prefill (running prefill included). */
+  readonly prefillQueueRequests?: number
+  /** Requests in the running decode batch. */
+  readonly runningRequests?: number
 }
 
 /**
@@ -177,11 +202,17 @@ export interface ClusterViewOptions {
   readonly residency?: ResidencyIndexOptions
   readonly linkFailureThreshold?: number
   readonly linkCooldownMs?: number
+  /**
+   * Where {@link ClusterView.queue} reads a worker's queues on demand (a host that knows them at
+   * once: the simulator, an in-process engine); else the last {@link ClusterView.reportQueue}.
+   */
+  readonly queueSource?: (workerId: string) => QueueReport | undefined
 }
 
 /**
  * The router's pure view of the cluster: P and D workers with capacity, load, health and pause
- * state; the residency index of the D workers; P→D link health; and, through a
+ * state; the residency index of the D workers and, apart, that of the P workers (a P's prefix
+ * cache publishes KV events too: KV-aware P choices read it); P→D link health; and, through a
  * {@link ClusterStateStore}, the shared part (session bindings, in-flight load, pending seeds,
  * pause hints, rejects and exclusions). Updated only by explicit calls; never reads a clock or
  * a random source of its own.
@@ -202,10 +233,20 @@ export class ClusterView {
   readonly residency: ResidencyIndex
   /** What the D workers hold below the device (host and disk tiers), from tier KV events. */
   readonly hostResidency = new HostResidency()
+  /**
+   * The residency index over the P workers, fed by their KV events (the P's radix cache publishes
+   * them as a D's does). Kept apart from {@link ClusterView.residency} so that P workers never
+   * count as holders in the D workers' overlap (or its boilerplate threshold).
+   */
+  readonly prefillResidency: ResidencyIndex
   /** The shared state. */
   readonly store: ClusterStateStore
   /** Turns waiting for D workers' pending-seed slots, oldest first (this replica's). */
   readonly seedWaiters = new SeedWaitQueue()
+  /** The last 256 admission RPC latencies Dispatch observed (hedged admission's delay). */
+  readonly admissionLatency = new LatencyWindow(256)
+  /** Hedged admissions: second RPCs sent, and those whose D admitted first. */
+  readonly hedging = { sent: 0, won: 0 }
   readonly #now: () => number
   readonly #workers = new Map<string, WorkerState>()
   #decodeIds: string[] = []
@@ -215,6 +256,8 @@ export class ClusterView {
   readonly #admissionCache = new Map<string, CachedAdmission>()
   readonly #linkThreshold: number
   readonly #linkCooldown: number
+  readonly #queues = new Map<string, QueueReport>()
+  #queueSource: ((workerId: string) => QueueReport | undefined) | undefined
 
   constructor(options: ClusterViewOptions) {
     checkOption(
@@ -225,6 +268,7 @@ export class ClusterView {
     this.#now = options.now
     this.store = options.store ?? new InMemoryClusterStateStore()
     this.residency = new ResidencyIndex(options.residency)
+    this.prefillResidency = new ResidencyIndex(options.residency)
     // The router's parameters, with its defaults and rules (a Router passes its own params).
     this.#linkThreshold = checkRouterParam(
       'linkFailureThreshold',
@@ -234,10 +278,90 @@ export class ClusterView {
       'linkCooldownMs',
       options.linkCooldownMs ?? DEFAULT_ROUTER_PARAMS.linkCooldownMs,
     )
+    this.setQueueSource(options.queueSource)
   }
 
   /**
-   * Registers a worker. D workers also join the residency index.
+   * Sets (or, with `undefined`, removes) the function {@link ClusterView.queue} asks first.
+   *
+   * @throws RouterError `INVALID_OPTION` when `source` is not a function.
+   *
+   * @example
+   * ```ts
+   * import { ClusterView } from '@kvc/kvc-router'
+   * const view = new ClusterView({ now: () => 0 })
+   * view.addWorker({ id: 'd0', role: 'decode', capacityTokens: 1_000 })
+   * view.setQueueSource(() => ({ runningRequests: 3 }))
+   * view.queue('d0')?.runningRequests // 3
+   * ```
+   */
+  setQueueSource(source: ((workerId: string) => QueueReport | undefined) | undefined): void {
+    checkOption(
+      source === undefined || typeof source === 'function',
+      `queueSource must be a function, got ${describeValue(source)}`,
+      source,
+    )
+    this.#queueSource = source
+  }
+
+  /**
+   * Records a worker's queues (P or D; see {@link QueueReport}), as its load endpoint gave them.
+   *
+   * @throws RouterError `UNKNOWN_WORKER`, `INVALID_LENGTH` (a negative or non-finite field).
+   *
+   * @example
+   * ```ts
+   * import { ClusterView } from '@kvc/kvc-router'
+   * const view = new ClusterView({ now: () => 0 })
+   * view.addWorker({ id: 'p0', role: 'prefill', capacityTokens: 1_000 })
+   * view.reportQueue('p0', { prefillQueueTokens: 12_000, prefillQueueRequests: 2 })
+   * view.queue('p0')?.prefillQueueTokens // 12000
+   * ```
+   */
+  reportQueue(id: string, report: QueueReport): void {
+    this.#get(id)
+    checkOption(
+      typeof report === 'object' && report !== null,
+      `a queue report must be an object, got ${describeValue(report)}`,
+      report,
+    )
+    for (const k of [
+      'prefillQueueS',
+      'prefillQueueTokens',
+      'prefillQueueRequests',
+      'runningRequests',
+    ] as const) {
+      const v = report[k]
+      if (v !== undefined && !(typeof v === 'number' && Number.isFinite(v) && v >= 0)) {
+        throw new RouterError(
+          'INVALID_LENGTH',
+          `${k} must be a finite number >= 0, got ${describeValue(v)}`,
+          v,
+        )
+      }
+    }
+    this.#queues.set(id, { ...report })
+  }
+
+  /**
+   * A worker's queues: from the queue source when one is set and answers, else the last report,
+   * else `undefined` (the caller falls back on the router's own load counters).
+   *
+   * @example
+   * ```ts
+   * import { ClusterView } from '@kvc/kvc-router'
+   * const view = new ClusterView({ now: () => 0 })
+   * view.addWorker({ id: 'd0', role: 'decode', capacityTokens: 1_000 })
+   * view.queue('d0') // undefined: nothing reported
+   * ```
+   */
+  queue(id: string): QueueReport | undefined {
+    const fromSource = this.#queueSource?.(id)
+    return fromSource ?? this.#queues.get(id)
+  }
+
+  /**
+   * Registers a worker. D workers also join the residency index, P workers the P residency index.
    *
    * @throws RouterError `DUPLICATE_WORKER`, `INVALID_OPTION`, `INVALID_LENGTH`.
    *
@@ -269,13 +393,11 @@ export class ClusterView {
     if (this.#workers.has(spec.id)) {
       throw new RouterError('DUPLICATE_WORKER', `worker ${spec.id} already added`, spec.id)
     }
+    const eventOpts = spec.lastEventId === undefined ? {} : { lastEventId: spec.lastEventId }
     const slot =
       spec.role === 'decode'
-        ? this.residency.addWorker(
-            spec.id,
-            spec.lastEventId === undefined ? {} : { lastEventId: spec.lastEventId },
-          )
-        : -1
+        ? this.residency.addWorker(spec.id, eventOpts)
+        : this.prefillResidency.addWorker(spec.id, eventOpts)
     const state: WorkerState = {
       id: spec.id,
       role: spec.role,
@@ -317,8 +439,12 @@ export class ClusterView {
       this.hostResidency.clearWorker(id)
       this.#decodeIds = this.#decodeIds.filter((x) => x !== id)
       this.#decodeStates = this.#decodeStates.filter((x) => x.id !== id)
-    } else this.#prefillIds = this.#prefillIds.filter((x) => x !== id)
+    } else {
+      this.prefillResidency.removeWorker(id)
+      this.#prefillIds = this.#prefillIds.filter((x) => x !== id)
+    }
     this.#workers.delete(id)
+    this.#queues.delete(id)
     this.store.dropWorker(id)
     this.seedWaiters.dropWorker(id)
     this.#admissionCache.delete(id)
@@ -770,10 +896,11 @@ export class ClusterView {
   }
 
   /**
-   * Feeds one KV event of a D worker to the residency index (see `ResidencyIndex.ingest`); an
-   * event of a host or disk tier (its `medium`) updates {@link ClusterView.hostResidency} instead.
+   * Feeds one KV event of a worker to its residency index (see `ResidencyIndex.ingest`): a D's to
+   * {@link ClusterView.residency}, a P's to {@link ClusterView.prefillResidency}; a D's event of a
+   * host or disk tier (its `medium`) updates {@link ClusterView.hostResidency} instead.
    *
-   * @throws RouterError `UNKNOWN_WORKER`, `WRONG_ROLE`, `INVALID_MESSAGE`, `EVENT_OUT_OF_ORDER`.
+   * @throws RouterError `UNKNOWN_WORKER`, `INVALID_MESSAGE`, `EVENT_OUT_OF_ORDER`.
    *
    * @example
    * ```ts
@@ -783,11 +910,12 @@ export class ClusterView {
    * view.ingest('d0', { type: 'AllBlocksCleared', eventId: 0 }) // 'applied'
    * ```
    */
-  ingest(d: string, event: KvEvent): IngestStatus {
-    this.#decode(d)
-    const status = this.residency.ingest(d, event)
+  ingest(id: string, event: KvEvent): IngestStatus {
+    const w = this.#get(id)
+    if (w.role !== 'decode') return this.prefillResidency.ingest(id, event)
+    const status = this.residency.ingest(id, event)
     // Host and disk tier events (and a reset) also go to the tiers below the device.
-    if (status === 'applied' || status === 'gap-applied') this.hostResidency.ingest(d, event)
+    if (status === 'applied' || status === 'gap-applied') this.hostResidency.ingest(id, event)
     return status
   }
 

@@ -1,12 +1,24 @@
 import {
   ADMIT_PROTOCOL_VERSION,
+  type AdmitPath,
+  type AdmitRequest,
   type AdmitResponse,
   type SloClass,
   parseAdmitResponse,
 } from '../admission/contract.js'
 import { type BackoffPolicy, backoffDelayMs } from '../backoff/backoff.js'
 import type { LoadDelta, SessionBinding } from '../cluster/stateStore.js'
+import { DEFAULT_COST_MODEL } from '../cost/costModel.js'
 import { RouterError, checkLength } from '../errors/routerError.js'
+import {
+  type PathChoice,
+  type PathParams,
+  type PathSignals,
+  choosePath,
+  estimateLocal,
+  pathParams,
+  shouldWaitForOwnDecode,
+} from '../path/pathChoice.js'
 import { BlockKeys } from '../residency/blockKeys.js'
 import type { RouterParams } from '../route/params.js'
 import { turnKeys } from '../route/route.js'
@@ -18,6 +30,7 @@ import type {
   TurnRequest,
 } from '../route/types.js'
 import type {
+  AdmitAnswerOutcome,
   DispatchAction,
   DispatchOutcome,
   DispatchRecord,
@@ -31,7 +44,7 @@ import type {
 type Gen<T> = Generator<DispatchAction, T, DispatchOutcome>
 
 type AdmitResult =
-  | { readonly kind: 'admitted'; readonly leaseId: string }
+  | { readonly kind: 'admitted'; readonly leaseId: string; readonly workerId: string }
   | { readonly kind: 'rejected'; readonly response: AdmitResponse }
   | { readonly kind: 'skipped' }
   | { readonly kind: 'timeout' }
@@ -165,6 +178,13 @@ export class TurnDispatch {
   #follow: string | undefined
   /** Set by a lost binding claim: end this walk and walk again at once. */
   #reroute = false
+  /** The adaptive path choice's parameters (built on first use). */
+  #pathParams: PathParams | undefined
+  /** The current walk and the position in it (for hedged admission's second D). */
+  #walkList: readonly { readonly c: RouteCandidate; readonly ownPause: number | undefined }[] = []
+  #walkPos = 0
+  /** The D whose pending-seed slot this turn holds for a hedged admission's second RPC. */
+  #hedgeSlot: string | undefined
 
   /** @internal Use `Router.dispatch`. */
   constructor(ctx: RouteContext, policy: RoutingPolicy, turn: TurnRequest, turnId: string) {
@@ -305,6 +325,7 @@ export class TurnDispatch {
     this.#undoInflight()
     this.#releaseCommitment()
     this.#releaseSeedSlot()
+    this.#releaseHedgeSlot()
     const fail = this.#fail('aborted', 'TURN_FINISHED')
     this.#gen.return(fail)
     this.#final = fail
@@ -336,6 +357,12 @@ export class TurnDispatch {
         )
       }
       if (cluster.decodeIds().length === 0) this.#count('no_decode_workers')
+      const stayUntil = this.#waitForOwnDecode(decision)
+      if (stayUntil !== undefined) {
+        if (this.#walks >= params.maxWalks) return this.#fail(this.#dominantCause(), 'ATTEMPTS_EXHAUSTED')
+        yield* this.#wait(stayUntil, 'own_decode_paused')
+        continue
+      }
       let candidates = decision.candidates
       const follow = this.#follow
       this.#follow = undefined
@@ -355,6 +382,8 @@ export class TurnDispatch {
         if (this.#attempts >= params.maxAttempts) break
         const { c, ownPause } = walk[k]!
         const d = c.workerId
+        this.#walkList = walk
+        this.#walkPos = k
         if (!cluster.has(d) || cluster.role(d) !== 'decode') continue
         if (!cluster.isEligible(d) && (ownPause === undefined || !cluster.isPaused(d))) {
           this.#count(cluster.isPaused(d) ? 'all_paused' : 'all_unhealthy')
@@ -441,7 +470,7 @@ export class TurnDispatch {
     if (!seed) {
       if (!(yield* this.#claimBinding(d))) return undefined
       const r = policy.usesAdmission
-        ? yield* this.#admit(d, 'fast', c)
+        ? yield* this.#admit(d, 'fast', c, undefined, this.#sameDecodeHedge())
         : ({ kind: 'admitted', leaseId: '' } as const)
       if (r.kind === 'admitted')
         return yield* this.#sendFast(d, c, policy.usesAdmission ? r.leaseId : undefined, 'fast')
@@ -455,6 +484,14 @@ export class TurnDispatch {
           return undefined
         }
       } else return undefined
+    }
+    // Not the fast path: with the adaptive path choice, the D may prefill the turn itself (a
+    // local seed) when the estimated completion time says so; else the seed path through a P.
+    if (params.pathChoice === 'adaptive' && policy.pathMode === 'kvc') {
+      const p = this.#pickPrefill(d)
+      const choice = choosePath(this.#signals(c, p), this.#pathParamsOf())
+      this.#explainPath(d, p, choice)
+      if (choice.site === 'local') return yield* this.#localSeed(c, ownPause)
     }
     // Seed path.
     const done = yield* this.#seedPath(c, ownPause)
@@ -474,6 +511,118 @@ export class TurnDispatch {
     const again = yield* this.#seedPath(c, Number.NEGATIVE_INFINITY)
     this.#avoidP = undefined
     return again
+  }
+
+  /**
+   * A local seed on `c`'s D (the adaptive path choice): claims, admission by `seed` (the D must
+   * hold the whole part of the prompt it lacks), then `sendFast` with path `local`: the D
+   * prefills it. No pending-seed slot: nothing is transferred.
+   */
+  *#localSeed(c: RouteCandidate, ownPause: number): Gen<DoneAction | undefined> {
+    const d = c.workerId
+    if (!(yield* this.#claimBinding(d))) return undefined
+    let leaseId: string | undefined
+    if (this.#policy.usesAdmission) {
+      const r = yield* this.#admit(d, 'seed', c, ownPause)
+      if (r.kind !== 'admitted') return undefined
+      leaseId = r.leaseId
+    }
+    return yield* this.#sendFast(d, c, leaseId, 'local')
+  }
+
+  #pathParamsOf(): PathParams {
+    if (this.#pathParams === undefined) {
+      this.#pathParams = pathParams(this.#ctx.cost ?? DEFAULT_COST_MODEL, {
+        stallWeight: this.#ctx.params.stallWeight,
+      })
+    }
+    return this.#pathParams
+  }
+
+  /**
+   * Seconds of prefill work queued on worker `id`: its queue report (seconds, else tokens and
+   * requests through the cost model), else the router's own count of the prefill tokens of the
+   * turns in flight there (an upper bound: a turn counts until it ends).
+   */
+  #queueSeconds(id: string): number {
+    const cluster = this.#ctx.cluster
+    const cm = this.#ctx.cost ?? DEFAULT_COST_MODEL
+    const q = cluster.queue(id)
+    if (q?.prefillQueueS !== undefined) return q.prefillQueueS
+    if (q?.prefillQueueTokens !== undefined) {
+      const reqs = q.prefillQueueRequests ?? (q.prefillQueueTokens > 0 ? 1 : 0)
+      return q.prefillQueueTokens / cm.prefillTokensPerS + cm.prefillFixedS * reqs
+    }
+    const l = cluster.store.load(id)
+    return l.prefillTokens / cm.prefillTokensPerS + (l.prefillTokens > 0 ? cm.prefillFixedS : 0)
+  }
+
+  /** Requests decoding on D `d`: its queue report, else the turns in flight there. */
+  #runningDecodes(d: string): number {
+    return this.#ctx.cluster.queue(d)?.runningRequests ?? this.#ctx.cluster.store.load(d).turns
+  }
+
+  /** The path choice's signals for this turn on `c`'s D, through P `p` (none: no remote seed). */
+  #signals(c: RouteCandidate, p: string | undefined): PathSignals {
+    const d = c.workerId
+    return {
+      promptTokens: this.#turn.promptTokens,
+      decodeHeldTokens: c.heldTokens,
+      decodeQueueS: this.#queueSeconds(d),
+      runningDecodes: this.#runningDecodes(d),
+      ...(p === undefined ? {} : { prefill: { queueS: this.#queueSeconds(p), heldTokens: 0 } }),
+    }
+  }
+
+  #explainPath(d: string, p: string | undefined, choice: PathChoice): void {
+    this.#step('path', d, choice.site === 'remote' ? p : undefined, `${choice.site} seed: ${choice.reason}`)
+  }
+
+  /**
+   * The adaptive path choice's other question: the session's own D is paused and the best
+   * candidate is not a fast path (the turn would move and re-prefill): when waiting out the pause
+   * and prefilling the append there costs less than moving, the time to wait until (jittered
+   * like any wait for a pause). Only while the D has not refused the session since its last
+   * success, and the pause ends before the turn's deadline.
+   */
+  #waitForOwnDecode(decision: RouteDecision): number | undefined {
+    const { cluster, params } = this.#ctx
+    if (params.pathChoice !== 'adaptive' || this.#policy.pathMode !== 'kvc') return undefined
+    const b = decision.boundWorker
+    if (b === undefined) return undefined
+    const paused = decision.ineligible.find((w) => w.workerId === b)
+    if (paused === undefined || paused.reason !== 'paused' || paused.until === undefined) return undefined
+    const top = decision.candidates[0]
+    if (top === undefined || top.fast) return undefined
+    const s = this.#turn.sessionId
+    if (cluster.store.rejects(s, b) > 0) return undefined
+    const now = cluster.now()
+    const until = paused.until + this.#ctx.random() * params.backoffBaseMs
+    if (until >= this.#deadline) return undefined
+    const binding = cluster.store.getBinding(s)
+    const prompt = this.#turn.promptTokens
+    const pp = this.#pathParamsOf()
+    const stay = estimateLocal(
+      {
+        promptTokens: prompt,
+        decodeHeldTokens: Math.min(binding?.committedTokens ?? 0, prompt),
+        decodeQueueS: this.#queueSeconds(b),
+        runningDecodes: this.#runningDecodes(b),
+      },
+      pp,
+    )
+    const p = this.#pickPrefill(top.workerId)
+    const move = choosePath(this.#signals(top, p), pp)
+    const waitS = (until - now) / 1000
+    if (!shouldWaitForOwnDecode(waitS, stay, move)) return undefined
+    const moveCost = move.site === 'local' ? move.local.costS : move.remote!.costS
+    this.#step(
+      'path',
+      b,
+      undefined,
+      `wait ${waitS.toFixed(2)} s for ${b} (paused): ${(waitS + stay.costS).toFixed(2)} s ≤ ${move.site} seed on ${top.workerId} ${moveCost.toFixed(2)} s`,
+    )
+    return until
   }
 
   /** The seed path's P for `d`: the policy's choice, else the cluster's; never `#avoidP`. */
@@ -500,6 +649,7 @@ export class TurnDispatch {
     const older = cluster.seedWaiters.olderThan(d, this.record.startedAt, SLO_TIER[this.#cls])
     if (pending + older >= budget) {
       this.#count('seed_budget')
+      this.#ctx.tuning?.tuner.seedBudgetHit()
       this.#budgetWaits.push(d)
       this.#step(
         'skip',
@@ -531,22 +681,97 @@ export class TurnDispatch {
       }
     }
     let leaseId: string | undefined
+    let on = c
+    let via = p
     if (policy.usesAdmission) {
-      const r = yield* this.#admit(d, 'seed', c, ownPause)
+      // Hedged admission: a second D of the walk, its slot and its P, ready in case this one is slow.
+      const h = ownPause === Number.NEGATIVE_INFINITY ? this.#hedgeCandidate(d) : undefined
+      if (h !== undefined) this.#takeHedgeSlot(h.c.workerId)
+      const r = yield* this.#admit(d, 'seed', c, ownPause, h?.c)
+      if (r.kind === 'admitted' && h !== undefined && r.workerId === h.c.workerId) {
+        // The hedge won: the turn seeds that D, holding its slot; this one's slot is free again.
+        this.#releaseSeedSlot()
+        this.#seedSlot = this.#hedgeSlot
+        this.#hedgeSlot = undefined
+        if (cluster.has(d)) cluster.seedWaiters.slotFreed(d)
+        on = h.c
+        via = h.p
+      } else this.#releaseHedgeSlot()
       if (r.kind !== 'admitted') {
         this.#releaseSeedSlot()
         return undefined
       }
       leaseId = r.leaseId
     }
+    const target = on.workerId
     // Claims and admission RPCs take time: the P picked before them may have gone down, been
-    // drained or paused, or lost its link to `d` meanwhile. Pick again instead of seeding through it.
-    const q = this.#recheckPrefill(p, d)
+    // drained or paused, or lost its link to the D meanwhile. Pick again instead of seeding through it.
+    const q = this.#recheckPrefill(via, target)
     if (q === undefined) {
       this.#releaseSeedSlot()
       return undefined
     }
-    return yield* this.#seed(q, d, c, leaseId)
+    return yield* this.#seed(q, target, on, leaseId)
+  }
+
+  /**
+   * Hedged admission's second D for a seed on `d` (`hedgeAdmissions`, without claims): the next
+   * candidate of the walk that is not a fast path, has room (`capOk`), is eligible and not
+   * excluded for the session, has a free pending-seed slot for this turn and a P that can seed it.
+   */
+  #hedgeCandidate(d: string): { readonly c: RouteCandidate; readonly p: string } | undefined {
+    const { cluster, params } = this.#ctx
+    if (!params.hedgeAdmissions || this.#claims || this.#attempts + 2 > params.maxAttempts) return undefined
+    if (Number.isNaN(this.#hedgeDelay())) return undefined
+    const budget = Math.max(1, Math.floor(params.pendingSeedsPerD * params.slo[this.#cls].seedShare))
+    const list = this.#walkList
+    for (let k = this.#walkPos + 1; k < list.length; k++) {
+      const x = list[k]!
+      const c2 = x.c
+      const d2 = c2.workerId
+      if (d2 === d || c2.fast || !c2.capOk || x.ownPause !== undefined) continue
+      if (!cluster.has(d2) || cluster.role(d2) !== 'decode' || !cluster.isEligible(d2)) continue
+      if (cluster.store.isExcluded(this.#turn.sessionId, d2)) continue
+      const older = cluster.seedWaiters.olderThan(d2, this.record.startedAt, SLO_TIER[this.#cls])
+      if (cluster.store.load(d2).pendingSeeds + older >= budget) continue
+      const p2 = this.#pickPrefill(d2)
+      if (p2 === undefined) continue
+      return { c: c2, p: p2 }
+    }
+    return undefined
+  }
+
+  /** `'same'` when a fast-path admission may be hedged (the same request to the same D again). */
+  #sameDecodeHedge(): 'same' | undefined {
+    const params = this.#ctx.params
+    if (!params.hedgeAdmissions || this.#attempts + 2 > params.maxAttempts) return undefined
+    return Number.isNaN(this.#hedgeDelay()) ? undefined : 'same'
+  }
+
+  /**
+   * How long an admission RPC may go unanswered before the hedge goes out: the
+   * `hedgeQuantile` of the router's recent admission latencies, at least `hedgeMinDelayMs`;
+   * `NaN` (no hedging) until 16 latencies were observed.
+   */
+  #hedgeDelay(): number {
+    const w = this.#ctx.cluster.admissionLatency
+    if (w.size < 16) return Number.NaN
+    return Math.max(this.#ctx.params.hedgeMinDelayMs, w.quantile(this.#ctx.params.hedgeQuantile))
+  }
+
+  #takeHedgeSlot(d: string): void {
+    this.#ctx.cluster.store.addLoad(d, ONE_SEED)
+    this.#hedgeSlot = d
+  }
+
+  #releaseHedgeSlot(): void {
+    const d = this.#hedgeSlot
+    if (d === undefined) return
+    this.#hedgeSlot = undefined
+    if (this.#ctx.cluster.has(d)) {
+      this.#ctx.cluster.store.addLoad(d, ONE_SEED_LESS)
+      this.#ctx.cluster.seedWaiters.slotFreed(d)
+    }
   }
 
   /**
@@ -649,6 +874,7 @@ export class TurnDispatch {
     const r = out as Extract<DispatchOutcome, { type: 'claimResult' }>
     if (r.granted) return true
     this.#count('seed_budget')
+    this.#ctx.tuning?.tuner.seedBudgetHit()
     this.#budgetWaits.push(d)
     this.#step('skip', d, undefined, `pending-seed budget full across replicas (${budget} for ${this.#cls})`)
     return false
@@ -659,6 +885,7 @@ export class TurnDispatch {
     path: 'fast' | 'seed',
     c: RouteCandidate,
     ownPause = Number.NEGATIVE_INFINITY,
+    hedge?: RouteCandidate | 'same',
   ): Gen<AdmitResult> {
     const { cluster, params } = this.#ctx
     const cached = cluster.cachedRejection(d, params.admissionStalenessMs)
@@ -691,50 +918,67 @@ export class TurnDispatch {
       const attempt = this.#bumpAttempts()
       const requestId = `${this.turnId}/a${attempt}`
       this.#commit(d)
+      // Only the first try is hedged, and only toward a D that can still take the turn. A fast
+      // path's hedge is the same request again to the same D (the only one holding the session;
+      // admission is idempotent per request id): moving the session would cost a re-prefill.
+      const same = hedge === 'same'
+      const h =
+        t !== 0 || hedge === undefined
+          ? undefined
+          : same
+            ? c
+            : this.#decodeObstacle(hedge.workerId, Number.NEGATIVE_INFINITY) === undefined
+              ? hedge
+              : undefined
+      const hedgeId = same ? requestId : `${this.turnId}/h${attempt}`
+      const sentAt = cluster.now()
       const out = yield {
         type: 'admit',
         turnId: this.turnId,
         workerId: d,
-        request: {
-          v: ADMIT_PROTOCOL_VERSION,
-          requestId,
-          sessionId: this.#turn.sessionId,
-          path,
-          promptTokens: this.#turn.promptTokens,
-          appendTokens: c.appendTokens,
-          expectedOutputTokens: this.#reserve,
-          sloClass: this.#cls,
-          leaseMs: params.leaseMs,
-        },
+        request: this.#admitRequest(requestId, path, c),
         timeoutMs: params.admissionTimeoutMs,
         attempt,
+        ...(h === undefined
+          ? {}
+          : {
+              hedge: {
+                workerId: h.workerId,
+                request: this.#admitRequest(hedgeId, path, h),
+                afterMs: this.#hedgeDelay(),
+              },
+            }),
       }
-      if (out.type === 'admitResult') {
-        const res = out.response
-        if (cluster.has(d)) cluster.applyAdmission(d, res)
-        if (res.admitted) {
+      if (out.type === 'hedgedAdmitResult' && h !== undefined) {
+        const hs = cluster.hedging
+        hs.sent++
+        this.#bumpAttempts()
+        if (out.winner === 'primary') cluster.admissionLatency.record(cluster.now() - sentAt)
+        const pr = out.primary === undefined ? undefined : this.#onAnswer(d, path, requestId, out.primary)
+        const hr = out.hedge === undefined ? undefined : this.#onAnswer(h.workerId, path, hedgeId, out.hedge)
+        if (out.winner === 'hedge' && hr?.kind === 'admitted') {
+          hs.won++
+          this.#commit(h.workerId)
           this.#step(
             'admit',
-            d,
+            h.workerId,
             undefined,
-            `admitted by ${path} (usage after ${res.tokenUsageAfter.toFixed(3)})`,
+            `hedge won: the first request to ${d} had no answer after ${(cluster.now() - sentAt).toFixed(1)} ms`,
           )
-          return { kind: 'admitted', leaseId: requestId }
+          return hr
         }
-        this.#step(
-          'admit',
-          d,
-          undefined,
-          `rejected: ${res.reason}${res.recommendedPauseMs > 0 ? ` (pause ${res.recommendedPauseMs} ms)` : ''}`,
+        if (out.winner === 'primary' && pr?.kind === 'admitted') return pr
+        if (pr !== undefined) return pr
+        // The first D never answered: a timed-out try.
+        this.#count('admission_timeouts')
+        this.#step('admit', d, undefined, 'no answer (hedged)')
+      } else {
+        cluster.admissionLatency.record(
+          out.type === 'admitTimeout' ? params.admissionTimeoutMs : Math.max(0, cluster.now() - sentAt),
         )
-        if (res.reason !== 'append_too_large') {
-          this.#count('all_rejecting')
-          this.#reject(d, res.reason)
-        }
-        return { kind: 'rejected', response: res }
+        const r = this.#onAnswer(d, path, requestId, out as AdmitAnswerOutcome)
+        if (r !== undefined) return r
       }
-      this.#count('admission_timeouts')
-      this.#step('admit', d, undefined, out.type === 'admitTimeout' ? 'timed out' : 'error')
       // A D that can no longer take the turn is left at once (the loop's check above says why).
       if (t < tries - 1 && this.#decodeObstacle(d, ownPause) === undefined) {
         const now = cluster.now()
@@ -746,11 +990,61 @@ export class TurnDispatch {
     return { kind: 'timeout' }
   }
 
+  #admitRequest(requestId: string, path: AdmitPath, c: RouteCandidate): AdmitRequest {
+    return {
+      v: ADMIT_PROTOCOL_VERSION,
+      requestId,
+      sessionId: this.#turn.sessionId,
+      path,
+      promptTokens: this.#turn.promptTokens,
+      appendTokens: c.appendTokens,
+      expectedOutputTokens: this.#reserve,
+      sloClass: this.#cls,
+      leaseMs: this.#ctx.params.leaseMs,
+    }
+  }
+
+  /**
+   * One admission RPC's answer from `d`: applied to the cluster view, recorded, a rejection
+   * counted; `undefined` for a timeout or an error (counted).
+   */
+  #onAnswer(d: string, path: AdmitPath, requestId: string, out: AdmitAnswerOutcome): AdmitResult | undefined {
+    const cluster = this.#ctx.cluster
+    if (out.type === 'admitResult') {
+      const res = out.response
+      if (cluster.has(d)) cluster.applyAdmission(d, res)
+      this.#ctx.tuning?.tuner.transferQueue(res.transferQueueDepth)
+      if (res.admitted) {
+        this.#step(
+          'admit',
+          d,
+          undefined,
+          `admitted by ${path} (usage after ${res.tokenUsageAfter.toFixed(3)})`,
+        )
+        return { kind: 'admitted', leaseId: requestId, workerId: d }
+      }
+      this.#step(
+        'admit',
+        d,
+        undefined,
+        `rejected: ${res.reason}${res.recommendedPauseMs > 0 ? ` (pause ${res.recommendedPauseMs} ms)` : ''}`,
+      )
+      if (res.reason !== 'append_too_large') {
+        this.#count('all_rejecting')
+        this.#reject(d, res.reason)
+      }
+      return { kind: 'rejected', response: res }
+    }
+    this.#count('admission_timeouts')
+    this.#step('admit', d, undefined, out.type === 'admitTimeout' ? 'timed out' : 'error')
+    return undefined
+  }
+
   *#sendFast(
     d: string,
     c: RouteCandidate,
     leaseId: string | undefined,
-    path: 'fast' | 'direct',
+    path: 'fast' | 'local' | 'direct',
   ): Gen<DoneAction | undefined> {
     const { cluster } = this.#ctx
     const migratedFrom = this.#migrationSource(d)
@@ -803,11 +1097,13 @@ export class TurnDispatch {
     // The seed ended: its slot is free to the turn first in line for `d` (the host may wake it).
     if (cluster.has(d)) cluster.seedWaiters.slotFreed(d)
     if (out.type === 'completed') {
+      this.#ctx.tuning?.tuner.transferEnded(false)
       if (cluster.has(p) && cluster.has(d)) cluster.recordTransfer(p, d, true)
       return this.#succeed(d, p, 'seed', out, migratedFrom)
     }
     if (out.type !== 'failed') throw new RouterError('UNEXPECTED_OUTCOME', 'unreachable', out)
     this.#step('seedViaP', d, p, `failed: ${out.cause}`)
+    if (out.cause === 'transfer_timeout') this.#ctx.tuning?.tuner.transferEnded(true)
     if (out.cause === 'transfer_timeout' || out.cause === 'transfer_error') {
       if (cluster.has(p) && cluster.has(d)) cluster.recordTransfer(p, d, false)
       if (out.cause === 'transfer_error') this.#seedFailedOnP = p
@@ -829,7 +1125,7 @@ export class TurnDispatch {
   #succeed(
     d: string,
     p: string | undefined,
-    path: 'fast' | 'seed' | 'direct',
+    path: 'fast' | 'local' | 'seed' | 'direct',
     out: { readonly committedTokens?: number; readonly outputTokens?: number },
     migratedFrom: string | undefined,
   ): DoneAction {
@@ -849,6 +1145,11 @@ export class TurnDispatch {
         updatedAt: now,
       })
     }
+    const tuning = this.#ctx.tuning
+    if (tuning !== undefined) {
+      const k = store.rejects(s, d)
+      if (k > 0) tuning.tuner.recovered(k)
+    }
     if (params.resetOnSuccess) store.resetSession(s)
     this.#policy.onSuccess?.(this.#ctx, this.#turn, d, p)
     this.#step(
@@ -858,6 +1159,7 @@ export class TurnDispatch {
       `${path} on ${d}${migratedFrom === undefined ? '' : ` (migrated from ${migratedFrom})`}`,
     )
     cluster.seedWaiters.leave(this.turnId)
+    this.#turnEnded()
     const r = this.record
     r.outcome = 'done'
     r.path = path
@@ -892,11 +1194,20 @@ export class TurnDispatch {
     )
     this.#step('fail', undefined, undefined, `${cause} (${code})`)
     this.#ctx.cluster.seedWaiters.leave(this.turnId)
+    this.#turnEnded()
     const r = this.record
     r.outcome = 'fail'
     r.cause = cause
     r.endedAt = now
     return { type: 'fail', turnId: this.turnId, cause, error, record: r }
+  }
+
+  /** The self-tuner (`selfTune`) hears that a turn ended; at a window's end its changes apply. */
+  #turnEnded(): void {
+    const tuning = this.#ctx.tuning
+    if (tuning === undefined) return
+    const change = tuning.tuner.turnEnded(this.#ctx.cluster.admissionLatency)
+    if (change !== undefined) tuning.apply(change)
   }
 
   #reject(d: string, why: string): void {
@@ -905,6 +1216,7 @@ export class TurnDispatch {
     const store = cluster.store
     const s = this.#turn.sessionId
     const n = store.addReject(s, d)
+    this.#ctx.tuning?.tuner.rejected(n)
     this.#step('reject', d, undefined, `${why}: rejects[${s}][${d}] = ${n}`)
     if (n >= params.tauReject && !store.isExcluded(s, d)) {
       store.exclude(s, d)
@@ -1045,6 +1357,46 @@ export class TurnDispatch {
     )
   }
 
+  #checkHedged(
+    primaryId: string,
+    hedgeId: string,
+    o: Extract<DispatchOutcome, { type: 'hedgedAdmitResult' }>,
+  ): void {
+    const part = (x: unknown, want: string, which: string): AdmitAnswerOutcome | undefined => {
+      if (x === undefined) return undefined
+      const t = (x as { type?: unknown }).type
+      if (t !== 'admitResult' && t !== 'admitTimeout' && t !== 'admitError') {
+        throw new RouterError('INVALID_MESSAGE', `hedgedAdmitResult.${which} must be an admission answer`, o)
+      }
+      const a = x as AdmitAnswerOutcome
+      if (a.type === 'admitResult') {
+        const res = parseAdmitResponse(a.response)
+        if (res.requestId !== want) {
+          throw new RouterError(
+            'UNEXPECTED_OUTCOME',
+            `turn ${this.turnId}: ${which} answer for ${res.requestId}, expected ${want}`,
+            o,
+          )
+        }
+      }
+      return a
+    }
+    const p = part(o.primary, primaryId, 'primary')
+    const h = part(o.hedge, hedgeId, 'hedge')
+    const w = o.winner
+    if (w !== undefined && w !== 'primary' && w !== 'hedge') {
+      throw new RouterError(
+        'INVALID_MESSAGE',
+        `hedgedAdmitResult.winner must be primary, hedge or undefined`,
+        o,
+      )
+    }
+    const won = w === 'primary' ? p : w === 'hedge' ? h : undefined
+    if (w !== undefined && !(won?.type === 'admitResult' && won.response.admitted)) {
+      throw new RouterError('INVALID_MESSAGE', `hedgedAdmitResult.winner ${w} did not admit`, o)
+    }
+  }
+
   #checkOutcome(action: DispatchAction, outcome: DispatchOutcome | undefined): void {
     if (typeof outcome !== 'object' || outcome === null) {
       throw new RouterError(
@@ -1056,7 +1408,10 @@ export class TurnDispatch {
     const t = outcome.type
     const ok =
       action.type === 'admit'
-        ? t === 'admitResult' || t === 'admitTimeout' || t === 'admitError'
+        ? t === 'admitResult' ||
+          t === 'admitTimeout' ||
+          t === 'admitError' ||
+          (t === 'hedgedAdmitResult' && action.hedge !== undefined)
         : action.type === 'sendFast' || action.type === 'seedViaP'
           ? t === 'completed' || t === 'failed'
           : action.type === 'wait'
@@ -1070,6 +1425,9 @@ export class TurnDispatch {
         `turn ${this.turnId}: outcome ${String(t)} does not answer ${action.type}`,
         outcome,
       )
+    }
+    if (outcome.type === 'hedgedAdmitResult' && action.type === 'admit' && action.hedge !== undefined) {
+      this.#checkHedged(action.request.requestId, action.hedge.request.requestId, outcome)
     }
     if (outcome.type === 'admitResult' && action.type === 'admit') {
       const res = parseAdmitResponse(outcome.response)

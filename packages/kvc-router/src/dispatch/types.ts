@@ -22,12 +22,70 @@ export interface AdmitAction {
   readonly timeoutMs: number
   /** 1-based count of attempts (admission RPCs and sends) of this turn. */
   readonly attempt: number
+  /**
+   * Hedged admission (`hedgeAdmissions`): when `request` has no answer after `hedge.afterMs`,
+   * send `hedge.request` to `hedge.workerId` too and answer with a `hedgedAdmitResult` as soon
+   * as one of them admits (or both have answered); release the other's lease if it admits later.
+   * A host that does not hedge sends `request` alone and answers as usual.
+   */
+  readonly hedge?: AdmitHedge
 }
 
 /**
- * Send the turn straight to D `workerId` (fast path, or `direct` for colocated workers). The D
- * prefills `appendTokens` itself. Answer `completed` or `failed`. If `migratedFrom` is set, the
- * session moved: after success, release its slot there (locks only).
+ * The second admission RPC of a hedged admission.
+ *
+ * @example
+ * ```ts
+ * import type { AdmitHedge } from '@kvc/kvc-router'
+ * const late = (h: AdmitHedge) => `after ${h.afterMs} ms, ask ${h.workerId} too`
+ * ```
+ */
+export interface AdmitHedge {
+  readonly workerId: string
+  readonly request: AdmitRequest
+  /** How long the first RPC may go unanswered before this one is sent, ms. */
+  readonly afterMs: number
+}
+
+/**
+ * One admission RPC's answer: a response, a timeout or an error.
+ *
+ * @example
+ * ```ts
+ * import type { AdmitAnswerOutcome } from '@kvc/kvc-router'
+ * const t: AdmitAnswerOutcome = { type: 'admitTimeout' }
+ * ```
+ */
+export type AdmitAnswerOutcome =
+  | { readonly type: 'admitResult'; readonly response: AdmitResponse }
+  | { readonly type: 'admitTimeout' }
+  | { readonly type: 'admitError'; readonly message?: string }
+
+/**
+ * The answer to a hedged `admit` action once the hedge was sent: what each RPC answered by then
+ * (`undefined`: no answer yet) and which one's admission the turn takes (`undefined`: neither
+ * admitted).
+ *
+ * @example
+ * ```ts
+ * import type { HedgedAdmitOutcome } from '@kvc/kvc-router'
+ * const slowPrimary: HedgedAdmitOutcome = { type: 'hedgedAdmitResult', winner: 'hedge', primary: undefined,
+ *   hedge: { type: 'admitTimeout' } }
+ * ```
+ */
+export interface HedgedAdmitOutcome {
+  readonly type: 'hedgedAdmitResult'
+  readonly winner: 'primary' | 'hedge' | undefined
+  readonly primary: AdmitAnswerOutcome | undefined
+  readonly hedge: AdmitAnswerOutcome | undefined
+}
+
+/**
+ * Send the turn straight to D `workerId` (fast path; `local`, a local seed: the D prefills the
+ * part of the prompt it lacks, possibly the whole prompt, chosen by the adaptive path choice; or
+ * `direct` for colocated workers). The D prefills `appendTokens` itself. Answer `completed` or
+ * `failed`. If `migratedFrom` is set, the session moved: after success, release its slot there
+ * (locks only).
  *
  * @example
  * ```ts
@@ -39,7 +97,7 @@ export interface SendFastAction {
   readonly type: 'sendFast'
   readonly turnId: string
   readonly workerId: string
-  readonly path: 'fast' | 'direct'
+  readonly path: 'fast' | 'local' | 'direct'
   /** The admission lease to present (undefined for policies without admission). */
   readonly leaseId: string | undefined
   readonly appendTokens: number
@@ -95,11 +153,12 @@ export interface ClaimAction {
  * const r: WaitReason = 'admission_retry'
  * ```
  */
-export type WaitReason = 'admission_retry' | TurnFailureCause
+export type WaitReason = 'admission_retry' | 'own_decode_paused' | TurnFailureCause
 
 /**
  * Wait until `untilMs` (the router's clock), then answer `waited`. Jittered; never past the
- * turn's deadline.
+ * turn's deadline. `own_decode_paused`: the session's own D is paused and waiting for it costs
+ * less than moving (the adaptive path choice).
  *
  * @example
  * ```ts
@@ -181,7 +240,7 @@ export interface FailAction {
 export interface DoneAction {
   readonly type: 'done'
   readonly turnId: string
-  readonly path: 'fast' | 'seed' | 'direct'
+  readonly path: 'fast' | 'local' | 'seed' | 'direct'
   readonly workerId: string
   readonly prefillId: string | undefined
   readonly migratedFrom: string | undefined
@@ -231,9 +290,8 @@ export type SendFailureCause = 'transfer_timeout' | 'transfer_error' | 'worker_e
  * ```
  */
 export type DispatchOutcome =
-  | { readonly type: 'admitResult'; readonly response: AdmitResponse }
-  | { readonly type: 'admitTimeout' }
-  | { readonly type: 'admitError'; readonly message?: string }
+  | AdmitAnswerOutcome
+  | HedgedAdmitOutcome
   | { readonly type: 'completed'; readonly committedTokens?: number; readonly outputTokens?: number }
   | { readonly type: 'failed'; readonly cause: SendFailureCause; readonly message?: string }
   | { readonly type: 'waited' }
@@ -252,6 +310,7 @@ export interface DispatchStep {
   readonly at: number
   readonly kind:
     | 'route'
+    | 'path'
     | 'admit'
     | 'claim'
     | 'skip'
@@ -285,7 +344,7 @@ export interface DispatchRecord {
   readonly startedAt: number
   endedAt: number | undefined
   outcome: 'running' | 'done' | 'fail'
-  path: 'fast' | 'seed' | 'direct' | undefined
+  path: 'fast' | 'local' | 'seed' | 'direct' | undefined
   workerId: string | undefined
   cause: TurnFailureCause | undefined
   attempts: number

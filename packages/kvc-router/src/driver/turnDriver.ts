@@ -89,6 +89,7 @@ export interface TurnStop {
  *   freed up, {@link TurnDriver.wake}). {@link sleepUntil} does it with injected timers; with a
  *   virtual clock, move the clock.
  * - `claim`: default, the router's store decides (`router.cluster.store.claim`).
+ * - `sleep`, `releaseLease` (optional): hedged admission (see each).
  *
  * @example
  * ```ts
@@ -105,6 +106,17 @@ export interface TurnStop {
  */
 export interface TurnEffects {
   admit(action: AdmitAction, signal: AbortSignal): Awaitable<AdmitOutcome | TurnStop>
+  /**
+   * Resolves after `ms` or when `signal` aborts. With it, {@link TurnDriver.drive} hedges the
+   * admission RPCs Dispatch marks (`AdmitAction.hedge`): the second RPC goes out when the first
+   * is still unanswered after `hedge.afterMs`. Without it, only the first RPC is sent.
+   */
+  sleep?(ms: number, signal: AbortSignal): Awaitable<void>
+  /**
+   * Gives back a lease a hedged admission's losing D granted (it admitted after the other did).
+   * Without it the lease lapses after its `leaseMs`.
+   */
+  releaseLease?(workerId: string, leaseId: string): Awaitable<void>
   send(action: SendFastAction | SeedViaPAction, signal: AbortSignal): Awaitable<SendOutcome | TurnStop>
   // biome-ignore lint/suspicious/noConfusingVoidType: a wait answers nothing, or a stop
   wait(action: WaitAction, signal: AbortSignal): Awaitable<void | TurnStop>
@@ -330,7 +342,9 @@ export class TurnDriver {
         const r =
           a.type === 'wait'
             ? await this.#waitAsync(a, effects, signal)
-            : await this.#perform(a, effects, signal)
+            : a.type === 'admit' && a.hedge !== undefined && effects.sleep !== undefined
+              ? await this.#hedgedAdmit(a, effects, signal)
+              : await this.#perform(a, effects, signal)
         if (isStop(r)) return this.#stopped(turn, r, n)
         a = turn.next(r)
       }
@@ -400,8 +414,10 @@ export class TurnDriver {
         throw new RouterError('INVALID_OPTION', `the host's effects need a ${k} function`, effects)
       }
     }
-    if (effects.claim !== undefined && typeof effects.claim !== 'function') {
-      throw new RouterError('INVALID_OPTION', 'the claim effect must be a function', effects.claim)
+    for (const k of ['claim', 'sleep', 'releaseLease'] as const) {
+      if (effects[k] !== undefined && typeof effects[k] !== 'function') {
+        throw new RouterError('INVALID_OPTION', `the ${k} effect must be a function`, effects[k])
+      }
     }
     if (turn.finished)
       throw new RouterError('TURN_FINISHED', `turn ${turn.turnId} already ended`, turn.turnId)
@@ -424,6 +440,95 @@ export class TurnDriver {
           ? this.#router.cluster.store.claim(a.claim)
           : effects.claim(a, signal)
     }
+  }
+
+  /**
+   * A hedged admission: the first RPC; if it has not answered after `hedge.afterMs`, the second;
+   * the first admitting answer wins (a hedged result naming both), or both answers when neither
+   * admits. A losing D that admits later has its lease given back (`releaseLease`).
+   */
+  async #hedgedAdmit(
+    a: AdmitAction,
+    effects: TurnEffects,
+    signal: AbortSignal,
+  ): Promise<DispatchOutcome | TurnStop> {
+    const hedge = a.hedge!
+    const timer = new AbortController()
+    const onAbort = (): void => timer.abort()
+    signal.addEventListener('abort', onAbort, { once: true })
+    type Answer = AdmitOutcome | TurnStop
+    const settle = (x: Awaitable<Answer>): Promise<Answer> =>
+      Promise.resolve(x).then(
+        (v) => v,
+        (err: unknown): Answer => ({ type: 'stop', reason: 'internal_error', error: asError(err) }),
+      )
+    try {
+      const primary = settle(effects.admit(a, signal))
+      const first = await Promise.race([
+        primary.then(() => 'primary' as const),
+        Promise.resolve(effects.sleep!(hedge.afterMs, timer.signal)).then(() => 'timer' as const),
+      ])
+      if (first === 'primary' || signal.aborted) return await primary
+      const second: AdmitAction = {
+        type: 'admit',
+        turnId: a.turnId,
+        workerId: hedge.workerId,
+        request: hedge.request,
+        timeoutMs: a.timeoutMs,
+        attempt: a.attempt,
+      }
+      const backup = settle(effects.admit(second, signal))
+      const admitted = (x: Answer | undefined): boolean => x?.type === 'admitResult' && x.response.admitted
+      // A fast path's hedge repeats the same request to the same D: one lease, never released.
+      const distinct = hedge.request.requestId !== a.request.requestId
+      let p: Answer | undefined
+      let h: Answer | undefined
+      const out = await new Promise<DispatchOutcome | TurnStop>((resolve) => {
+        let done = false
+        const finish = (): void => {
+          if (done) return
+          if (p?.type === 'stop') {
+            done = true
+            resolve(p)
+            return
+          }
+          const winner = admitted(p) ? 'primary' : admitted(h) ? 'hedge' : undefined
+          if (winner === undefined && (p === undefined || h === undefined)) return
+          done = true
+          resolve({
+            type: 'hedgedAdmitResult',
+            winner,
+            primary: p as AdmitOutcome | undefined,
+            hedge:
+              h?.type === 'stop'
+                ? { type: 'admitError', message: h.reason }
+                : (h as AdmitOutcome | undefined),
+          })
+        }
+        primary.then((v) => {
+          p = v
+          if (done && distinct && admitted(v)) this.#release(effects, a.workerId, a.request.requestId)
+          finish()
+        })
+        backup.then((v) => {
+          h = v
+          if (done && distinct && admitted(v)) this.#release(effects, hedge.workerId, hedge.request.requestId)
+          finish()
+        })
+      })
+      return out
+    } finally {
+      timer.abort()
+      signal.removeEventListener('abort', onAbort)
+    }
+  }
+
+  #release(effects: TurnEffects, workerId: string, leaseId: string): void {
+    if (effects.releaseLease === undefined) return
+    // A failed release only means the lease lapses on its own.
+    Promise.resolve()
+      .then(() => effects.releaseLease!(workerId, leaseId))
+      .catch(() => {})
   }
 
   /** A wait the turn can be woken from: its signal aborts with the drive's, or on `wake`. */

@@ -37,6 +37,17 @@ function mode(o: BaselineOptions | undefined): 'seed' | 'direct' {
 const turnsOf = (ctx: RouteContext, id: string): number => ctx.cluster.store.load(id).turns
 
 /**
+ * The P workers a classic P/D router may pick: registered, healthy, not draining or paused. The
+ * routers the baselines mirror know nothing of P→D links (their health is kvc's own signal), so a
+ * P whose link to the D is down is still picked; the transfer then fails and the router retries.
+ */
+function prefillPool(ctx: RouteContext): string[] {
+  const out: string[] = []
+  for (const p of ctx.cluster.prefillIds()) if (ctx.cluster.isEligible(p)) out.push(p)
+  return out
+}
+
+/**
  * The shape every baseline shares: analyse the turn, let `order` reorder (and annotate) the
  * eligible candidates in place, finish the decision under `name`. No admission RPC.
  */
@@ -72,7 +83,8 @@ function baselinePolicy(
  */
 export function roundRobinPolicy(options?: BaselineOptions): RoutingPolicy {
   let counter = 0
-  return baselinePolicy('round-robin', mode(options), (c) => {
+  let prefillCounter = 0
+  const p = baselinePolicy('round-robin', mode(options), (c) => {
     const n = c.length
     if (n > 0) {
       const start = counter % n
@@ -81,6 +93,15 @@ export function roundRobinPolicy(options?: BaselineOptions): RoutingPolicy {
       c.splice(0, n, ...rotated)
     }
   })
+  return {
+    ...p,
+    // SGLang's PD router applies the policy to the prefill pool too (a counter of its own).
+    pickPrefill(ctx) {
+      const pool = prefillPool(ctx)
+      if (pool.length === 0) return undefined
+      return pool[prefillCounter++ % pool.length]
+    },
+  }
 }
 
 /**
@@ -95,7 +116,7 @@ export function roundRobinPolicy(options?: BaselineOptions): RoutingPolicy {
  * ```
  */
 export function randomPolicy(options?: BaselineOptions): RoutingPolicy {
-  return baselinePolicy('random', mode(options), (c, ctx) => {
+  const p = baselinePolicy('random', mode(options), (c, ctx) => {
     for (let i = c.length - 1; i > 0; i--) {
       const j = Math.min(i, Math.floor(ctx.random() * (i + 1)))
       const t = c[i]!
@@ -103,6 +124,14 @@ export function randomPolicy(options?: BaselineOptions): RoutingPolicy {
       c[j] = t
     }
   })
+  return {
+    ...p,
+    pickPrefill(ctx) {
+      const pool = prefillPool(ctx)
+      if (pool.length === 0) return undefined
+      return pool[Math.min(pool.length - 1, Math.floor(ctx.random() * pool.length))]
+    },
+  }
 }
 
 /**
@@ -120,7 +149,7 @@ export function randomPolicy(options?: BaselineOptions): RoutingPolicy {
  * ```
  */
 export function powerOfTwoPolicy(options?: BaselineOptions): RoutingPolicy {
-  return baselinePolicy('power-of-two', mode(options), (c, ctx) => {
+  const p = baselinePolicy('power-of-two', mode(options), (c, ctx) => {
     const n = c.length
     if (n >= 2) {
       const i = Math.min(n - 1, Math.floor(ctx.random() * n))
@@ -134,6 +163,18 @@ export function powerOfTwoPolicy(options?: BaselineOptions): RoutingPolicy {
       c.splice(0, n, win, lose, ...rest)
     }
   })
+  return {
+    ...p,
+    pickPrefill(ctx) {
+      const pool = prefillPool(ctx)
+      const n = pool.length
+      if (n < 2) return pool[0]
+      const i = Math.min(n - 1, Math.floor(ctx.random() * n))
+      let j = Math.min(n - 2, Math.floor(ctx.random() * (n - 1)))
+      if (j >= i) j++
+      return turnsOf(ctx, pool[i]!) <= turnsOf(ctx, pool[j]!) ? pool[i] : pool[j]
+    },
+  }
 }
 
 /**
@@ -151,7 +192,9 @@ export function powerOfTwoPolicy(options?: BaselineOptions): RoutingPolicy {
  * ```
  */
 export function stickySessionPolicy(options?: BaselineOptions): RoutingPolicy {
-  return baselinePolicy('sticky-session', mode(options), (c, _ctx, _turn, a) => {
+  // In P/D mode the session also sticks to its P (whose radix cache holds its history).
+  const boundPrefill = new Map<string, string>()
+  const p = baselinePolicy('sticky-session', mode(options), (c, _ctx, _turn, a) => {
     const bound = a.boundWorker
     c.sort((x, y) => {
       if ((x.workerId === bound) !== (y.workerId === bound)) return x.workerId === bound ? -1 : 1
@@ -160,6 +203,25 @@ export function stickySessionPolicy(options?: BaselineOptions): RoutingPolicy {
     const top = c[0]
     if (top !== undefined) top.note = top.workerId === bound ? 'bound' : 'least loaded'
   })
+  return {
+    ...p,
+    pickPrefill(ctx, turn) {
+      const pool = prefillPool(ctx)
+      const b = boundPrefill.get(turn.sessionId)
+      if (b !== undefined && pool.includes(b)) return b
+      let best: string | undefined
+      let bl = Number.POSITIVE_INFINITY
+      for (const x of pool) {
+        const l = turnsOf(ctx, x)
+        if (l < bl) {
+          best = x
+          bl = l
+        }
+      }
+      if (best !== undefined) boundPrefill.set(turn.sessionId, best)
+      return best
+    },
+  }
 }
 
 /**
@@ -379,25 +441,15 @@ export function sglangCacheAwarePolicy(options?: SglangCacheAwareOptions): Routi
       maybeEvict(ctx)
       return ranking.rank(ctx, turn)
     },
-    pickPrefill(ctx, turn, decodeId) {
-      if (prefillChoice.has(turn)) {
-        const p = prefillChoice.get(turn)
-        if (
-          p !== undefined &&
-          ctx.cluster.has(p) &&
-          ctx.cluster.isEligible(p) &&
-          ctx.cluster.linkHealthy(p, decodeId)
-        ) {
-          return p
-        }
-        return ctx.cluster.pickPrefill(decodeId)
-      }
+    // The same rule over the prefill pool (SGLang's PD router). It knows nothing of P→D links:
+    // a transfer over a broken one fails and the request is retried.
+    pickPrefill(ctx, turn) {
+      const p = prefillChoice.get(turn)
+      if (p !== undefined && ctx.cluster.has(p) && ctx.cluster.isEligible(p)) return p
       const pool = ctx.cluster.prefillIds()
-      const pick = cacheAwareSelect(ctx, tree, cfg, pool, (p) => ctx.cluster.isEligible(p), matchKeyOf(turn))
+      const pick = cacheAwareSelect(ctx, tree, cfg, pool, (x) => ctx.cluster.isEligible(x), matchKeyOf(turn))
       prefillChoice.set(turn, pick.id)
-      return pick.id !== undefined && ctx.cluster.linkHealthy(pick.id, decodeId)
-        ? pick.id
-        : ctx.cluster.pickPrefill(decodeId)
+      return pick.id
     },
   }
 }
@@ -454,13 +506,21 @@ export interface DynamoKvCostOptions extends BaselineOptions {
  * `decay = 1 / (1 + k · ((active_prefill − min_active_prefill) / block) / request_blocks)` and
  * `potential_decode_blocks = active_decode_blocks + ⌈ISL / block⌉`. Temperature 0 takes the
  * argmin (ties by registration order); T > 0 samples from `exp(−(c − c_min) / ((c_max − c_min) · T))`
- * (uniform when all costs are equal). Device overlap is the residency index's plain overlap;
- * active loads are the router's in-flight counts.
+ * (uniform when all costs are equal). Device overlap is the residency index's plain overlap (the
+ * workers' KV events); active loads are the router's in-flight counts.
+ *
+ * `pathMode: 'direct'` is Dynamo's aggregated serving: the whole cost over the (colocated) D
+ * workers. `pathMode: 'seed'` (the default) is its disaggregated serving
+ * (`docs/design/peers.md#dynamo-kv-cost`): the decode stage picks the D first with
+ * `overlap_score_credit = 0` and no prefill tracking (cost = potential decode blocks + w_req ·
+ * requests), then the prefill router picks the P by the prefill term alone, its overlap read from
+ * the P workers' KV events (`ClusterView.prefillResidency`; `track_active_blocks` is off for
+ * prefill workers, so no decode term).
  *
  * @example
  * ```ts
  * import { Router, dynamoKvCostPolicy } from '@kvc/kvc-router'
- * const router = new Router({ policy: dynamoKvCostPolicy(), now: () => 0, params: { pageSize: 16 }, workers: [
+ * const router = new Router({ policy: dynamoKvCostPolicy({ pathMode: 'direct' }), now: () => 0, params: { pageSize: 16 }, workers: [
  *   { id: 'd0', role: 'decode', capacityTokens: 1e6 }, { id: 'd1', role: 'decode', capacityTokens: 1e6 }] })
  * router.cluster.residency.recordStored('d1', [1n, 2n])
  * router.route({ sessionId: 'a', promptTokens: 64, blocks: [1n, 2n, 3n, 4n] }).candidates[0]?.workerId // 'd1'
@@ -487,7 +547,39 @@ export function dynamoKvCostPolicy(options?: DynamoKvCostOptions): RoutingPolicy
       v,
     )
   }
-  return baselinePolicy('dynamo-kv-cost', pathMode, (c, ctx, turn) => {
+  /** The prefill term: `prefill_load_scale · max(0, raw_prefill_blocks − credit · decay · overlap)`. */
+  const prefillCost = (active: number, minActive: number, isl: number, block: number, overlap: number) => {
+    const requestBlocks = Math.max(1, Math.ceil(isl / block))
+    const raw = ((track ? active : 0) + isl) / block
+    const decay = 1 / (1 + (k * ((active - minActive) / block)) / requestBlocks)
+    return scale * Math.max(0, raw - credit * decay * overlap)
+  }
+  /** Temperature 0: the argmin (first in order); T > 0: a softmax sample over the costs. */
+  const sample = (costs: readonly number[], random: () => number): number => {
+    const n = costs.length
+    let lo = Number.POSITIVE_INFINITY
+    let hi = Number.NEGATIVE_INFINITY
+    let best = 0
+    for (let i = 0; i < n; i++) {
+      const c = costs[i]!
+      if (c < lo) {
+        lo = c
+        best = i
+      }
+      if (c > hi) hi = c
+    }
+    if (temperature === 0 || n < 2) return best
+    const w = costs.map((c) => (hi === lo ? 1 : Math.exp(-(c - lo) / ((hi - lo) * temperature))))
+    const total = w.reduce((s, v) => s + v, 0)
+    let r = random() * total
+    for (let i = 0; i < n; i++) {
+      r -= w[i]!
+      if (r < 0) return i
+    }
+    return n - 1
+  }
+  const disagg = pathMode === 'seed'
+  const ranking = baselinePolicy('dynamo-kv-cost', pathMode, (c, ctx, turn) => {
     const block = ctx.params.pageSize
     const isl = turn.promptTokens
     const requestBlocks = Math.max(1, Math.ceil(isl / block))
@@ -496,31 +588,53 @@ export function dynamoKvCostPolicy(options?: DynamoKvCostOptions): RoutingPolicy
     const cost = new Map<CandidateAnalysis, number>()
     for (const x of c) {
       const l = ctx.cluster.store.load(x.workerId)
-      const active = track ? l.prefillTokens : 0
-      const raw = (active + isl) / block
-      const decay = 1 / (1 + (k * ((l.prefillTokens - minActive) / block)) / requestBlocks)
-      const prefill = scale * Math.max(0, raw - credit * decay * x.plainOverlapBlocks)
       const decode = l.decodeBlocks + requestBlocks
+      if (disagg) {
+        // The decode stage of disaggregated serving: no overlap credit, no prefill tracking.
+        const logit = decode + wReq * l.turns
+        cost.set(x, logit)
+        x.note = `decode stage: cost ${logit.toFixed(1)} = decode ${decode}`
+        continue
+      }
+      const prefill = prefillCost(l.prefillTokens, minActive, isl, block, x.plainOverlapBlocks)
       const logit = prefill + decode + wReq * l.turns
       cost.set(x, logit)
       x.note = `cost ${logit.toFixed(1)} = prefill ${prefill.toFixed(1)} + decode ${decode}`
     }
     c.sort((x, y) => cost.get(x)! - cost.get(y)!)
     if (temperature > 0 && c.length > 1) {
-      const lo = cost.get(c[0]!)!
-      const hi = cost.get(c[c.length - 1]!)!
-      const w = c.map((x) => (hi === lo ? 1 : Math.exp(-(cost.get(x)! - lo) / ((hi - lo) * temperature))))
-      const total = w.reduce((s, v) => s + v, 0)
-      let r = ctx.random() * total
-      let pick = c.length - 1
-      for (let i = 0; i < c.length; i++) {
-        r -= w[i]!
-        if (r < 0) {
-          pick = i
-          break
-        }
-      }
+      const pick = sample(
+        c.map((x) => cost.get(x)!),
+        ctx.random,
+      )
       if (pick > 0) c.unshift(c.splice(pick, 1)[0]!)
     }
   })
+  if (!disagg) return ranking
+  let scratch = new Int32Array(8)
+  return {
+    ...ranking,
+    // The prefill router: KV overlap on the P workers (their KV events), no decode term
+    // (`track_active_blocks` is off for prefill workers).
+    pickPrefill(ctx, turn) {
+      const pool = prefillPool(ctx)
+      if (pool.length === 0) return undefined
+      const index = ctx.cluster.prefillResidency
+      if (scratch.length < index.slotCount) scratch = new Int32Array(index.slotCount * 2)
+      index.overlapInto(turnKeys(turn), scratch)
+      const block = ctx.params.pageSize
+      let minActive = Number.POSITIVE_INFINITY
+      for (const p of pool) minActive = Math.min(minActive, ctx.cluster.store.load(p).prefillTokens)
+      const costs = pool.map((p) =>
+        prefillCost(
+          ctx.cluster.store.load(p).prefillTokens,
+          minActive,
+          turn.promptTokens,
+          block,
+          scratch[index.slotOf(p)]!,
+        ),
+      )
+      return pool[sample(costs, ctx.random)]
+    },
+  }
 }

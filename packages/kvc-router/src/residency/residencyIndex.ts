@@ -12,6 +12,9 @@ import { HI, LO, b64, w32 } from './split64.js'
  * - `exclusive`: the same walk, but blocks held by at least `θ_shared` of the workers (and by at
  *   least two) are not counted: a system prompt every worker holds says nothing about where a
  *   session should go (`docs/design/prototype.md#s5-cold-d-workers`).
+ * - `sole`: the same walk, counting only the blocks the worker alone holds: the prefix a session
+ *   holds exclusively on a D, the prototype's own definition of exclusive overlap. It is
+ *   `exclusive` with `θ_shared` at or below `1/workers` (a boilerplate threshold of two holders).
  *
  * @example
  * ```ts
@@ -19,7 +22,7 @@ import { HI, LO, b64, w32 } from './split64.js'
  * const mode: OverlapMode = 'exclusive'
  * ```
  */
-export type OverlapMode = 'plain' | 'exclusive'
+export type OverlapMode = 'plain' | 'exclusive' | 'sole'
 
 /**
  * What {@link ResidencyIndex.ingest} did with an event.
@@ -703,7 +706,9 @@ export class ResidencyIndex {
   /**
    * The hot query. Writes, for every slot, the number of leading blocks of `keys` the worker
    * holds into `plainOut[slot]` and, when given, the same count without boilerplate blocks into
-   * `exclusiveOut[slot]` (unused and removed slots get 0). Returns `keys.length`. Allocates
+   * `exclusiveOut[slot]` (unused and removed slots get 0). A block is boilerplate when at least
+   * `holderLimit` workers hold it (default {@link ResidencyIndex.boilerplateThreshold}; 2 counts
+   * only the blocks a worker alone holds, the `sole` mode). Returns `keys.length`. Allocates
    * nothing; the arrays must have at least {@link ResidencyIndex.slotCount} entries.
    *
    * @example
@@ -717,7 +722,19 @@ export class ResidencyIndex {
    * plain[0] // 2
    * ```
    */
-  overlapInto(keys: BlockKeys, plainOut: Int32Array, exclusiveOut?: Int32Array): number {
+  overlapInto(
+    keys: BlockKeys,
+    plainOut: Int32Array,
+    exclusiveOut?: Int32Array,
+    holderLimit: number = this.boilerplateThreshold(),
+  ): number {
+    if (!(holderLimit >= 1)) {
+      throw new RouterError(
+        'INVALID_OPTION',
+        `holderLimit must be >= 1, got ${describeValue(holderLimit)}`,
+        holderLimit,
+      )
+    }
     const slots = this.#bySlot.length
     if (plainOut.length < slots || (exclusiveOut !== undefined && exclusiveOut.length < slots)) {
       throw new RouterError('INVALID_LENGTH', `overlap arrays need ${slots} entries`, plainOut.length)
@@ -734,7 +751,7 @@ export class ResidencyIndex {
     const counts = this.#holderCount
     const hi = keys.hi
     const lo = keys.lo
-    const threshold = this.boilerplateThreshold()
+    const threshold = holderLimit
     let excl = 0
     let i = 0
     for (; i < n; i++) {
@@ -795,7 +812,7 @@ export class ResidencyIndex {
     const keys = this.#toKeys(input)
     const plain = this.#plainScratch
     const excl = this.#exclScratch
-    this.overlapInto(keys, plain, excl)
+    this.overlapInto(keys, plain, excl, mode === 'sole' ? 2 : this.boilerplateThreshold())
     const out = new Map<string, number>()
     for (const rec of this.#byId.values()) {
       out.set(rec.id, mode === 'plain' ? plain[rec.slot]! : excl[rec.slot]!)

@@ -3,6 +3,18 @@ import { checkOption, describeValue } from '../errors/routerError.js'
 import type { OverlapMode } from '../residency/residencyIndex.js'
 
 /**
+ * How a turn that cannot take the fast path is prefilled: `remote` (always seeded through a P) or
+ * `adaptive` (local or remote seed per turn, by estimated completion time).
+ *
+ * @example
+ * ```ts
+ * import type { PathChoiceMode } from '@kvc/kvc-router'
+ * const m: PathChoiceMode = 'adaptive'
+ * ```
+ */
+export type PathChoiceMode = 'remote' | 'adaptive'
+
+/**
  * Per-SLO-class budgets on the router side (the D side has `AdmitOptions.usageCeiling`).
  *
  * @example
@@ -50,6 +62,34 @@ export interface RouterParams {
   readonly overlapMode: OverlapMode
   /** Pending seeds per D (seeds admitted and not finished). */
   readonly pendingSeedsPerD: number
+  /**
+   * How a turn that cannot take the fast path is prefilled (`docs/design/algorithms.md#path-choice`):
+   * `remote` (every such turn is seeded through a P, Algorithm 3 as first specified) or `adaptive`
+   * (per turn, the D Route picked prefills it itself, a local seed, when the estimated completion
+   * time says so; and a turn whose session's own D is paused waits for it when that is cheaper
+   * than moving).
+   */
+  readonly pathChoice: PathChoiceMode
+  /**
+   * `adaptive` path choice: what one second of delay to one of the D's running decodes is worth
+   * in seconds of the turn's time to first token (1: every request's latency counts the same).
+   */
+  readonly stallWeight: number
+  /**
+   * Hedged admission (`docs/design/algorithms.md#hedged-admission`): a seed-path admission RPC
+   * unanswered after the `hedgeQuantile` of recent admission latencies is sent to the next D of
+   * the ranking as well; the first admitting answer wins and the other lease is released.
+   */
+  readonly hedgeAdmissions: boolean
+  /** The latency quantile after which a hedge goes out (0.95). */
+  readonly hedgeQuantile: number
+  /** The hedge delay's floor, ms (also its value before any latency was observed). */
+  readonly hedgeMinDelayMs: number
+  /**
+   * Online self-tuning of `tauReject`, `pendingSeedsPerD` and `backoffBaseMs` from the traffic the
+   * router observes, within documented bounds (`docs/design/algorithms.md#self-tuning`).
+   */
+  readonly selfTune: boolean
   /** A negative admission answer younger than this is reused instead of a new RPC. */
   readonly admissionStalenessMs: number
   /** Timeout of one admission RPC (the driver enforces it and reports `admitTimeout`). */
@@ -98,6 +138,12 @@ export const DEFAULT_ROUTER_PARAMS: RouterParams = Object.freeze({
   thetaShared: 0.5,
   overlapMode: 'exclusive',
   pendingSeedsPerD: 4,
+  pathChoice: 'remote',
+  stallWeight: 1,
+  hedgeAdmissions: false,
+  hedgeQuantile: 0.95,
+  hedgeMinDelayMs: 5,
+  selfTune: false,
   admissionStalenessMs: 50,
   admissionTimeoutMs: 500,
   admissionTries: 3,
@@ -175,8 +221,20 @@ const RULES: {
     must: 'a number in (0, 1]',
     ok: (v) => isNum(v, 0) && (v as number) > 0 && (v as number) <= 1,
   },
-  overlapMode: { must: "'plain' or 'exclusive'", ok: (v) => v === 'plain' || v === 'exclusive' },
+  overlapMode: {
+    must: "'plain', 'exclusive' or 'sole'",
+    ok: (v) => v === 'plain' || v === 'exclusive' || v === 'sole',
+  },
   pendingSeedsPerD: { must: 'an integer >= 1', ok: (v) => isInt(v, 1) },
+  pathChoice: { must: "'remote' or 'adaptive'", ok: (v) => v === 'remote' || v === 'adaptive' },
+  stallWeight: { must: 'a number >= 0', ok: (v) => isNum(v, 0) },
+  hedgeAdmissions: { must: 'a boolean', ok: isBool },
+  hedgeQuantile: {
+    must: 'a number in (0, 1)',
+    ok: (v) => isNum(v, 0) && (v as number) > 0 && (v as number) < 1,
+  },
+  hedgeMinDelayMs: { must: 'a number >= 0', ok: (v) => isNum(v, 0) },
+  selfTune: { must: 'a boolean', ok: isBool },
   admissionStalenessMs: { must: 'a number >= 0', ok: (v) => isNum(v, 0) },
   admissionTimeoutMs: { must: 'a number >= 1', ok: (v) => isNum(v, 1) },
   admissionTries: { must: 'an integer >= 1', ok: (v) => isInt(v, 1) },

@@ -193,7 +193,13 @@ export function analyzeTurn(ctx: RouteContext, turn: TurnRequest): TurnAnalysis 
   }
   const plain = plainScratch
   const excl = exclScratch
-  residency.overlapInto(keys, plain, excl)
+  // `sole` counts the blocks a worker alone holds: a boilerplate threshold of two holders.
+  residency.overlapInto(
+    keys,
+    plain,
+    excl,
+    params.overlapMode === 'sole' ? 2 : residency.boilerplateThreshold(),
+  )
 
   const recs = cluster.decodeRecords()
   // One lookup for the session's exclusions (empty for almost every session), not one per worker.

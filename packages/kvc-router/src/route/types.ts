@@ -1,6 +1,7 @@
 import type { SloClass } from '../admission/contract.js'
 import type { ClusterView } from '../cluster/clusterView.js'
 import type { CostModel } from '../cost/costModel.js'
+import type { SelfTuner, TunedParams } from '../tuning/selfTuner.js'
 import type { BlockKeys } from '../residency/blockKeys.js'
 import type { RouterParams } from './params.js'
 
@@ -192,8 +193,16 @@ export interface RouteContext {
   readonly cluster: ClusterView
   readonly params: RouterParams
   readonly random: () => number
-  /** The cost model of the router's estimates (load-back against reseed; default `DEFAULT_COST_MODEL`). */
+  /**
+   * The cost model of the router's estimates (the adaptive path choice; load-back against reseed
+   * with a host tier; default `DEFAULT_COST_MODEL`).
+   */
   readonly cost?: CostModel
+  /** The self-tuner Dispatch reports to (`selfTune`), and how its changes are applied. */
+  readonly tuning?: {
+    readonly tuner: SelfTuner
+    apply(change: Partial<TunedParams>): void
+  }
 }
 
 /**

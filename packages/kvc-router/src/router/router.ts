@@ -1,6 +1,7 @@
 import type { KvEvent } from '@kvc/radix-cache'
+import { ClusterView, type QueueReport, type WorkerSpec } from '../cluster/clusterView.js'
 import { type CostModel, DEFAULT_COST_MODEL } from '../cost/costModel.js'
-import { ClusterView, type WorkerSpec } from '../cluster/clusterView.js'
+import { SelfTuner, type TunedParams } from '../tuning/selfTuner.js'
 import type { ClusterStateStore } from '../cluster/stateStore.js'
 import { TurnDispatch } from '../dispatch/dispatch.js'
 import { RouterError, checkOption, describeValue } from '../errors/routerError.js'
@@ -13,6 +14,15 @@ import {
 } from '../route/params.js'
 import { kvcPolicy, validateTurn } from '../route/route.js'
 import type { RouteContext, RouteDecision, RoutingPolicy, TurnRequest } from '../route/types.js'
+
+/** Parameters other parts of the router copied at construction. */
+const FIXED_PARAMS = new Set([
+  'pageSize',
+  'thetaShared',
+  'linkFailureThreshold',
+  'linkCooldownMs',
+  'selfTune',
+])
 
 /**
  * Options of {@link Router}.
@@ -38,17 +48,20 @@ export interface RouterOptions {
   /** The shared state (default in-process). */
   readonly store?: ClusterStateStore
   /**
+   * The cost model of the router's estimates (default `DEFAULT_COST_MODEL`): the adaptive path
+   * choice (`pathChoice: 'adaptive'`), and, with a host tier, whether the session's own D should
+   * load back what it holds there rather than reseed.
+   */
+  readonly costModel?: CostModel
+  /** Where the cluster view reads workers' queues on demand (`ClusterViewOptions.queueSource`). */
+  readonly queueSource?: (workerId: string) => QueueReport | undefined
+  /**
    * Residency-index options other than `thetaShared` (taken from `params`). The router has one
    * page size, `params.pageSize`: a `residency.pageSize` (which makes the index check the block
    * size of `BlockStored` events and answer token queries) must equal it, and gives it when
    * `params` does not.
    */
   readonly residency?: Omit<ResidencyIndexOptions, 'thetaShared'>
-  /**
-   * The cost model of the router's estimates: whether the session's own D should load back what
-   * it holds on its host tier rather than reseed (default `DEFAULT_COST_MODEL`).
-   */
-  readonly costModel?: CostModel
 }
 
 /**
@@ -98,10 +111,11 @@ function pageSizeFrom(options: RouterOptions): RouterParamsInput | undefined {
  */
 export class Router {
   readonly cluster: ClusterView
-  readonly params: RouterParams
   readonly policy: RoutingPolicy
   /** What policies see (cluster, params, randomness). */
   readonly context: RouteContext
+  /** The self-tuner (`selfTune`), else undefined. */
+  readonly tuner: SelfTuner | undefined
   #turnCounter = 0
 
   /**
@@ -124,22 +138,50 @@ export class Router {
       `policy must be a RoutingPolicy (a name and a rank function), got ${describeValue(policy)}`,
       policy,
     )
-    this.params = params
     this.policy = policy
     this.cluster = new ClusterView({
       now,
       ...(options.store === undefined ? {} : { store: options.store }),
+      ...(options.queueSource === undefined ? {} : { queueSource: options.queueSource }),
       residency: { ...options.residency, thetaShared: params.thetaShared },
       linkFailureThreshold: params.linkFailureThreshold,
       linkCooldownMs: params.linkCooldownMs,
     })
     const cost = options.costModel ?? DEFAULT_COST_MODEL
     checkOption(
-      typeof cost === 'object' && cost !== null && typeof cost.hostLoadGBps === 'number',
+      typeof cost === 'object' && cost !== null && typeof cost.prefillTokensPerS === 'number',
       `costModel must be a CostModel, got ${describeValue(cost)}`,
       cost,
     )
-    this.context = { cluster: this.cluster, params, random, cost }
+    this.tuner = params.selfTune
+      ? new SelfTuner({
+          tauReject: params.tauReject,
+          pendingSeedsPerD: params.pendingSeedsPerD,
+          backoffBaseMs: params.backoffBaseMs,
+        })
+      : undefined
+    const tuner = this.tuner
+    this.context = {
+      cluster: this.cluster,
+      params,
+      random,
+      cost,
+      ...(tuner === undefined
+        ? {}
+        : {
+            tuning: {
+              tuner,
+              apply: (change: Partial<TunedParams>) => {
+                const b = change.backoffBaseMs
+                this.updateParams(
+                  b === undefined
+                    ? change
+                    : { ...change, backoffBaseMs: Math.min(b, this.params.backoffCapMs) },
+                )
+              },
+            },
+          }),
+    }
     for (const w of options.workers ?? []) this.cluster.addWorker(w)
   }
 
@@ -183,9 +225,58 @@ export class Router {
   }
 
   /**
-   * Feeds a D worker's KV event to the residency index.
+   * The parameters in force (they change only through {@link Router.updateParams}).
    *
-   * @throws RouterError `UNKNOWN_WORKER`, `WRONG_ROLE`, `INVALID_MESSAGE`, `EVENT_OUT_OF_ORDER`.
+   * @example
+   * ```ts
+   * import { Router } from '@kvc/kvc-router'
+   * new Router({ now: () => 0 }).params.tauReject // 3
+   * ```
+   */
+  get params(): RouterParams {
+    return this.context.params
+  }
+
+  /**
+   * Changes Dispatch's parameters from now on (turns already running see the new values at their
+   * next decision): the ones the self-tuner moves and the other per-turn ones. Parameters other
+   * parts of the router copied when it was built (`pageSize`, `thetaShared`, link health,
+   * `selfTune`) cannot change this way.
+   *
+   * @throws RouterError `INVALID_OPTION` naming a parameter that cannot change, or a bad value
+   * (nothing changes).
+   *
+   * @example
+   * ```ts
+   * import { Router } from '@kvc/kvc-router'
+   * const router = new Router({ now: () => 0 })
+   * router.updateParams({ tauReject: 5, pendingSeedsPerD: 8 })
+   * router.params.tauReject // 5
+   * ```
+   */
+  updateParams(update: RouterParamsInput): void {
+    checkOption(
+      typeof update === 'object' && update !== null,
+      `updateParams takes an object, got ${describeValue(update)}`,
+      update,
+    )
+    for (const k of Object.keys(update)) {
+      checkOption(
+        !FIXED_PARAMS.has(k),
+        `${k} cannot change after the router is built (other parts of the router copied it)`,
+        k,
+      )
+    }
+    const cur = this.context.params
+    const next = resolveRouterParams({ ...cur, ...update, slo: { ...cur.slo, ...update.slo } })
+    ;(this.context as { params: RouterParams }).params = next
+  }
+
+  /**
+   * Feeds a worker's KV event to the residency index (a P's to the P workers' index, which the
+   * KV-aware baselines' P choice reads).
+   *
+   * @throws RouterError `UNKNOWN_WORKER`, `INVALID_MESSAGE`, `EVENT_OUT_OF_ORDER`.
    *
    * @example
    * ```ts

@@ -234,7 +234,7 @@ class Query implements Cmd {
     return true
   }
   run(m: ResidencyReferenceModel, r: ResidencyRealState): void {
-    for (const mode of ['plain', 'exclusive'] as const) {
+    for (const mode of ['plain', 'exclusive', 'sole'] as const) {
       const want = m.overlap(this.hashes, mode)
       const got = r.index.overlap(BlockKeys.fromHashes(this.hashes), mode)
       for (const [id, n] of want) {

@@ -120,7 +120,7 @@ export class ResidencyReferenceModel {
   }
 
   overlap(hashes: readonly bigint[], mode: OverlapMode): Map<string, number> {
-    const threshold = Math.max(2, Math.ceil(this.#theta * this.workers.size - 1e-9))
+    const threshold = mode === 'sole' ? 2 : Math.max(2, Math.ceil(this.#theta * this.workers.size - 1e-9))
     const out = new Map<string, number>()
     for (const [id, w] of this.workers) {
       let depth = 0

@@ -74,23 +74,9 @@ export class PagedAllocator implements KvAllocator {
   alloc(numTokens: number): Int32Array {
     this.#checkCount(numTokens)
     if (numTokens === 0) return EMPTY
-    const ps = this.pageSize
-    const pages = Math.ceil(numTokens / ps)
-    if (pages > this.#freeTop) {
-      throw new RadixCacheError(
-        RadixCacheErrorCode.OutOfMemory,
-        `cannot allocate ${numTokens} tokens (${pages} pages): ${this.#freeTop} pages free`,
-        numTokens,
-      )
-    }
+    this.#checkPages(numTokens, Math.ceil(numTokens / this.pageSize))
     const out = new Int32Array(numTokens)
-    let k = 0
-    for (let p = 0; p < pages; p++) {
-      const page = this.#freePages[--this.#freeTop]!
-      this.#isFree[page] = 0
-      const base = page * ps
-      for (let j = 0; j < ps && k < numTokens; j++) out[k++] = base + j
-    }
+    this.#fill(out, 0, numTokens)
     return out
   }
 
@@ -114,11 +100,12 @@ export class PagedAllocator implements KvAllocator {
     }
     const inPage = Math.min(numTokens, ps - 1 - (lastLoc % ps))
     const rest = numTokens - inPage
-    const fresh = rest > 0 ? this.alloc(rest) : EMPTY
-    if (inPage === 0) return fresh
+    if (rest > 0) this.#checkPages(rest, Math.ceil(rest / ps))
+    if (numTokens === 0) return EMPTY
+    // One array: the rest of lastLoc's page, then fresh pages written in place.
     const out = new Int32Array(numTokens)
     for (let j = 0; j < inPage; j++) out[j] = lastLoc + 1 + j
-    out.set(fresh, inPage)
+    if (rest > 0) this.#fill(out, inPage, rest)
     return out
   }
 
@@ -129,30 +116,103 @@ export class PagedAllocator implements KvAllocator {
   free(indices: Int32Array): void {
     const ps = this.pageSize
     const n = indices.length
-    // Validate everything first so that a refused free changes nothing.
+    const isFree = this.#isFree
+    // Validate everything first so that a refused free changes nothing. Slots of one page come
+    // in runs (idx, idx + 1, …): a run is checked by comparing each slot with the next expected
+    // one, and its page once.
     let prevPage = -1
-    for (let i = 0; i < n; i++) {
+    for (let i = 0; i < n; ) {
       const idx = indices[i]!
       this.#checkIndex(idx)
       const page = (idx / ps) | 0
-      if (page === prevPage) continue
-      if (this.#isFree[page] === 1) {
-        throw new RadixCacheError(
-          RadixCacheErrorCode.DoubleFree,
-          `slot ${idx} (page ${page}) is already free`,
-          idx,
-        )
+      if (page !== prevPage) {
+        if (isFree[page] === 1) {
+          throw new RadixCacheError(
+            RadixCacheErrorCode.DoubleFree,
+            `slot ${idx} (page ${page}) is already free`,
+            idx,
+          )
+        }
+        prevPage = page
       }
-      prevPage = page
+      i = runEnd(indices, i, idx, (page + 1) * ps)
     }
     prevPage = -1
-    for (let i = 0; i < n; i++) {
-      const page = (indices[i]! / ps) | 0
-      if (page === prevPage || this.#isFree[page] === 1) continue
-      this.#isFree[page] = 1
-      this.#freePages[this.#freeTop++] = page
-      prevPage = page
+    const freePages = this.#freePages
+    let top = this.#freeTop
+    for (let i = 0; i < n; ) {
+      const idx = indices[i]!
+      const page = (idx / ps) | 0
+      if (page !== prevPage && isFree[page] === 0) {
+        isFree[page] = 1
+        freePages[top++] = page
+        prevPage = page
+      }
+      i = runEnd(indices, i, idx, (page + 1) * ps)
     }
+    this.#freeTop = top
+  }
+
+  /**
+   * Allocate `numPages` whole pages and return their page numbers (page `p` holds slots
+   * `p·pageSize … p·pageSize + pageSize − 1`): the pages `alloc(numPages · pageSize)` would take,
+   * in the same order, for a caller that only needs to hold memory (O(pages), not O(slots)).
+   * Throws `OUT_OF_MEMORY` (and allocates nothing) when not enough pages are free.
+   *
+   * @example
+   * ```ts
+   * const pool = new PagedAllocator({ size: 64, pageSize: 16 })
+   * const pages = pool.allocPages(2) // Int32Array [0, 1]
+   * pool.freePages(pages)
+   * ```
+   */
+  allocPages(numPages: number): Int32Array {
+    this.#checkCount(numPages)
+    if (numPages === 0) return EMPTY
+    this.#checkPages(numPages * this.pageSize, numPages)
+    const out = new Int32Array(numPages)
+    const freePages = this.#freePages
+    const isFree = this.#isFree
+    let top = this.#freeTop
+    for (let i = 0; i < numPages; i++) {
+      const page = freePages[--top]!
+      isFree[page] = 0
+      out[i] = page
+    }
+    this.#freeTop = top
+    return out
+  }
+
+  /**
+   * Return whole pages (page numbers, as {@link PagedAllocator.allocPages} gives them) to the
+   * pool, in order: the same as freeing all their slots with {@link PagedAllocator.free}.
+   * Refuses (throws, frees nothing) a page number outside the pool (`INVALID_INDEX`) or a page
+   * that is free or listed twice (`DOUBLE_FREE`).
+   */
+  freePages(pages: Int32Array): void {
+    const n = pages.length
+    const isFree = this.#isFree
+    // Pages are marked free as they are checked, so that one listed twice is caught; a refusal
+    // unmarks the ones before it.
+    for (let i = 0; i < n; i++) {
+      const page = pages[i]!
+      const outside = !Number.isInteger(page) || page < 0 || page >= this.#numPages
+      if (outside || isFree[page] === 1) {
+        for (let j = 0; j < i; j++) isFree[pages[j]!] = 0
+        throw outside
+          ? new RadixCacheError(
+              RadixCacheErrorCode.InvalidIndex,
+              `page ${page} is outside the pool [0, ${this.#numPages})`,
+              page,
+            )
+          : new RadixCacheError(RadixCacheErrorCode.DoubleFree, `page ${page} is already free`, page)
+      }
+      isFree[page] = 1
+    }
+    const freePages = this.#freePages
+    let top = this.#freeTop
+    for (let i = 0; i < n; i++) freePages[top++] = pages[i]!
+    this.#freeTop = top
   }
 
   /** Whether the page holding slot `index` is free. */
@@ -180,6 +240,35 @@ export class PagedAllocator implements KvAllocator {
     }
   }
 
+  /** Throw `OUT_OF_MEMORY` (changing nothing) when fewer than `pages` pages are free. */
+  #checkPages(numTokens: number, pages: number): void {
+    if (pages > this.#freeTop) {
+      throw new RadixCacheError(
+        RadixCacheErrorCode.OutOfMemory,
+        `cannot allocate ${numTokens} tokens (${pages} pages): ${this.#freeTop} pages free`,
+        numTokens,
+      )
+    }
+  }
+
+  /** Write the slots of `ceil(count / pageSize)` fresh pages into `out[from, from + count)`. */
+  #fill(out: Int32Array, from: number, count: number): void {
+    const ps = this.pageSize
+    const freePages = this.#freePages
+    const isFree = this.#isFree
+    let top = this.#freeTop
+    let k = from
+    const end = from + count
+    while (k < end) {
+      const page = freePages[--top]!
+      isFree[page] = 0
+      const base = page * ps - k
+      const stop = Math.min(end, k + ps)
+      for (; k < stop; k++) out[k] = base + k
+    }
+    this.#freeTop = top
+  }
+
   #checkIndex(idx: number): void {
     if (!Number.isInteger(idx) || idx < 0 || idx >= this.size) {
       throw new RadixCacheError(
@@ -189,4 +278,19 @@ export class PagedAllocator implements KvAllocator {
       )
     }
   }
+}
+
+/**
+ * End (exclusive) of the run of consecutive slots `idx, idx + 1, …` that starts at `indices[i]`
+ * and stays below `limit` (the end of `idx`'s page): those slots are valid and share its page.
+ */
+function runEnd(indices: ArrayLike<number>, i: number, idx: number, limit: number): number {
+  const n = indices.length
+  let j = i + 1
+  let expect = idx + 1
+  while (j < n && expect < limit && indices[j] === expect) {
+    j++
+    expect++
+  }
+  return j
 }

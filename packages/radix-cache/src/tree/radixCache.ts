@@ -941,6 +941,61 @@ export class RadixCache {
     return p < 0 ? undefined : this.#handle(p)
   }
 
+  /**
+   * Tokens only the given locks protect: every node on the paths of `nodes` (each handle counts
+   * as one lock on itself and its ancestors; a handle may repeat) whose lock count equals the
+   * number of those handles whose path runs through it. What dropping exactly those locks would
+   * make evictable, shared prefixes counted once. O(total path length), no allocation.
+   * Throws `UNKNOWN_NODE` (changing nothing) for a handle that is not a live node.
+   *
+   * @example
+   * ```ts
+   * const cache = new RadixCache({ trackValues: false })
+   * const a = cache.insert([1, 2, 3, 4]).lastNode
+   * const b = cache.insert([1, 2, 5]).lastNode // splits: [1, 2] is shared
+   * cache.incLockRef(a)
+   * cache.incLockRef(b)
+   * cache.tokensLockedOnlyBy([a])    // 2: [3, 4]; [1, 2] is also b's
+   * cache.tokensLockedOnlyBy([a, b]) // 5
+   * ```
+   */
+  tokensLockedOnlyBy(nodes: readonly NodeHandle[]): number {
+    for (let i = 0; i < nodes.length; i++) this.#slotOf(nodes[i]!)
+    if (this.#onlyCount.length < this.#capacity) this.#onlyCount = new Int32Array(this.#capacity)
+    const count = this.#onlyCount
+    const parent = this.#parent
+    const isRoot = this.#isRoot
+    let seen = this.#onlySeen
+    let k = 0
+    for (let i = 0; i < nodes.length; i++) {
+      for (let n = nodes[i]! & SLOT_MASK; isRoot[n] === 0; n = parent[n]!) {
+        const c = count[n]!
+        count[n] = c + 1
+        if (c === 0) {
+          if (k === seen.length) {
+            const grown = new Int32Array(seen.length * 2)
+            grown.set(seen)
+            seen = grown
+            this.#onlySeen = seen
+          }
+          seen[k++] = n
+        }
+      }
+    }
+    const lockRef = this.#lockRef
+    const keys = this.#keys
+    let tokens = 0
+    for (let i = 0; i < k; i++) {
+      const n = seen[i]!
+      if (lockRef[n] === count[n]) tokens += keys[n]!.length
+      count[n] = 0
+    }
+    return tokens
+  }
+
+  #onlyCount: Int32Array = EMPTY_INDICES
+  #onlySeen: Int32Array = new Int32Array(64)
+
   /** Whether `node` is a live handle of this cache. */
   isValid(node: NodeHandle): boolean {
     if (typeof node !== 'number' || !Number.isInteger(node) || node < 0) return false

@@ -182,8 +182,8 @@ export class SessionCache {
   readonly #onEviction: ((event: EvictionEvent) => void) | undefined
   readonly #releasedMemory: number
   readonly #slots = new Map<string, Slot>()
-  /** Scratch of `releasableTokens`: idle-session locks per node. */
-  readonly #lockScratch = new Map<NodeHandle, number>()
+  /** Scratch of `releasableTokens`: the counted sessions' lock holders. */
+  readonly #holderScratch: NodeHandle[] = []
   /** Recently dropped sessions: why, and (evicted ones) how many tokens they had committed. */
   readonly #released = new Map<string, { why: 'released' | 'evicted'; committed: number }>()
   readonly #requests = new Map<string, RequestState>()
@@ -579,8 +579,7 @@ export class SessionCache {
       fail('INVALID_OPTION', `sessionId must be a non-empty string, got ${String(sessionId)}`, sessionId)
     }
     const now = idleMs === undefined ? 0 : this.#now()
-    const locks = this.#lockScratch
-    locks.clear()
+    const holders = this.#holderScratch
     let tokens = 0
     const one = sessionId === undefined ? undefined : this.#slots.get(sessionId)
     if (sessionId !== undefined && one === undefined) return 0
@@ -588,17 +587,15 @@ export class SessionCache {
       if (s.activeRid !== undefined || (idleMs !== undefined && now - s.lastAccessTime < idleMs)) continue
       if (s.pinned) continue // a demoted session locks nothing on the device
       tokens += this.#heldBySlot(s)
-      for (let n = s.lastNode; n !== undefined; n = this.cache.parentOf(n)) {
-        locks.set(n, (locks.get(n) ?? 0) + 1)
-      }
+      if (s.lastNode !== undefined) holders.push(s.lastNode)
     }
-    for (const [n, count] of locks) {
-      if (this.cache.lockRefOf(n) !== count) continue
-      const parent = this.cache.parentOf(n)
-      tokens += this.cache.tokensUnder(n) - (parent === undefined ? 0 : this.cache.tokensUnder(parent))
+    if (holders.length === 0) return tokens
+    try {
+      // The tree's tokens these sessions' locks alone protect (shared prefixes once).
+      return tokens + this.cache.tokensLockedOnlyBy(holders)
+    } finally {
+      holders.length = 0
     }
-    locks.clear()
-    return tokens
   }
 
   // ---------------------------------------------------------------------------------------------
@@ -878,7 +875,11 @@ export class SessionCache {
     }
     const aligned = res.alignedLen
     if (aligned > p) {
-      const m = this.cache.matchPrefix(tokens.subarray(0, aligned), { extraKey: r.ns })
+      // Re-match (as SGLang does) to adopt the tree's canonical slots for [p, aligned).
+      const m = this.cache.matchPrefix(tokens.subarray(0, aligned), {
+        extraKey: r.ns,
+        into: this.#matchScratch(aligned),
+      })
       if (m.length !== aligned) {
         throw new Error(`session-cache: re-match found ${m.length} of ${aligned} just-inserted tokens`)
       }
@@ -1196,6 +1197,14 @@ export class SessionCache {
     fail('UNKNOWN_SESSION', `session ${String(sessionId)} was never opened`, sessionId)
   }
 
+  /** A reusable buffer for `n` match indices (a re-match's are copied out at once). */
+  #matchScratch(n: number): Int32Array {
+    if (this.#scratch.length < n) this.#scratch = new Int32Array(Math.max(n, this.#scratch.length * 2))
+    return this.#scratch
+  }
+
+  #scratch: Int32Array = EMPTY_I32
+
   #ensureRow(r: RequestState, n: number): void {
     const row = r.reqToToken
     if (row.length >= n) return
@@ -1237,7 +1246,10 @@ export class SessionCache {
 
   #rematch(r: RequestState): SessionMatchResult {
     if (!r.restored) {
-      const m = this.cache.matchPrefix(r.buf.subarray(0, r.len - 1), { extraKey: r.ns })
+      const m = this.cache.matchPrefix(r.buf.subarray(0, r.len - 1), {
+        extraKey: r.ns,
+        into: this.#matchScratch(r.len - 1),
+      })
       if (m.length > r.kvCommittedLen) {
         // Another request inserted more of our tokens: adopt the tree's slots.
         const p = r.cacheProtectedLen

@@ -17,6 +17,7 @@ import {
   dataParallelCacheAwarePolicy,
   dynamoKvCostPolicy,
   kvcPolicy,
+  llmdPrecisePrefixPolicy,
   powerOfTwoPolicy,
   randomPolicy,
   resolveRouterParams,
@@ -41,12 +42,28 @@ export {
   type AdmitResponse,
   type AdmitWorkerState,
   type AdmitSession,
+  type DecodePoolView,
+  type DecodeSessionsView,
   type DecodeStateSource,
   type CapacityReport,
   type DispatchAction,
   type DispatchOutcome,
+  type DispatchRecord,
+  type DoneAction,
+  type FailAction,
+  type RouteContext,
+  DEFAULT_TOPOLOGY_PARAMS,
+  adviseTopology,
+  type RoleSwitch,
+  type TopologyAdvice,
+  type TopologyParams,
+  type WorkerTopologySignal,
+  type QueueReport,
   type RouterParamsInput,
   type RoutingPolicy,
+  type TurnFailureCause,
+  type TurnRequest,
+  type WaitAction,
 } from '@kvc/kvc-router'
 export {
   type CostModel,
@@ -66,9 +83,10 @@ export {
  * |---|---|---|
  * | `kvc` | Algorithm 1–3: lexicographic Route, D-side Admit, Dispatch with reset-on-success; fast path to the D that holds the session | `nPmD` |
  * | `dp-cache-aware` | SGLang's cache-aware rule over colocated data-parallel workers (the research prototype's strongest baseline) | `N×DP` with N = P + D |
- * | `sglang-cache-aware` | SGLang router's cache-aware rule in P/D mode: every turn through a P | `nPmD` |
- * | `round-robin` | round-robin over D workers, every turn through a P | `nPmD` |
- * | `random`, `power-of-two`, `sticky-session`, `dynamo-kv-cost` | further baselines (every turn through a P) | `nPmD` |
+ * | `sglang-cache-aware` | SGLang router's cache-aware rule (P/D: the P by the rule, the D by load) | `nPmD`, `N×DP` |
+ * | `round-robin`, `random`, `power-of-two`, `sticky-session` | SGLang router's policies (P/D: the same rule over P and D) | `nPmD`, `N×DP` |
+ * | `dynamo-kv-cost` | Dynamo's KV router cost (P/D: decode stage by load, prefill router by KV overlap) | `nPmD`, `N×DP` |
+ * | `llm-d-precise-prefix` | llm-d's precise prefix-cache scorer with its queue and KV-use scorers | `nPmD`, `N×DP` |
  * | `kvc-capacity-blind` | ablation, the research prototype's v5 routing (`docs/design/prototype.md#capacity-blind-routing`): `kvc` with key 2 (`capOk`) removed from Route's ranking, sessions pinned to the D they first landed on, and v5's fallback (after the pinned D rejects the fast path, a reseed through a P onto that D); built on the router's own ranking, Dispatch and Admit | `nPmD` |
  *
  * @example
@@ -86,6 +104,7 @@ export const POLICY_NAMES = [
   'power-of-two',
   'sticky-session',
   'dynamo-kv-cost',
+  'llm-d-precise-prefix',
   'kvc-capacity-blind',
 ] as const
 
@@ -109,14 +128,18 @@ export type PolicyName = (typeof POLICY_NAMES)[number]
  * | key | values | effect |
  * |---|---|---|
  * | `granularity` | `block` (default), `session` | the D workers' session cache mode (`docs/design/algorithms.md#session-cache`) |
- * | `admission` | `on` (default), `off` | `off`: Dispatch sends without asking the D (no capacity check, no pause hints) |
+ * | `admission` | `on` (default), `off`, `slot` | `off`: Dispatch sends without asking the D (no capacity check, no pause hints); `slot`: the D's fast-path admission is the prototype's v5 (`admit_direct_append`: the append beyond the slot's committed length plus the output against free + evictable memory; nothing released, no lease, no pause hint) |
+ * | `seedPath` | `transfer` (default), `pd` | `pd`: a seed goes as a plain SGLang P/D request (the D preallocates, then the P prefills and transfers), as v5's fallback through the P/D router did; `transfer`: the P prefills and the transfer waits for D memory |
  * | `backpressure` | `on` (default), `off` | `off`: the D's admission answers never carry a pause hint |
  * | `seedAdmission` | `on` (default), `off` | `off`: the D admits every seed-path request unchecked (no capacity check, no lease, no release, no pause hint): only the fast path is admitted, as in the prototype's v5, whose fallback went through the P/D router straight to a transfer (`docs/design/prototype.md#the-v5-paths`) |
  * | `seedSlot` | `on` (default), `off` | `off`: a seed-path transfer lands on the D as a plain request, outside the session's slot (only fast-path turns open or extend the slot), and the D's fast-path admission counts only the session's slot as held, so a session with no slot there needs room for its whole prompt: the prototype's v5, whose fallback went through the P/D router as a plain request and whose admission checked the slot's lengths (`docs/design/prototype.md#the-v5-paths`) |
  * | `release` | `pressure` (default), `reaper` | how a D's engine gets idle sessions' KV back: `pressure` releases idle sessions (least recently used first) when a prefill or a transfer is short of memory; `reaper` only releases sessions idle for `idleTtlS`, on a periodic sweep every `reaperIntervalS` (the prototype's v5, `docs/design/prototype.md#idle-only-lru`). Admission's own releases (Algorithm 2) apply in both |
  * | `idleTtlS`, `reaperIntervalS` | 120, 5 | the reaper's idle TTL and sweep period, simulated seconds (`release=reaper`) |
  * | `sync` | `off` (default), `on` | D→P incremental sync (`@kvc/dto-p-sync`) from every D to every P |
+ * | `elastic` | `off` (default), `on` | `kvc` only: the router's elastic topology advisor switches workers between P and D during the run, draining each first (`elasticIntervalS`, default 10 s: how often it advises; `minPrefill`, default 1) |
  * | `syncBeta`, `syncShare`, `syncPinS` | 1024, 0.1, 30 | its staleness budget β (tokens), share of each P–D link's bandwidth, and pin time of synced pages on P (s) |
+ * | `colocated` | `on`, `off` | baselines: run on colocated workers (`N×DP` with N = P + D of the run's topology) or P/D; default: `on` for `dp-cache-aware` and on an `N×DP` topology, else `off` |
+ * | `retries` | integer ≥ 0 | baselines: retries of a failed request by the baseline's router (default: the SGLang gateway's 5; 0 for `dynamo-kv-cost` and `llm-d-precise-prefix`) |
  *
  * @example
  * ```ts
@@ -133,6 +156,19 @@ export interface PolicySpec {
   readonly baselineOptions: Readonly<Record<string, string | number>>
   readonly granularity: 'block' | 'session'
   readonly admission: boolean
+  /**
+   * `admission=slot`: the D's fast-path admission is the research prototype's v5
+   * `admit_direct_append`: the append beyond the session slot's committed length, plus the output,
+   * against free + evictable memory; no idle session released, no lease, no pause hint.
+   */
+  readonly slotAdmission?: boolean
+  /**
+   * `seedPath=pd`: a seed goes as a plain request of SGLang's PD disaggregation (the D
+   * preallocates its KV, then the P prefills and transfers), as v5's fallback through the P/D
+   * router did; absent: the P prefills and the transfer waits for D memory (kvc's seed path, whose
+   * memory admission and a lease reserved).
+   */
+  readonly seedPath?: 'transfer' | 'pd'
   readonly backpressure: boolean
   /**
    * `seedAdmission=off`: the D answers seed-path admissions "admitted" without checking (v5's
@@ -150,6 +186,15 @@ export interface PolicySpec {
    * See {@link SessionRelease}.
    */
   readonly release?: SessionRelease
+  /** `colocated=on|off` (baselines): colocated workers or P/D; absent: the policy's and topology's default. */
+  readonly colocated?: boolean
+  /** `retries=N` (baselines): retries of a failed request; absent: the baseline's router's default. */
+  readonly retries?: number
+  /**
+   * `elastic=on` (`kvc` only): the elastic topology advisor switches workers' roles during the
+   * run (`elasticIntervalS`, default 10: how often it advises; `minPrefill`, default 1).
+   */
+  readonly elastic?: { readonly intervalS: number; readonly minPrefill: number }
   /** D→P incremental sync (`sync=on`; `kvc` only): staleness budget, share of each P–D link, pin time. */
   readonly sync:
     | { readonly betaTokens: number; readonly linkShare: number; readonly pinS: number }
@@ -212,6 +257,21 @@ const SGLANG_KEYS = new Set([
   'balanceRelThreshold',
   'fallback',
 ])
+const DYNAMO_KEYS = new Set([
+  'overlapScoreCredit',
+  'prefillLoadScale',
+  'overlapScoreCreditDecay',
+  'temperature',
+])
+const LLMD_KEYS = new Set(['prefixWeight', 'kvUtilizationWeight', 'queueWeight'])
+/** Options of each baseline that takes some (passed to its `@kvc/kvc-router` constructor). */
+const BASELINE_KEYS: Partial<Record<string, ReadonlySet<string>>> = {
+  'sglang-cache-aware': SGLANG_KEYS,
+  'dp-cache-aware': SGLANG_KEYS,
+  'dynamo-kv-cost': DYNAMO_KEYS,
+  'llm-d-precise-prefix': LLMD_KEYS,
+}
+const KVC_NAMES: ReadonlySet<string> = new Set(['kvc', 'kvc-capacity-blind'])
 
 function parseValue(key: string, raw: string, spec: string): string | number | boolean {
   if (raw === 'true' || raw === 'on') return true
@@ -260,6 +320,14 @@ export function parsePolicySpec(spec: string): PolicySpec {
   let idleTtlS: number | undefined
   let reaperIntervalS: number | undefined
   let hostTier: HostTierSpec | null | undefined
+  let colocated: boolean | undefined
+  let retries: number | undefined
+  let slotAdmission = false
+  let seedPath: 'transfer' | 'pd' = 'transfer'
+  const baselineKeys = BASELINE_KEYS[name]
+  let elastic = false
+  let elasticIntervalS = 10
+  let minPrefill = 1
   for (const p of parts.slice(1)) {
     const eq = p.indexOf('=')
     if (eq <= 0)
@@ -311,6 +379,24 @@ export function parsePolicySpec(spec: string): PolicySpec {
       }
       if (key === 'idleTtlS') idleTtlS = value as number
       else reaperIntervalS = value as number
+    } else if (key === 'elastic') {
+      if (typeof value !== 'boolean')
+        throw new SimError(SimErrorCode.InvalidOption, `policy ${spec}: elastic must be on or off`, value)
+      elastic = value
+    } else if (key === 'elasticIntervalS' || key === 'minPrefill') {
+      const ok =
+        typeof value === 'number' &&
+        Number.isFinite(value) &&
+        (key === 'elasticIntervalS' ? value > 0 : Number.isInteger(value) && value >= 0)
+      if (!ok) {
+        throw new SimError(
+          SimErrorCode.InvalidOption,
+          `policy ${spec}: ${key} must be ${key === 'elasticIntervalS' ? 'a positive number of seconds' : 'a non-negative integer'}`,
+          value,
+        )
+      }
+      if (key === 'elasticIntervalS') elasticIntervalS = value as number
+      else minPrefill = value as number
     } else if (key === 'sync') {
       if (typeof value !== 'boolean')
         throw new SimError(SimErrorCode.InvalidOption, `policy ${spec}: sync must be on or off`, value)
@@ -334,6 +420,17 @@ export function parsePolicySpec(spec: string): PolicySpec {
       if (key === 'syncBeta') syncBeta = value as number
       else if (key === 'syncShare') syncShare = value as number
       else syncPinS = value as number
+    } else if (key === 'admission' && value === 'slot') {
+      slotAdmission = true
+    } else if (key === 'seedPath') {
+      if (value !== 'transfer' && value !== 'pd') {
+        throw new SimError(
+          SimErrorCode.InvalidOption,
+          `policy ${spec}: seedPath must be transfer or pd`,
+          value,
+        )
+      }
+      seedPath = value
     } else if (
       key === 'admission' ||
       key === 'backpressure' ||
@@ -341,15 +438,42 @@ export function parsePolicySpec(spec: string): PolicySpec {
       key === 'seedSlot'
     ) {
       if (typeof value !== 'boolean') {
-        throw new SimError(SimErrorCode.InvalidOption, `policy ${spec}: ${key} must be on or off`, value)
+        throw new SimError(
+          SimErrorCode.InvalidOption,
+          `policy ${spec}: ${key} must be on or off${key === 'admission' ? ' (or slot)' : ''}`,
+          value,
+        )
       }
       if (key === 'admission') admission = value
       else if (key === 'backpressure') backpressure = value
       else if (key === 'seedAdmission') seedAdmission = value
       else seedSlot = value
+    } else if ((key === 'colocated' || key === 'retries') && !KVC_NAMES.has(name)) {
+      if (key === 'colocated') {
+        if (typeof value !== 'boolean') {
+          throw new SimError(SimErrorCode.InvalidOption, `policy ${spec}: colocated must be on or off`, value)
+        }
+        if (name === 'dp-cache-aware' && !value) {
+          throw new SimError(
+            SimErrorCode.InvalidOption,
+            `policy ${spec}: dp-cache-aware is colocated; for SGLang's cache-aware rule on P/D use sglang-cache-aware`,
+            value,
+          )
+        }
+        colocated = value
+      } else {
+        if (typeof value !== 'number' || !Number.isInteger(value) || value < 0 || value > 100) {
+          throw new SimError(
+            SimErrorCode.InvalidOption,
+            `policy ${spec}: retries must be an integer in [0, 100]`,
+            value,
+          )
+        }
+        retries = value
+      }
     } else if (ROUTER_PARAM_KEYS.has(key)) {
       routerParams[key] = value
-    } else if (SGLANG_KEYS.has(key) && (name === 'sglang-cache-aware' || name === 'dp-cache-aware')) {
+    } else if (baselineKeys?.has(key) === true) {
       if (typeof value === 'boolean') {
         throw new SimError(
           SimErrorCode.InvalidOption,
@@ -359,9 +483,13 @@ export function parsePolicySpec(spec: string): PolicySpec {
       }
       baselineOptions[key] = value
     } else {
+      const own = baselineKeys === undefined ? '' : `; ${name}: ${[...baselineKeys].join(', ')}`
+      const where = KVC_NAMES.has(name)
+        ? 'simulator: granularity, admission, backpressure, seedAdmission, seedSlot, seedPath, release, idleTtlS, reaperIntervalS, sync, syncBeta, syncShare, syncPinS, elastic, elasticIntervalS, minPrefill'
+        : 'baselines: colocated, retries'
       throw new SimError(
         SimErrorCode.InvalidOption,
-        `policy ${spec}: unknown option ${JSON.stringify(key)} (router parameters: ${[...ROUTER_PARAM_KEYS].join(', ')}; simulator: granularity, admission, backpressure, hostTier, seedAdmission, seedSlot, release, idleTtlS, reaperIntervalS, sync, syncBeta, syncShare, syncPinS; SGLang cache-aware baselines: ${[...SGLANG_KEYS].join(', ')})`,
+        `policy ${spec}: unknown option ${JSON.stringify(key)} (router parameters: ${[...ROUTER_PARAM_KEYS].join(', ')}; ${where}${own})`,
         key,
       )
     }
@@ -378,7 +506,7 @@ export function parsePolicySpec(spec: string): PolicySpec {
   } catch (err) {
     throw new SimError(SimErrorCode.InvalidOption, `policy ${spec}: ${(err as Error).message}`, routerParams)
   }
-  return {
+  const parsed: PolicySpec = {
     label: spec.trim(),
     name: name as PolicyName,
     routerParams: routerParams as RouterParamsInput,
@@ -386,6 +514,10 @@ export function parsePolicySpec(spec: string): PolicySpec {
     granularity,
     admission,
     backpressure,
+    ...(slotAdmission ? { slotAdmission } : {}),
+    ...(seedPath === 'pd' ? { seedPath } : {}),
+    ...(colocated === undefined ? {} : { colocated }),
+    ...(retries === undefined ? {} : { retries }),
     ...(seedAdmission ? {} : { seedAdmission: false }),
     ...(seedSlot ? {} : { seedSlot: false }),
     ...(release === 'reaper'
@@ -397,48 +529,98 @@ export function parsePolicySpec(spec: string): PolicySpec {
           },
         }
       : {}),
+    ...(elastic ? { elastic: { intervalS: elasticIntervalS, minPrefill } } : {}),
     sync: sync ? { betaTokens: syncBeta, linkShare: syncShare, pinS: syncPinS } : undefined,
     ...(hostTier === undefined ? {} : { hostTier }),
   }
+  try {
+    createPolicy(parsed)
+  } catch (err) {
+    throw new SimError(
+      SimErrorCode.InvalidOption,
+      `policy ${spec}: ${(err as Error).message}`,
+      baselineOptions,
+    )
+  }
+  return parsed
 }
 
 /**
- * The router's policy object for a spec (a fresh one per run: baselines keep state).
+ * Whether a spec's policy reads KV events (the residency index): `kvc` and its ablation, Dynamo's
+ * KV router and llm-d's precise scorer subscribe to the workers' events; the SGLang router's
+ * policies do not (the cache-aware ones keep an approximate tree of their own), so the simulator
+ * spares the events nobody reads.
+ *
+ * @example
+ * ```ts
+ * import { consumesKvEvents, parsePolicySpec } from '@kvc/sim'
+ * consumesKvEvents(parsePolicySpec('dynamo-kv-cost')) // true
+ * consumesKvEvents(parsePolicySpec('round-robin')) // false
+ * ```
+ */
+export function consumesKvEvents(spec: PolicySpec): boolean {
+  return KVC_NAMES.has(spec.name) || spec.name === 'dynamo-kv-cost' || spec.name === 'llm-d-precise-prefix'
+}
+
+/**
+ * Whether a spec's policy runs on colocated workers: `colocated=` when given, else `dp-cache-aware`
+ * always and every baseline on an `N×DP` topology; `kvc` never (it needs P and D workers).
+ *
+ * @example
+ * ```ts
+ * import { parsePolicySpec, runsColocated } from '@kvc/sim'
+ * runsColocated(parsePolicySpec('round-robin'), 'pd') // false
+ * runsColocated(parsePolicySpec('round-robin'), 'dp') // true
+ * ```
+ */
+export function runsColocated(spec: PolicySpec, topology: 'pd' | 'dp'): boolean {
+  if (KVC_NAMES.has(spec.name)) return false
+  return spec.colocated ?? (spec.name === 'dp-cache-aware' || topology === 'dp')
+}
+
+/**
+ * The router's policy object for a spec (a fresh one per run: baselines keep state). `colocated`
+ * (default: `dp-cache-aware` only) builds a baseline for colocated workers (`pathMode: 'direct'`),
+ * else for P/D (`seed`).
  *
  * @example
  * ```ts
  * import { createPolicy, parsePolicySpec } from '@kvc/sim'
  * createPolicy(parsePolicySpec('dp-cache-aware')).pathMode // 'direct'
+ * createPolicy(parsePolicySpec('round-robin'), true).pathMode // 'direct'
  * ```
  */
-export function createPolicy(spec: PolicySpec): RoutingPolicy {
+export function createPolicy(spec: PolicySpec, colocated = runsColocated(spec, 'pd')): RoutingPolicy {
+  const pathMode = colocated ? ('direct' as const) : ('seed' as const)
+  const o = spec.baselineOptions
   let p: RoutingPolicy
   switch (spec.name) {
     case 'kvc':
       p = kvcPolicy()
       break
     case 'dp-cache-aware':
-      p = dataParallelCacheAwarePolicy(
-        spec.baselineOptions as Parameters<typeof dataParallelCacheAwarePolicy>[0],
-      )
+      p = dataParallelCacheAwarePolicy(o as Parameters<typeof dataParallelCacheAwarePolicy>[0])
       break
     case 'sglang-cache-aware':
-      p = sglangCacheAwarePolicy(spec.baselineOptions as Parameters<typeof sglangCacheAwarePolicy>[0])
+      p = sglangCacheAwarePolicy({ ...(o as Parameters<typeof sglangCacheAwarePolicy>[0]), pathMode })
       break
     case 'round-robin':
-      p = roundRobinPolicy()
+      p = roundRobinPolicy({ pathMode })
       break
     case 'random':
-      p = randomPolicy()
+      p = randomPolicy({ pathMode })
       break
     case 'power-of-two':
-      p = powerOfTwoPolicy()
+      p = powerOfTwoPolicy({ pathMode })
       break
     case 'sticky-session':
-      p = stickySessionPolicy()
+      p = stickySessionPolicy({ pathMode })
       break
     case 'dynamo-kv-cost':
-      p = dynamoKvCostPolicy()
+      p = dynamoKvCostPolicy({ ...(o as Parameters<typeof dynamoKvCostPolicy>[0]), pathMode })
+      break
+    case 'llm-d-precise-prefix':
+      p = llmdPrecisePrefixPolicy({ ...(o as Parameters<typeof llmdPrecisePrefixPolicy>[0]), pathMode })
       break
     case 'kvc-capacity-blind':
       p = capacityBlind(kvcPolicy())

@@ -50,6 +50,17 @@ export interface WorkerCacheOptions {
   readonly now: () => number
   /** KV events of the tree (D workers under KVC feed the router's residency index). */
   readonly onEvent?: (event: KvEvent) => void
+  /**
+   * Put the pages' token ids in `BlockStored` events (default `false`: the router's residency
+   * index reads block hashes only; a consumer that rebuilds pages from events, such as the D→P
+   * sync's `SyncSink`, asks for them).
+   */
+  readonly eventTokenIds?: boolean
+  /**
+   * `page` (default, SGLang's): one KV event per page. `node`: one per inserted or evicted tree
+   * node, carrying all its pages (the same hashes, far fewer event objects).
+   */
+  readonly eventBatching?: 'page' | 'node'
   /** Called with the tokens freed by each eviction (tree eviction or legacy session drop). */
   readonly onEviction?: (freedTokens: number) => void
   /** A host KV tier under the tree (`--host-tier`): eviction demotes, a match loads back. */
@@ -85,7 +96,14 @@ export function createWorkerKv(o: WorkerCacheOptions): WorkerKv {
     now: o.now,
     ...(o.evictionPolicy === undefined ? {} : { evictionPolicy: o.evictionPolicy }),
     ...(o.evictGranularity === undefined ? {} : { evictGranularity: o.evictGranularity }),
-    ...(o.onEvent === undefined ? {} : { onEvent: o.onEvent, blockHasher: simBlockHasher }),
+    ...(o.onEvent === undefined
+      ? {}
+      : {
+          onEvent: o.onEvent,
+          blockHasher: simBlockHasher,
+          eventTokenIds: o.eventTokenIds === true,
+          eventBatching: o.eventBatching ?? 'page',
+        }),
     ...(o.hostTier === undefined ? {} : { hostTier: o.hostTier }),
   })
   const onEviction = o.onEviction

@@ -22,6 +22,7 @@ export class DecodeAdmission {
   answer(d: SimWorker, turn: Turn, a: Extract<DispatchAction, { type: 'admit' }>): AdmitResponse {
     const ctx = this.#ctx
     const spec = ctx.config.spec
+    if (spec.slotAdmission === true && a.request.path === 'fast') return this.#slotAnswer(d, turn, a)
     // The D's ground truth for the prompt: its session's resident tokens (in the state), or,
     // for a session it holds no slot for, the prompt's prefix match on its tree.
     let matched: number | undefined
@@ -31,10 +32,10 @@ export class DecodeAdmission {
       matched =
         spec.seedSlot === false && a.request.path === 'fast'
           ? 0
-          : c.cache.matchPrefix(turn.prompt, { readOnly: true }).length
+          : ctx.config.geometry.tokens(c.cache.matchPrefix(turn.prompt, { readOnly: true }).length)
     }
     let decision = admit(
-      buildAdmitWorkerState(d, ctx.now, ctx.config.reaper?.idleMs),
+      buildAdmitWorkerState(d, ctx.now, ctx.config.reaper?.idleMs, ctx.config.geometry),
       a.request,
       { now: ctx.now, ...(matched === undefined ? {} : { matchedTokens: matched }) },
       ctx.config.admitOptions,
@@ -69,5 +70,40 @@ export class DecodeAdmission {
     if (!decision.response.admitted) ctx.counters.admissionRejects++
     ctx.touch(d)
     return decision.response
+  }
+
+  /**
+   * `admission=slot`, the research prototype's v5 `admit_direct_append`
+   * (`docs/design/prototype.md#the-v5-paths`): the session's slot says how much of the prompt the
+   * D holds (its committed length; nothing without a slot); the rest, plus the output, must fit in
+   * the D's free and evictable memory now. It releases no idle session, takes no lease and sends
+   * no pause hint: memory comes back only when the engine's own LRU releases idle sessions under
+   * pressure.
+   */
+  #slotAnswer(d: SimWorker, turn: Turn, a: Extract<DispatchAction, { type: 'admit' }>): AdmitResponse {
+    const ctx = this.#ctx
+    const req = a.request
+    const c = d.cache
+    const st = c === undefined || turn.spec.session < 0 ? undefined : c.getSessionStatus(turn.key)
+    const held = Math.min(req.promptTokens, st?.committedTokens ?? 0)
+    const append = req.promptTokens - held
+    const need = append + (req.expectedOutputTokens ?? ctx.config.admitOptions.defaultDecodeReserve)
+    const free = d.pool.availableSize() + (c?.cache.evictableSize() ?? 0) - d.reservedOutputs
+    const cap = d.pool.size
+    const reason =
+      append > ctx.config.admitOptions.maxAppendTokens ? 'append_too_large' : need <= free ? 'ok' : 'capacity'
+    const admitted = reason === 'ok'
+    if (!admitted) ctx.counters.admissionRejects++
+    return {
+      requestId: req.requestId,
+      admitted,
+      reason,
+      residentTokens: held,
+      needTokens: need,
+      tokenUsageAfter: Math.min(1, Math.max(0, (cap - free + (admitted ? need : 0)) / cap)),
+      transferQueueDepth: d.transferWait.length + d.transfersOnWire,
+      retractedQueueDepth: 0,
+      recommendedPauseMs: 0,
+    }
   }
 }

@@ -1,25 +1,71 @@
 import {
   type AdmitWorkerState,
   type CapacityReport,
+  type DecodePoolView,
+  type DecodeSessionsView,
   type DecodeStateSource,
   admitWorkerState,
   decodeCapacityReport,
 } from '../adapters/router.js'
 import type { SimWorker } from '../cluster/worker.js'
+import type { KvGeometry } from '../granularity/kvGeometry.js'
 
 /**
  * A D's KV state and queues, as the router's one builder of a D's admission state reads them.
  * Releasable sessions: idle ones (`release=pressure`), or those idle for the reaper's TTL
- * (`release=reaper`: the engine lets go of nothing else).
+ * (`release=reaper`: the engine lets go of nothing else). At block granularity the pool and the
+ * session cache count units: the views give the router tokens.
  */
-function decodeStateOf(w: SimWorker, reaperIdleMs: number | undefined): DecodeStateSource {
+function decodeStateOf(w: SimWorker, reaperIdleMs: number | undefined, g: KvGeometry): DecodeStateSource {
   return {
-    pool: w.pool,
-    sessions: w.cache,
+    pool: g.tokenLevel ? w.pool : tokenView(w, g).pool,
+    sessions: g.tokenLevel || w.cache === undefined ? w.cache : tokenView(w, g).sessions,
     idleTtlMs: reaperIdleMs,
     transferQueueDepth: w.transferWait.length + w.transfersOnWire,
     retractedQueueDepth: Number.isNaN(w.blockedSince) ? 0 : 1,
   }
+}
+
+/** A worker's pool and session cache, which count units, seen in tokens (one per pool and cache). */
+class TokenView {
+  readonly pool: DecodePoolView
+  readonly sessions: DecodeSessionsView | undefined
+  constructor(
+    readonly of: SimWorker['pool'],
+    readonly cache: SimWorker['cache'],
+    g: KvGeometry,
+  ) {
+    const pool = of
+    this.pool = {
+      size: g.tokens(pool.size),
+      availableSize: () => g.tokens(pool.availableSize()),
+    }
+    const sc = cache
+    this.sessions =
+      sc === undefined
+        ? undefined
+        : {
+            cache: { evictableSize: () => g.tokens(sc.cache.evictableSize()) },
+            listSessionStatuses: () =>
+              Array.from(sc.listSessionStatuses(), (s) => ({
+                ...s,
+                residentTokens: g.tokens(s.residentTokens),
+              })),
+            releasableTokens: (options) => g.tokens(sc.releasableTokens(options)),
+          }
+  }
+}
+
+const views = new WeakMap<SimWorker, TokenView>()
+
+/** The worker's token view, renewed when a restart gave it a new pool and cache. */
+function tokenView(w: SimWorker, g: KvGeometry): TokenView {
+  let v = views.get(w)
+  if (v === undefined || v.of !== w.pool || v.cache !== w.cache) {
+    v = new TokenView(w.pool, w.cache, g)
+    views.set(w, v)
+  }
+  return v
 }
 
 /**
@@ -31,8 +77,12 @@ export function buildAdmitWorkerState(
   d: SimWorker,
   nowMs: number,
   reaperIdleMs: number | undefined,
+  g: KvGeometry,
 ): AdmitWorkerState {
-  return admitWorkerState(decodeStateOf(d, reaperIdleMs), { now: nowMs, leases: d.leases?.live(nowMs) ?? [] })
+  return admitWorkerState(decodeStateOf(d, reaperIdleMs, g), {
+    now: nowMs,
+    leases: d.leases?.live(nowMs) ?? [],
+  })
 }
 
 /**
@@ -45,7 +95,8 @@ export function buildCapacityReport(
   w: SimWorker,
   nowMs: number,
   reaperIdleMs: number | undefined,
+  g: KvGeometry,
 ): CapacityReport {
   const reserved = (w.leases?.reservedTokens(nowMs) ?? 0) + w.reservedOutputs
-  return decodeCapacityReport(decodeStateOf(w, reaperIdleMs), reserved)
+  return decodeCapacityReport(decodeStateOf(w, reaperIdleMs, g), reserved)
 }

@@ -1,4 +1,5 @@
 import { SimError, SimErrorCode } from '../errors/simError.js'
+import { DEFAULT_SLO, type Slo } from '../metrics/slo.js'
 
 /**
  * Parse `--seeds`: a count (`3` → 1, 2, 3), a list (`1,5,9`) or a range (`1..5`, `1-5`).
@@ -106,4 +107,44 @@ export function parseCount(flag: string, s: string, min = 0): number {
     )
   }
   return Number(t)
+}
+
+/**
+ * Parse `--slo`: `ttft=<time>,tpot=<time>` in either order, each optional (the other keeps its
+ * default, {@link DEFAULT_SLO}); a time is seconds (`2`, `2s`) or milliseconds (`25ms`).
+ *
+ * @example
+ * ```ts
+ * import { parseSlo } from '@kvc/sim'
+ * parseSlo('ttft=2s,tpot=25ms') // { ttftS: 2, tpotS: 0.025 }
+ * parseSlo('tpot=50ms') // { ttftS: 2, tpotS: 0.05 }
+ * ```
+ */
+export function parseSlo(s: string): Slo {
+  const bad = (why: string) =>
+    new SimError(
+      SimErrorCode.InvalidOption,
+      `--slo ${JSON.stringify(s)}: ${why} (use ttft=<time>,tpot=<time>, e.g. ttft=2s,tpot=25ms)`,
+      s,
+    )
+  let ttftS = DEFAULT_SLO.ttftS
+  let tpotS = DEFAULT_SLO.tpotS
+  const seen = new Set<string>()
+  const parts = s
+    .split(',')
+    .map((x) => x.trim())
+    .filter((x) => x !== '')
+  if (parts.length === 0) throw bad('empty')
+  for (const part of parts) {
+    const m = /^(ttft|tpot)\s*=\s*(\d+(?:\.\d+)?)\s*(ms|s)?$/i.exec(part)
+    if (m === null) throw bad(`"${part}" not understood`)
+    const key = m[1]!.toLowerCase()
+    if (seen.has(key)) throw bad(`${key} given twice`)
+    seen.add(key)
+    const v = Number(m[2]) / (m[3]?.toLowerCase() === 'ms' ? 1000 : 1)
+    if (!(v > 0)) throw bad(`${key} must be positive`)
+    if (key === 'ttft') ttftS = v
+    else tpotS = v
+  }
+  return { ttftS, tpotS }
 }

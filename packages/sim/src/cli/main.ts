@@ -1,10 +1,9 @@
 #!/usr/bin/env node
-import { mkdirSync, writeFileSync } from 'node:fs'
+import { mkdirSync, readFileSync, writeFileSync } from 'node:fs'
 import { join, resolve } from 'node:path'
-import { SingleBar } from 'cli-progress'
 import { Command, CommanderError, Option } from 'commander'
 import { POLICY_NAMES, parsePolicySpec } from '../adapters/router.js'
-import type { RunResult } from '../metrics/runResult.js'
+import { type RunResult, peakRssMB } from '../metrics/runResult.js'
 import { parseTopology } from '../cluster/topology.js'
 import { DEFAULT_COST_MODEL } from '../cost/costModel.js'
 import { SimError } from '../errors/simError.js'
@@ -15,14 +14,19 @@ import {
   type WorkloadSource,
   runExperiment,
 } from '../protocol/experiment.js'
+import { SWEEP_AXES, type SweepAxis, type SweepResult, runSweep } from '../protocol/sweep.js'
 import { renderHtmlReport } from '../report/html.js'
 import { toStableJson } from '../report/json.js'
-import { renderComparisonTable } from '../report/table.js'
-import { TRACE_FORMATS, type TraceFormat, loadTrace } from '../workload/loadTrace.js'
+import { renderSweepReport } from '../report/sweepHtml.js'
+import { renderComparisonTable, renderSweepTable } from '../report/table.js'
+import { experimentVerdict, sweepVerdict, verdictText } from '../report/verdict.js'
+import { type SimGranularity, autoGranularity } from '../granularity/kvGeometry.js'
+import { TRACE_FORMATS, type TraceFormat, detectTraceFormat, loadTrace } from '../workload/loadTrace.js'
 import { computeTraceStats } from '../workload/stats.js'
 import { parseHostTier } from '../hostTier/hostTier.js'
-import { parseCapacity, parseCount, parsePositive, parseSeeds } from './args.js'
+import { parseCapacity, parseCount, parsePositive, parseSeeds, parseSlo } from './args.js'
 import { defaultJobs, threadRunner } from './parallel.js'
+import { Progress } from './progress.js'
 
 /** The policies `kvc-sim compare` runs by default (see the README for why the baselines use sgl-router's Rust defaults). */
 export const DEFAULT_COMPARE_POLICIES = [
@@ -35,6 +39,7 @@ export const DEFAULT_COMPARE_POLICIES = [
 interface CommonOpts {
   trace?: string
   format: string
+  granularity: string
   topology: string
   seeds: string
   timeScale: string
@@ -47,6 +52,7 @@ interface CommonOpts {
   maxConcurrentSessions?: string
   hostTier: string
   bootstrap: string
+  slo?: string
   jobs?: string
   progress: boolean
   records?: boolean
@@ -56,6 +62,14 @@ function addCommon(cmd: Command, defaults: { seeds: string }): Command {
   return cmd
     .option('--trace <path>', 'replay a trace instead of the built-in agentic workload')
     .addOption(new Option('--format <format>', 'trace format').choices([...TRACE_FORMATS]).default('auto'))
+    .addOption(
+      new Option(
+        '--granularity <unit>',
+        'what the caches count: token, block (hash-id traces: one unit per half block, the same pages), or auto (block when a hash-id trace allows it)',
+      )
+        .choices(['auto', 'token', 'block'])
+        .default('auto'),
+    )
     .option('--topology <shape>', 'cluster shape: nPmD (2P6D) or NxDP (8xDP)', '2P6D')
     .option('--seeds <seeds>', 'trial seeds: a count (3), a list (1,5,9) or a range (1..5)', defaults.seeds)
     .option('--time-scale <x>', 'divide think times and arrival gaps by x (10 = 10x compressed)', '1')
@@ -82,6 +96,10 @@ function addCommon(cmd: Command, defaults: { seeds: string }): Command {
       'none',
     )
     .option('--bootstrap <n>', 'bootstrap resamples for the 95% intervals', '200')
+    .option(
+      '--slo <slos>',
+      'goodput SLOs: ttft=<time>,tpot=<time> (default ttft=2s,tpot=25ms; times in s or ms)',
+    )
     .option('--jobs <n>', 'runs in parallel (worker threads; default: the number of cores)')
     .option('--no-progress', 'no progress bar')
 }
@@ -94,22 +112,14 @@ function buildConfig(o: CommonOpts, policies: readonly string[]): ExperimentConf
   const capacity = parseCapacity(o.capacity)
   const faults = parseFaults(o.faults)
   const hostTier = parseHostTier(o.hostTier)
-  const workload: WorkloadSource =
-    o.trace === undefined
-      ? {
-          kind: 'agentic',
-          ...(o.sessions === undefined && o.sharedPrefix === undefined
-            ? {}
-            : {
-                options: {
-                  ...(o.sessions === undefined ? {} : { sessions: parseCount('--sessions', o.sessions, 1) }),
-                  ...(o.sharedPrefix === undefined
-                    ? {}
-                    : { sharedPrefixTokens: parseCount('--shared-prefix', o.sharedPrefix) }),
-                },
-              }),
-        }
-      : { kind: 'trace', path: o.trace, format: o.format as TraceFormat }
+  const pageSize = o.pageSize === undefined ? undefined : parseCount('--page-size', o.pageSize, 1)
+  if (o.trace === undefined && o.granularity === 'block') {
+    throw new SimError(
+      'INVALID_OPTION',
+      '--granularity block needs a hash-id trace (--trace, Mooncake format); the built-in workload is token-level',
+      o.granularity,
+    )
+  }
   if (o.trace === undefined && o.format !== 'auto') {
     throw new SimError(
       'INVALID_OPTION',
@@ -125,6 +135,34 @@ function buildConfig(o: CommonOpts, policies: readonly string[]): ExperimentConf
       throw new SimError('INVALID_OPTION', `${flag} applies to the built-in workload only, not to --trace`, v)
     }
   }
+  const workload: WorkloadSource =
+    o.trace === undefined
+      ? {
+          kind: 'agentic',
+          ...(o.sessions === undefined && o.sharedPrefix === undefined
+            ? {}
+            : {
+                options: {
+                  ...(o.sessions === undefined ? {} : { sessions: parseCount('--sessions', o.sessions, 1) }),
+                  ...(o.sharedPrefix === undefined
+                    ? {}
+                    : { sharedPrefixTokens: parseCount('--shared-prefix', o.sharedPrefix) }),
+                },
+              }),
+        }
+      : {
+          kind: 'trace',
+          path: o.trace,
+          format: o.format as TraceFormat,
+          granularity:
+            o.granularity === 'auto'
+              ? autoGranularity({
+                  format: o.format === 'auto' ? detectTraceFormat(o.trace) : o.format,
+                  pageSize,
+                  sync: policies.some((p) => parsePolicySpec(p).sync !== undefined),
+                })
+              : (o.granularity as SimGranularity),
+        }
   return {
     workload,
     topology,
@@ -135,11 +173,16 @@ function buildConfig(o: CommonOpts, policies: readonly string[]): ExperimentConf
     faults,
     ...(hostTier === undefined ? {} : { hostTier }),
     bootstrapResamples: parseCount('--bootstrap', o.bootstrap),
-    ...(o.pageSize === undefined ? {} : { pageSize: parseCount('--page-size', o.pageSize, 1) }),
+    ...(o.slo === undefined ? {} : { slo: parseSlo(o.slo) }),
+    ...(pageSize === undefined ? {} : { pageSize }),
     ...(o.maxConcurrentSessions === undefined
       ? {}
       : { maxConcurrentSessions: parseCount('--max-concurrent-sessions', o.maxConcurrentSessions, 1) }),
   }
+}
+
+function jobsOf(o: CommonOpts): number {
+  return o.jobs === undefined ? defaultJobs() : parseCount('--jobs', o.jobs, 1)
 }
 
 async function execute(
@@ -149,54 +192,123 @@ async function execute(
   onResults?: (results: readonly RunResult[]) => void,
 ): Promise<ExperimentResult> {
   const tasks = config.policies.length * config.seeds.length
-  const jobs = o.jobs === undefined ? defaultJobs() : parseCount('--jobs', o.jobs, 1)
-  const progress = new Map<number, [number, number]>()
-  const showBar = o.progress && io.isTTY
-  const bar = showBar
-    ? new SingleBar({
-        format: ' {bar} {percentage}% | runs {runs}/{tasks} | {turns} turns | ETA {eta_formatted}',
-        hideCursor: true,
-        clearOnComplete: true,
-        stream: process.stderr,
-        etaBuffer: 50,
-      })
-    : undefined
-  let finished = 0
-  bar?.start(1000, 0, { runs: 0, tasks, turns: 0 })
-  const started = performance.now()
-  const result = await runExperiment(config, {
-    runner: threadRunner(jobs),
-    ...(onResults === undefined ? {} : { onResults }),
-    onProgress: (task, ended, total) => {
-      progress.set(task, [ended, total])
-      let frac = 0
-      let turns = 0
-      finished = 0
-      for (const [e, t] of progress.values()) {
-        frac += t === 0 ? 1 : e / t
-        turns += e
-        if (e === t) finished++
-      }
-      if (bar !== undefined) bar.update(Math.floor((1000 * frac) / tasks), { runs: finished, tasks, turns })
-      else if (ended === total && o.progress) {
-        io.err(
-          `kvc-sim: run ${finished}/${tasks} done (${((performance.now() - started) / 1000).toFixed(1)} s)`,
-        )
-      }
-    },
-  })
-  bar?.stop()
-  return result
+  const jobs = jobsOf(o)
+  const progress = new Progress(
+    io,
+    o.progress,
+    tasks,
+    `${tasks} run${tasks === 1 ? '' : 's'} (${config.policies.length} ${config.policies.length === 1 ? 'policy' : 'policies'} × ${config.seeds.length} seed${config.seeds.length === 1 ? '' : 's'}) on ${Math.min(jobs, tasks)} thread${Math.min(jobs, tasks) === 1 ? '' : 's'}…`,
+  )
+  try {
+    return await runExperiment(config, {
+      runner: threadRunner(jobs),
+      ...(onResults === undefined ? {} : { onResults }),
+      onProgress: (task, ended, total) => progress.update(task, ended, total),
+    })
+  } finally {
+    progress.stop()
+  }
 }
 
-function writeOutputs(outDir: string, result: ExperimentResult, io: Io): void {
+/**
+ * What running the command took (not deterministic, unlike the rest of `results.json`): wall
+ * time and the process's peak resident set size (every worker thread included).
+ */
+interface Resources {
+  readonly wallS: number
+  readonly peakRssMB: number
+}
+
+function writeOutputs(
+  outDir: string,
+  result: ExperimentResult,
+  io: Io,
+  started: number,
+  sweep?: SweepResult,
+): void {
   const dir = resolve(outDir)
   mkdirSync(dir, { recursive: true })
-  writeFileSync(join(dir, 'results.json'), toStableJson(result))
-  writeFileSync(join(dir, 'report.html'), renderHtmlReport(result))
+  const resources: Resources = {
+    wallS: Math.round(performance.now() - started) / 1000,
+    peakRssMB: peakRssMB(),
+  }
+  writeFileSync(join(dir, 'results.json'), toStableJson({ ...result, resources }))
+  writeFileSync(join(dir, 'report.html'), renderHtmlReport(result, sweep === undefined ? {} : { sweep }))
   io.out('')
   io.out(`report:  ${join(outDir, 'report.html')}`)
   io.out(`metrics: ${join(outDir, 'results.json')}`)
+  io.out(`took:    ${resources.wallS.toFixed(1)} s, peak RSS ${resources.peakRssMB} MB`)
+}
+
+function splitList(s: string): string[] {
+  return s
+    .split(',')
+    .map((x) => x.trim())
+    .filter((x) => x !== '')
+}
+
+const DEFAULT_SWEEP_VALUES: Record<Exclude<SweepAxis, 'pd-ratio'>, string> = {
+  'time-scale': '1,1.5,2,3,4,6,8,10',
+  'max-concurrent-sessions': '4,8,16,32,52',
+  sessions: '13,26,52,78,104',
+  capacity: '100k,150k,200k,300k,400k',
+}
+
+/** The grid of `--values` (or the axis's default), parsed as the axis's own option would be. */
+function sweepValues(axis: SweepAxis, given: string | undefined, topology: string): (number | string)[] {
+  if (axis === 'pd-ratio') {
+    if (given !== undefined) return splitList(given).map((t) => formatTopologyOf(t))
+    const t = parseTopology(topology)
+    const n = t.kind === 'pd' ? t.prefill + t.decode : t.workers
+    const out: string[] = []
+    for (let p = 1; p <= n - p; p++) out.push(`${p}P${n - p}D`)
+    return out
+  }
+  const list = splitList(given ?? DEFAULT_SWEEP_VALUES[axis])
+  switch (axis) {
+    case 'time-scale':
+      return list.map((v) => parsePositive('--values', v))
+    case 'capacity':
+      return list.map(parseCapacity)
+    default:
+      return list.map((v) => parseCount('--values', v, 1))
+  }
+}
+
+function formatTopologyOf(t: string): string {
+  const p = parseTopology(t)
+  return p.kind === 'pd' ? `${p.prefill}P${p.decode}D` : `${p.workers}xDP`
+}
+
+/** A sweep.json for `compare --sweep`: readable, a sweep, and about some of these policies. */
+function readSweep(path: string, policies: readonly string[]): SweepResult {
+  let parsed: unknown
+  try {
+    parsed = JSON.parse(readFileSync(path, 'utf8'))
+  } catch (err) {
+    throw new SimError(
+      'INVALID_OPTION',
+      `--sweep ${path}: cannot read it as JSON (${(err as Error).message})`,
+      path,
+    )
+  }
+  const s = parsed as Partial<SweepResult>
+  if (s.config === undefined || !Array.isArray(s.points) || !Array.isArray(s.crossovers)) {
+    throw new SimError(
+      'INVALID_OPTION',
+      `--sweep ${path}: not a kvc-sim sweep.json (no config, points, crossovers)`,
+      path,
+    )
+  }
+  const shared = s.config.policies.filter((p) => policies.includes(p))
+  if (!shared.includes(s.config.reference) || shared.length < 2) {
+    throw new SimError(
+      'INVALID_OPTION',
+      `--sweep ${path}: its policies (${s.config.policies.join(', ')}) do not include this comparison's reference and another of its policies`,
+      path,
+    )
+  }
+  return s as SweepResult
 }
 
 /** Where the CLI writes (replaceable in tests). */
@@ -241,17 +353,73 @@ export function buildProgram(io: Io = defaultIo): Command {
         '--policies <list>',
         `comma-separated policy specs (${POLICY_NAMES.join(', ')})`,
         DEFAULT_COMPARE_POLICIES.join(','),
+      )
+      .option(
+        '--sweep <file>',
+        "a kvc-sim sweep's sweep.json: its crossovers join the verdict (same workload and policies)",
       ),
     { seeds: '3' },
-  ).action(async (o: CommonOpts & { policies: string }) => {
-    const policies = o.policies
-      .split(',')
-      .map((s) => s.trim())
-      .filter((s) => s !== '')
-    const config = buildConfig(o, policies)
+  ).action(async (o: CommonOpts & { policies: string; sweep?: string }) => {
+    const started = performance.now()
+    const config = buildConfig(o, splitList(o.policies))
+    const sweep = o.sweep === undefined ? undefined : readSweep(o.sweep, config.policies)
     const result = await execute(o, config, io)
+    io.out(verdictText(experimentVerdict(result, sweep)))
+    io.out('')
     io.out(renderComparisonTable(result))
-    writeOutputs(o.out, result, io)
+    writeOutputs(o.out, result, io, started, sweep)
+  })
+
+  addCommon(
+    program
+      .command('sweep')
+      .description(
+        'Run the comparison over a grid of one axis (paired, N seeds per point), name the crossovers, write sweep.html and sweep.json',
+      )
+      .addOption(new Option('--axis <axis>', 'what to vary').choices([...SWEEP_AXES]).default('time-scale'))
+      .option(
+        '--values <list>',
+        'the grid, comma-separated (default per axis: time-scale 1,1.5,2,3,4,6,8,10; max-concurrent-sessions 4,8,16,32,52; sessions 13,26,52,78,104; capacity 100k,150k,200k,300k,400k; pd-ratio every nPmD split of the topology with n ≤ m)',
+      )
+      .option(
+        '--policies <list>',
+        `comma-separated policy specs (${POLICY_NAMES.join(', ')})`,
+        DEFAULT_COMPARE_POLICIES.join(','),
+      ),
+    { seeds: '3' },
+  ).action(async (o: CommonOpts & { policies: string; axis: SweepAxis; values?: string }) => {
+    const config = buildConfig(o, splitList(o.policies))
+    const values = sweepValues(o.axis, o.values, o.topology)
+    const tasks = values.length * config.policies.length * config.seeds.length
+    const jobs = jobsOf(o)
+    const progress = new Progress(
+      io,
+      o.progress,
+      tasks,
+      `sweep of ${o.axis} over ${values.length} points: ${tasks} runs (${config.policies.length} policies × ${config.seeds.length} seeds per point) on ${Math.min(jobs, tasks)} threads…`,
+    )
+    const started = performance.now()
+    let result: SweepResult
+    try {
+      result = await runSweep(
+        { ...config, axis: o.axis, values },
+        { runner: threadRunner(jobs), onProgress: (t, e, n) => progress.update(t, e, n) },
+      )
+    } finally {
+      progress.stop()
+    }
+    const wallS = (performance.now() - started) / 1000
+    io.out(verdictText(sweepVerdict(result)))
+    io.out('')
+    io.out(renderSweepTable(result))
+    const dir = resolve(o.out)
+    mkdirSync(dir, { recursive: true })
+    writeFileSync(join(dir, 'sweep.json'), toStableJson(result))
+    writeFileSync(join(dir, 'sweep.html'), renderSweepReport(result))
+    io.out('')
+    io.out(`${tasks} runs in ${wallS.toFixed(1)} s wall on ${Math.min(jobs, tasks)} threads`)
+    io.out(`report:  ${join(o.out, 'sweep.html')}`)
+    io.out(`metrics: ${join(o.out, 'sweep.json')}`)
   })
 
   addCommon(
@@ -266,13 +434,16 @@ export function buildProgram(io: Io = defaultIo): Command {
       .option('--records', 'also write every turn of every run to records.jsonl'),
     { seeds: '1' },
   ).action(async (o: CommonOpts & { policy: string; records?: boolean }) => {
+    const started = performance.now()
     const config = buildConfig(o, [o.policy])
     let runs: readonly RunResult[] = []
     const result = await execute(o, config, io, (r) => {
       runs = r
     })
+    io.out(verdictText(experimentVerdict(result)))
+    io.out('')
     io.out(renderComparisonTable(result))
-    writeOutputs(o.out, result, io)
+    writeOutputs(o.out, result, io, started)
     if (o.records === true) {
       const lines: string[] = []
       for (const r of runs) for (const rec of r.records) lines.push(JSON.stringify({ seed: r.seed, ...rec }))
@@ -305,11 +476,14 @@ export function buildProgram(io: Io = defaultIo): Command {
             'trace stats needs a trace path (argument or --trace)',
             undefined,
           )
-        const w = loadTrace(p, { format: o.format as TraceFormat })
-        const s = computeTraceStats(
-          w,
-          o.pageSize === undefined ? undefined : parseCount('--page-size', o.pageSize, 1),
-        )
+        const pageSize = o.pageSize === undefined ? undefined : parseCount('--page-size', o.pageSize, 1)
+        // Block granularity when the trace allows it: the same figures from far fewer entries.
+        const granularity = autoGranularity({
+          format: o.format === 'auto' ? detectTraceFormat(p) : o.format,
+          pageSize,
+        })
+        const w = loadTrace(p, { format: o.format as TraceFormat, granularity })
+        const s = computeTraceStats(w, pageSize)
         if (o.json === true) {
           io.out(toStableJson({ ...s, notes: w.notes }).trimEnd())
           return

@@ -14,9 +14,9 @@ type Msg =
  * deterministic, so the results are the same as in process, in task order).
  */
 export function threadRunner(jobs: number): Runner {
-  return async (tasks, onProgress) => {
+  return async (tasks, onProgress, onResult) => {
     const n = Math.min(jobs, tasks.length)
-    if (n <= 1) return inProcessRunner(tasks, onProgress)
+    if (n <= 1) return inProcessRunner(tasks, onProgress, onResult)
     const here = import.meta.url
     const fromSource = here.endsWith('.ts')
     const results: RunResult[] = new Array(tasks.length)
@@ -44,7 +44,8 @@ export function threadRunner(jobs: number): Runner {
         w.on('message', (m: Msg) => {
           if (m.type === 'progress') onProgress(m.index, m.ended, m.total)
           else if (m.type === 'result') {
-            results[m.index] = m.result
+            if (onResult === undefined) results[m.index] = m.result
+            else onResult(m.index, m.result)
             feed(w)
           } else if (!failed) {
             failed = true

@@ -1,6 +1,7 @@
 import { formatTopology } from './topology.js'
 import { SimError, SimErrorCode } from '../errors/simError.js'
-import type { RunAccounting, RunResult } from '../metrics/runResult.js'
+import type { DecodeGapHistograms } from '../metrics/decodeGaps.js'
+import { type RunAccounting, type RunResult, peakRssMB } from '../metrics/runResult.js'
 import type { TurnRecord } from '../metrics/types.js'
 import type { SimContext } from './context.js'
 
@@ -62,6 +63,8 @@ export interface RunTally {
   /** Simulated times of the first arrival and the last turn's end, ms. */
   readonly firstArrivalMs: number
   readonly lastEndMs: number
+  /** Every completed turn's inter-token gaps. */
+  readonly decodeGaps: DecodeGapHistograms
   /** `performance.now()` when the run started. */
   readonly wallStart: number
 }
@@ -82,6 +85,7 @@ export function collectResult(ctx: SimContext, tally: RunTally): RunResult {
     pageSize: config.pageSize,
     capacityTokens: config.capacity,
     records: tally.records,
+    decodeGaps: tally.decodeGaps,
     makespanS: Math.max(0, tally.lastEndMs - first) / 1000,
     usage: ctx.workers.map((w) => ({
       workerId: w.id,
@@ -113,11 +117,14 @@ export function collectResult(ctx: SimContext, tally: RunTally): RunResult {
       sessionsReaped: c.sessionsReaped,
       admissionReleases: c.admissionReleases,
       seedWakes: c.seedWakes,
+      preallocTimeouts: c.preallocTimeouts,
+      retries: c.retries,
       syncBytes: syncStats?.bytesSent ?? 0,
       syncIngestedTokens: syncStats?.ingestedTokens ?? 0,
       loadBacks: c.loadBacks,
       loadedBackTokens: c.loadedBackTokens,
     },
     wallMs: performance.now() - tally.wallStart,
+    peakRssMB: peakRssMB(),
   }
 }

@@ -3,6 +3,7 @@ import { type DispatchOutcome, Router } from '../adapters/router.js'
 import type { RunConfig } from '../config/runConfig.js'
 import { EventQueue } from '../engine/eventQueue.js'
 import { Prng } from '../engine/prng.js'
+import { simQueueReport } from '../adaptive/queueReport.js'
 import { simBlockHasher } from '../hashing/simBlockHasher.js'
 import { type Turn, newTurn } from './turn.js'
 import type { SimWorker } from './worker.js'
@@ -26,6 +27,8 @@ export interface SimCounters {
   /** Prefills that loaded part of their prompt back from the host tier, and the tokens loaded. */
   loadBacks: number
   loadedBackTokens: number
+  preallocTimeouts: number
+  retries: number
 }
 
 /** Why a physical step of a turn failed (what its dispatch is told). */
@@ -71,6 +74,8 @@ export class SimContext {
     seedWakes: 0,
     loadBacks: 0,
     loadedBackTokens: 0,
+    preallocTimeouts: 0,
+    retries: 0,
   }
   readonly workers: SimWorker[] = []
   readonly byId = new Map<string, SimWorker>()
@@ -87,7 +92,6 @@ export class SimContext {
     const spec = config.spec
     this.router = new Router({
       now: () => this.now,
-      costModel: config.cost,
       random: new Prng(config.options.seed, 'router').asRandom(),
       // The simulated engines publish KV events synchronously, so the router's prediction of a
       // successful turn's blocks (which covers event lag) is off unless the spec turns it on;
@@ -101,7 +105,15 @@ export class SimContext {
         ...spec.routerParams,
       },
       policy: config.policy,
-      residency: { hasher: simBlockHasher, pageSize: config.pageSize },
+      // Block granularity: the caches' events carry pages of units, not of `pageSize` tokens
+      // (the router counts a block key as a page of tokens all the same).
+      residency: config.geometry.tokenLevel
+        ? { hasher: simBlockHasher, pageSize: config.pageSize }
+        : { hasher: simBlockHasher },
+      // The adaptive path choice (and, with a host tier, load-back against reseed) estimates with
+      // the run's cost model; the path choice reads the workers' queues.
+      costModel: config.cost,
+      queueSource: (id) => simQueueReport(this, id),
     })
     this.turns = config.workload.turns.map(newTurn)
   }

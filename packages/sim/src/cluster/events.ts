@@ -26,3 +26,9 @@ export const EV_FAULT = 10
 export const EV_SYNC = 11
 /** The D workers' idle-session reaper sweeps. */
 export const EV_REAP = 12
+/** A classic P/D request's bootstrap timeout: still not preallocated on its D (a: turn, b: turn sequence). */
+export const EV_PREALLOC_TIMEOUT = 13
+/** The elastic topology controller samples the workers (`elastic=on`). */
+export const EV_ELASTIC = 14
+/** A hedged admission's leg reaches its D, comes back or times out, or its hedge timer fires (a: record, b: code). */
+export const EV_HEDGE = 15

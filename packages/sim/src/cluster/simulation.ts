@@ -1,11 +1,7 @@
+import { ElasticController } from '../adaptive/elastic.js'
+import { HedgedAdmissions } from '../adaptive/hedgedAdmission.js'
 import { SyncFabric } from '../adapters/dtoPSync.js'
-import type {
-  DispatchAction,
-  DispatchOutcome,
-  PolicySpec,
-  Router,
-  RoutingPolicy,
-} from '../adapters/router.js'
+import type { DispatchOutcome, PolicySpec, Router, RoutingPolicy } from '../adapters/router.js'
 import { buildCapacityReport } from '../admission/decodeState.js'
 import { DecodeAdmission } from '../admission/decodeAdmission.js'
 import { resolveRunConfig } from '../config/runConfig.js'
@@ -13,11 +9,13 @@ import type { RunOptions } from '../config/runOptions.js'
 import type { CostModel } from '../cost/costModel.js'
 import { DecodeBatches } from '../decode/decodeBatches.js'
 import { reapIdleSessions } from '../decode/sessionReaper.js'
+import { PreallocQueues } from '../disagg/preallocQueues.js'
 import { Prng } from '../engine/prng.js'
 import { SimError, SimErrorCode } from '../errors/simError.js'
 import { ActiveFaults } from '../faults/activeFaults.js'
 import { FaultInjector } from '../faults/faultInjector.js'
-import type { RunResult } from '../metrics/runResult.js'
+import { GatewayTurn } from '../gateway/gatewayTurn.js'
+import type { AdaptiveRunInfo, RunResult } from '../metrics/runResult.js'
 import type { ServePath, TurnRecord } from '../metrics/types.js'
 import { PrefillServers } from '../prefill/prefillServers.js'
 import { KvTransfers } from '../transfer/kvTransfers.js'
@@ -27,8 +25,11 @@ import {
   EV_ADMIT_AT_D,
   EV_ARRIVAL,
   EV_DECODE_TICK,
+  EV_ELASTIC,
   EV_FAULT,
+  EV_HEDGE,
   EV_MEMORY_TIMEOUT,
+  EV_PREALLOC_TIMEOUT,
   EV_PREFILL_DONE,
   EV_REAP,
   EV_SAMPLE,
@@ -39,7 +40,7 @@ import {
 } from './events.js'
 import { SessionBlockKeys } from './sessionBlockKeys.js'
 import type { Topology } from './topology.js'
-import { type Turn, turnRecord } from './turn.js'
+import { type SimAction, type Turn, turnRecord } from './turn.js'
 import { WorkerFactory } from './workerFactory.js'
 import type { SimWorker } from './worker.js'
 
@@ -85,10 +86,15 @@ export class ClusterSimulation {
   readonly #prefill: PrefillServers
   readonly #decode: DecodeBatches
   readonly #transfers: KvTransfers
+  readonly #prealloc: PreallocQueues
   readonly #admission: DecodeAdmission
   readonly #rpcRng: Prng
   readonly #keys: SessionBlockKeys
   readonly #records: (TurnRecord | undefined)[]
+  /** `elastic=on`: the elastic topology controller. */
+  readonly #elastic: ElasticController | undefined
+  /** Hedged admission RPCs (`hedgeAdmissions`). */
+  readonly #hedges: HedgedAdmissions
   /** Sessions started and not yet ended, and the first turns waiting for a free session slot. */
   #liveSessions = 0
   #waitingStarts: number[] = []
@@ -122,10 +128,22 @@ export class ClusterSimulation {
     this.#decode = new DecodeBatches(ctx, this.#host)
     this.#transfers = new KvTransfers(ctx, this.#host, this.#faults, this.#decode)
     this.#prefill = new PrefillServers(ctx, this.#host, this.#decode, this.#transfers)
+    this.#prealloc = new PreallocQueues(ctx, this.#host, this.#prefill)
     this.#admission = new DecodeAdmission(ctx, this.#host)
     this.#injector = new FaultInjector(ctx, this.#host, this.#faults, factory, this.#transfers)
-    this.#keys = new SessionBlockKeys(config.pageSize)
+    this.#keys = new SessionBlockKeys(config.geometry.pageUnits)
     this.#records = new Array(ctx.turns.length)
+    this.#hedges = new HedgedAdmissions(ctx, {
+      answer: (d, turn, a) => this.#admission.answer(d, turn, a),
+      latencyMs: () => this.#rpcLatencyMs(),
+      timesOut: (d) => this.#faults.admitTimesOut(d),
+      deliver: (turn, outcome) => this.#schedule(turn, ctx.now, outcome),
+    })
+    const el = config.spec.elastic
+    this.#elastic =
+      el === undefined
+        ? undefined
+        : new ElasticController(ctx, factory, el.intervalS, { minPrefill: el.minPrefill })
   }
 
   /** `sync=on`: the D→P sync between every D and every P (none without P workers). */
@@ -176,14 +194,39 @@ export class ClusterSimulation {
     this.#sample()
     const accounting = accountRun(ctx, this.#records)
     ctx.config.options.onProgress?.(ctx.ended, ctx.turns.length)
-    return collectResult(ctx, {
+    const result = collectResult(ctx, {
       records: this.#records as TurnRecord[],
       accounting,
       events,
       firstArrivalMs: this.#firstArrival,
       lastEndMs: this.#lastEnd,
+      decodeGaps: this.#decode.gaps.histograms((t) => this.#records[t]?.status === 'completed'),
       wallStart,
     })
+    const adaptive = this.#adaptiveInfo()
+    return adaptive === undefined ? result : { ...result, adaptive }
+  }
+
+  /** What the adaptive mechanisms did, when one of them was on. */
+  #adaptiveInfo(): AdaptiveRunInfo | undefined {
+    const ctx = this.#ctx
+    const el = this.#elastic
+    const params = this.router.context.params
+    const tuner = this.router.tuner
+    if (el === undefined && !params.hedgeAdmissions && tuner === undefined) return undefined
+    const h = this.router.cluster.hedging
+    return {
+      ...(el === undefined
+        ? {}
+        : {
+            elasticSwitches: el.switches,
+            finalTopology: `${ctx.prefillWorkers.length}P${ctx.decodeWorkers.length}D`,
+          }),
+      ...(params.hedgeAdmissions
+        ? { hedges: { sent: this.#hedges.sent, won: h.won, releasedLate: this.#hedges.releasedLate } }
+        : {}),
+      ...(tuner === undefined ? {} : { tuning: { ...tuner.values, updates: tuner.updates } }),
+    }
   }
 
   /** The first events: arrivals, timed faults, the first usage sample, sync rounds and reaper sweeps. */
@@ -203,6 +246,7 @@ export class ClusterSimulation {
     if (ctx.sync !== undefined) q.push(0, EV_SYNC, 0, 0)
     const reaper = ctx.config.reaper
     if (reaper !== undefined) q.push(reaper.intervalMs, EV_REAP, 0, 0)
+    this.#elastic?.start()
   }
 
   /** Handle events in time order until every turn ended, the queue dried up or the horizon passed. */
@@ -268,6 +312,15 @@ export class ClusterSimulation {
       case EV_REAP:
         reapIdleSessions(ctx, this.#host, ctx.config.reaper!)
         break
+      case EV_PREALLOC_TIMEOUT:
+        this.#prealloc.timeout(ctx.turns[a]!, b)
+        break
+      case EV_ELASTIC:
+        this.#elastic?.tick()
+        break
+      case EV_HEDGE:
+        this.#hedges.event(a, b)
+        break
     }
   }
 
@@ -296,7 +349,10 @@ export class ClusterSimulation {
     for (const w of dirty) {
       w.dirty = false
       if (!w.alive) continue
-      ctx.router.cluster.reportCapacity(w.id, buildCapacityReport(w, ctx.now, reaperIdleMs))
+      ctx.router.cluster.reportCapacity(
+        w.id,
+        buildCapacityReport(w, ctx.now, reaperIdleMs, ctx.config.geometry),
+      )
     }
     dirty.length = 0
   }
@@ -334,13 +390,20 @@ export class ClusterSimulation {
     const prompt = ctx.config.workload.promptTokens(turn.id)
     turn.prompt = prompt
     turn.keys = this.#keys.keysFor(turn.spec.session, prompt)
+    const request = {
+      sessionId: turn.key,
+      turnId: `t${turn.id}`,
+      promptTokens: ctx.config.geometry.promptTokens(prompt.length),
+      blocks: turn.keys,
+    }
+    const gateway = ctx.config.gateway
     try {
-      turn.dispatch = this.router.dispatch({
-        sessionId: turn.key,
-        turnId: `t${turn.id}`,
-        promptTokens: prompt.length,
-        blocks: turn.keys,
-      })
+      // A baseline's turn goes through its own router's handling (no kvc mechanism); kvc's
+      // through the router's Dispatch.
+      turn.dispatch =
+        gateway === undefined
+          ? this.router.dispatch(request)
+          : new GatewayTurn(this.router.context, this.policy, request, gateway)
     } catch (err) {
       turn.lastError = (err as Error).message
       this.#finalize(turn, 'failed', 'router_error')
@@ -358,7 +421,7 @@ export class ClusterSimulation {
       return
     }
     turn.waiting = false
-    let action: DispatchAction
+    let action: SimAction
     try {
       action = turn.dispatch!.next(outcome)
     } catch (err) {
@@ -390,9 +453,20 @@ export class ClusterSimulation {
     ctx.q.push(Math.max(at, ctx.now), EV_STEP, turn.id, turn.stepSeq)
   }
 
-  #handle(turn: Turn, a: DispatchAction): void {
+  #handle(turn: Turn, a: SimAction): void {
     const ctx = this.#ctx
     switch (a.type) {
+      case 'pdPair': {
+        turn.seq++
+        const p = ctx.byId.get(a.prefillId)
+        const d = ctx.byId.get(a.decodeId)
+        if (p === undefined || d === undefined || !p.alive || !d.alive) {
+          this.#schedule(turn, ctx.now, { type: 'failed', cause: 'worker_unreachable' })
+          return
+        }
+        this.#prealloc.enqueue(p, d, turn)
+        return
+      }
       case 'admit':
         this.#sendAdmit(turn, a)
         return
@@ -404,6 +478,7 @@ export class ClusterSimulation {
           this.#schedule(turn, ctx.now, { type: 'failed', cause: 'worker_unreachable' })
           return
         }
+        // `local` (a local seed) is a fast-path job that prefills what the D lacks of the prompt.
         this.#prefill.enqueue(w, turn, a.path === 'direct' ? 'direct' : 'fast', -1, a.leaseId)
         return
       }
@@ -416,11 +491,14 @@ export class ClusterSimulation {
           this.#schedule(turn, ctx.now, { type: 'failed', cause: 'worker_unreachable' })
           return
         }
-        this.#prefill.enqueue(p, turn, 'pfill', d.idx, a.leaseId)
+        // `seedPath=pd` (v5's fallback through the P/D router): the D preallocates first.
+        if (ctx.config.spec.seedPath === 'pd') this.#prealloc.enqueue(p, d, turn)
+        else this.#prefill.enqueue(p, turn, 'pfill', d.idx, a.leaseId)
         return
       }
       case 'wait':
         turn.waiting = true
+        if (ctx.config.gateway !== undefined) ctx.counters.retries++
         this.#schedule(turn, a.untilMs, { type: 'waited' })
         return
       case 'done': {
@@ -439,9 +517,13 @@ export class ClusterSimulation {
   }
 
   /** Send the admission RPC: it reaches the D after half its latency, or times out. */
-  #sendAdmit(turn: Turn, a: Extract<DispatchAction, { type: 'admit' }>): void {
+  #sendAdmit(turn: Turn, a: Extract<SimAction, { type: 'admit' }>): void {
     const ctx = this.#ctx
     turn.seq++
+    if (a.hedge !== undefined) {
+      this.#hedges.start(turn, a)
+      return
+    }
     ctx.counters.admissions++
     const d = ctx.byId.get(a.workerId)
     if (d === undefined || !d.alive || this.#faults.admitTimesOut(d)) {
@@ -449,12 +531,17 @@ export class ClusterSimulation {
       this.#schedule(turn, ctx.now + a.timeoutMs, { type: 'admitTimeout' })
       return
     }
-    const jitter = this.cost.admitRpcJitterS
-    const latency = (this.cost.admitRpcS + (jitter === 0 ? 0 : this.#rpcRng.uniform(-jitter, jitter))) * 1000
+    const latency = this.#rpcLatencyMs()
     turn.admitAction = a
     turn.admitSentMs = ctx.now
     turn.admitLatency = latency
     ctx.q.push(ctx.now + latency / 2, EV_ADMIT_AT_D, turn.id, turn.seq)
+  }
+
+  /** One admission RPC's round trip, ms: the cost model's latency and jitter. */
+  #rpcLatencyMs(): number {
+    const jitter = this.cost.admitRpcJitterS
+    return (this.cost.admitRpcS + (jitter === 0 ? 0 : this.#rpcRng.uniform(-jitter, jitter))) * 1000
   }
 
   /** `EV_ADMIT_AT_D`: the D answers (a dead D never does: the RPC times out); the answer travels back. */
@@ -547,8 +634,13 @@ export class ClusterSimulation {
     const w1 = turn.w1
     const w2 = turn.w2
     switch (turn.stage) {
+      case 'prealloc':
+      case 'queued':
+        this.#prealloc.release(turn)
+        break
       case 'prefill':
         this.#prefill.abandon(turn, w1)
+        this.#prealloc.release(turn)
         break
       case 'transferWait':
       case 'wire':
@@ -565,7 +657,7 @@ export class ClusterSimulation {
     turn.stage = 'idle'
     turn.req1 = undefined
     turn.req2 = undefined
-    turn.slots2 = undefined
+    turn.pages2 = undefined
     turn.transfer = undefined
     turn.seq++
   }
@@ -574,6 +666,7 @@ export class ClusterSimulation {
   #kick(w: SimWorker): void {
     if (!w.alive) return
     if (w.transferWait.length > 0) this.#transfers.retry(w)
+    if (w.preallocWait.length > 0) this.#prealloc.retry(w)
     if (w.running === undefined && w.qHead < w.queue.length) this.#prefill.tryStart(w)
   }
 }

@@ -1,11 +1,27 @@
-import type { BlockKeys, DispatchAction, DispatchOutcome, TurnDispatch } from '../adapters/router.js'
+import type { BlockKeys, DispatchAction, DispatchOutcome } from '../adapters/router.js'
+import type { PdPairAction } from '../gateway/gatewayTurn.js'
 import type { SessionRequest } from '../adapters/sessionCache.js'
 import type { ServePath, TurnRecord } from '../metrics/types.js'
 import type { TurnSpec } from '../workload/types.js'
 import type { SimWorker, Transfer } from './worker.js'
 
-/** Where a turn's physical work stands. */
-export type Stage = 'idle' | 'queued' | 'prefill' | 'transferWait' | 'wire' | 'decode'
+/**
+ * Where a turn's physical work stands (`prealloc`: a classic P/D request waiting for its D to
+ * preallocate its KV).
+ */
+export type Stage = 'idle' | 'prealloc' | 'queued' | 'prefill' | 'transferWait' | 'wire' | 'decode'
+
+/** What the simulation executes for a turn: the router's actions, or a classic P/D pair. */
+export type SimAction = DispatchAction | PdPairAction
+
+/**
+ * What drives a turn: the router's `TurnDispatch` (kvc policies) or a baseline's `GatewayTurn`;
+ * both take the outcome of the last action and return the next.
+ */
+export interface TurnDriving {
+  next(outcome?: DispatchOutcome): SimAction
+  readonly record: { readonly attempts: number }
+}
 
 /** A turn in flight: its dispatch, what it holds on which workers, and what it measured. */
 export interface Turn {
@@ -16,7 +32,7 @@ export interface Turn {
   seq: number
   stepSeq: number
   pending: DispatchOutcome | undefined
-  dispatch: TurnDispatch | undefined
+  dispatch: TurnDriving | undefined
   prompt: Uint32Array | undefined
   keys: BlockKeys | undefined
   arrivalMs: number
@@ -28,7 +44,8 @@ export interface Turn {
   w2: SimWorker | undefined
   req1: SessionRequest | undefined
   req2: SessionRequest | undefined
-  slots2: Int32Array | undefined
+  /** Pages a D that keeps no prefix cache holds for the turn (its KV while it runs). */
+  pages2: Int32Array | undefined
   transfer: Transfer | undefined
   kind: 'fast' | 'direct' | 'pfill' | undefined
   admitAction: Extract<DispatchAction, { type: 'admit' }> | undefined
@@ -36,6 +53,8 @@ export interface Turn {
   admitLatency: number
   cached: number
   matched: number
+  /** Prompt tokens the D already held when it preallocated a classic P/D request (not transferred). */
+  preallocCached: number
   computed: number
   transferred: number
   lastError: string | undefined
@@ -65,7 +84,7 @@ export function newTurn(spec: TurnSpec): Turn {
     w2: undefined,
     req1: undefined,
     req2: undefined,
-    slots2: undefined,
+    pages2: undefined,
     transfer: undefined,
     kind: undefined,
     admitAction: undefined,
@@ -73,6 +92,7 @@ export function newTurn(spec: TurnSpec): Turn {
     admitLatency: 0,
     cached: 0,
     matched: 0,
+    preallocCached: 0,
     computed: 0,
     transferred: 0,
     lastError: undefined,

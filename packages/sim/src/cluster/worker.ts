@@ -57,8 +57,9 @@ export interface SimTurnRef {
 export class SimWorker {
   readonly idx: number
   readonly id: string
-  readonly role: SimRole
-  readonly retention: Retention
+  /** Changes only when an elastic run switches the worker's role (`elastic=on`). */
+  role: SimRole
+  retention: Retention
   alive = true
   /** Incremented at each death: events of an older life are ignored. */
   life = 0
@@ -74,6 +75,8 @@ export class SimWorker {
   running: Job | undefined = undefined
   runningReq: SessionRequest | undefined = undefined
   prefillGen = 0
+  /** When the running prefill ends (simulated ms; NaN when none runs). */
+  prefillEndsMs = Number.NaN
   blockedSince = Number.NaN
   blockedGen = 0
   reservedOutputs = 0
@@ -86,6 +89,9 @@ export class SimWorker {
   sumCtx0 = 0
   sumJoin = 0
   decodeGen = 0
+
+  // classic P/D: requests waiting for this D to preallocate their KV (FIFO)
+  preallocWait: { readonly turn: SimTurnRef; readonly seq: number }[] = []
 
   // transfers into this D
   transferWait: Transfer[] = []
@@ -133,6 +139,7 @@ export class SimWorker {
     this.sumJoin = 0
     this.decodeGen++
     this.transferWait = []
+    this.preallocWait = []
     this.transfersOnWire = 0
     this.reservedOutputs = 0
     this.blockedSince = Number.NaN

@@ -1,23 +1,37 @@
-import { LeaseBook } from '../adapters/router.js'
-import { type KvEvent, type WorkerKv, createWorkerKv, createWorkerPool } from '../adapters/sessionCache.js'
+import { LeaseBook, consumesKvEvents } from '../adapters/router.js'
+import {
+  type KvEvent,
+  type PagedAllocator,
+  type WorkerKv,
+  createWorkerKv,
+  createWorkerPool,
+} from '../adapters/sessionCache.js'
 import type { WorkerPlan } from '../config/runConfig.js'
 import type { ActiveFaults } from '../faults/activeFaults.js'
 import { hostTierOptions } from '../hostTier/hostTier.js'
 import type { SimContext } from './context.js'
-import { type Retention, SimWorker } from './worker.js'
+import { SimWorker } from './worker.js'
 
 /**
  * Creates the run's workers (their KV state from the real packages, registered with the router)
- * and gives a restarted worker fresh, empty KV state. KV events of D workers that keep sessions
- * go to the router (unless a fault loses them); a P's go to the D→P sync when it runs.
+ * and gives a restarted worker fresh, empty KV state. Every worker that keeps a prefix cache
+ * publishes its KV events, one per page as SGLang's radix cache does, to the router's residency
+ * index (a D's or a colocated worker's to the D workers' index, a P's to the P workers'), unless a
+ * fault loses them or the policy reads none (`consumesKvEvents`); a P's also go to the D→P sync
+ * when it runs. A worker without a cache (the D of classic P/D, SGLang's default `ChunkCache`)
+ * publishes nothing.
  */
 export class WorkerFactory {
   readonly #ctx: SimContext
   readonly #faults: ActiveFaults
 
+  /** A `lost-kv-events` fault is configured: every page's event must be its own. */
+  readonly #losesEvents: boolean
+
   constructor(ctx: SimContext, faults: ActiveFaults) {
     this.#ctx = ctx
     this.#faults = faults
+    this.#losesEvents = ctx.config.faults.some((f) => f.kind === 'lost-kv-events')
   }
 
   /** Create the configured workers, in order, and register each with the router. */
@@ -35,19 +49,19 @@ export class WorkerFactory {
     ctx.router.cluster.addWorker({
       id: plan.id,
       role: plan.role === 'prefill' ? 'prefill' : 'decode',
-      capacityTokens: w.pool.size,
-      publishesEvents: plan.retention === 'sessions',
+      capacityTokens: ctx.config.geometry.tokens(w.pool.size),
+      publishesEvents: plan.retention !== 'none',
     })
   }
 
   #makeWorker(idx: number, plan: WorkerPlan): SimWorker {
     const { id, role, retention } = plan
     if (retention === 'none') {
-      const pool = createWorkerPool(this.#ctx.config.capacity, this.#ctx.config.pageSize)
+      const pool = this.#pool()
       return new SimWorker(idx, id, role, retention, undefined, pool, undefined)
     }
     const holder: { w?: SimWorker } = {}
-    const kv = this.#makeKv(retention, holder, role)
+    const kv = this.#makeKv(holder, role)
     const w = new SimWorker(
       idx,
       id,
@@ -64,44 +78,55 @@ export class WorkerFactory {
   /** A restarted worker comes back empty: a new pool (and cache, and lease book). */
   renewKv(w: SimWorker): void {
     if (w.retention === 'none') {
-      w.pool = createWorkerPool(this.#ctx.config.capacity, this.#ctx.config.pageSize)
+      w.pool = this.#pool()
     } else {
       const holder: { w?: SimWorker } = { w }
-      const kv = this.#makeKv(w.retention, holder, w.role)
+      const kv = this.#makeKv(holder, w.role)
       w.cache = kv.cache
       w.pool = kv.pool
       if (w.leases !== undefined) w.leases = new LeaseBook()
     }
   }
 
-  #makeKv(retention: Retention, holder: { w?: SimWorker }, role: SimWorker['role']): WorkerKv {
+  /** A bare pool of the configured capacity, in cache units. */
+  #pool(): PagedAllocator {
+    const g = this.#ctx.config.geometry
+    return createWorkerPool(g.wholeUnits(this.#ctx.config.capacity), g.pageUnits)
+  }
+
+  #makeKv(holder: { w?: SimWorker }, role: SimWorker['role']): WorkerKv {
     const ctx = this.#ctx
     const config = ctx.config
     const opts = config.options
+    const toSync = role === 'prefill' && config.spec.sync !== undefined
+    const toRouter = consumesKvEvents(config.spec)
     const onEvent =
-      retention === 'sessions'
+      toSync || toRouter
         ? (e: KvEvent) => {
             const w = holder.w
-            if (w !== undefined) this.#onKvEvent(w, e)
+            if (w === undefined) return
+            if (toSync) ctx.sync?.observePrefill(w.id, e)
+            if (toRouter) this.#onKvEvent(w, e)
           }
-        : role === 'prefill' && config.spec.sync !== undefined
-          ? (e: KvEvent) => {
-              const w = holder.w
-              if (w !== undefined) ctx.sync?.observePrefill(w.id, e)
-            }
-          : undefined
+        : undefined
+    const g = config.geometry
     return createWorkerKv({
-      capacityTokens: config.capacity,
-      pageSize: config.pageSize,
+      capacityTokens: g.wholeUnits(config.capacity),
+      pageSize: g.pageUnits,
       granularity: config.spec.granularity,
       now: () => ctx.now,
       ...(opts.evictionPolicy === undefined ? {} : { evictionPolicy: opts.evictionPolicy }),
       ...(opts.evictGranularity === undefined ? {} : { evictGranularity: opts.evictGranularity }),
       ...(onEvent === undefined ? {} : { onEvent }),
-      ...(config.hostTier === undefined ? {} : { hostTier: hostTierOptions(config.hostTier) }),
-      onEviction: (freed) => {
+      ...(config.hostTier === undefined ? {} : { hostTier: hostTierOptions(config.hostTier, g) }),
+      // Only the D→P sync rebuilds pages from a P's events; the router reads hashes, and takes
+      // a node's pages in one event, unless events get lost (a fault loses one page's event).
+      eventTokenIds: toSync,
+      eventBatching: toSync || this.#losesEvents ? 'page' : 'node',
+      onEviction: (freedUnits) => {
         const w = holder.w
         if (w === undefined) return
+        const freed = g.tokens(freedUnits)
         w.evictions++
         w.evictedTokens += freed
         if (freed > w.maxEviction) w.maxEviction = freed
@@ -111,7 +136,8 @@ export class WorkerFactory {
 
   #onKvEvent(w: SimWorker, e: KvEvent): void {
     const c = this.#ctx.counters
-    c.kvEvents++
+    // Counted per page, as SGLang publishes them, however they are batched here.
+    c.kvEvents += e.type === 'AllBlocksCleared' ? 1 : e.blockHashes.length
     w.lastEventId = e.eventId
     if (this.#faults.lostEvent(w)) {
       c.kvEventsLost++

@@ -6,12 +6,15 @@ import {
   admitOptionsFor,
   createPolicy,
   parsePolicySpec,
+  runsColocated,
 } from '../adapters/router.js'
 import { type Topology, formatTopology, topologyWorkers } from '../cluster/topology.js'
 import type { Retention, SimRole } from '../cluster/worker.js'
 import { type CostModel, makeCostModel } from '../cost/costModel.js'
 import { SimError, SimErrorCode, checkOption } from '../errors/simError.js'
 import type { FaultSpec } from '../faults/faults.js'
+import { type GatewayRetry, gatewayRetryFor } from '../gateway/retry.js'
+import { KvGeometry } from '../granularity/kvGeometry.js'
 import type { Workload } from '../workload/types.js'
 import { type ResolvedHostTier, admissionCostModel, resolveHostTier } from '../hostTier/hostTier.js'
 import type { RunOptions } from './runOptions.js'
@@ -52,11 +55,18 @@ export interface RunConfig {
   readonly topology: Topology
   /** KV pool of each worker, tokens (a page multiple). */
   readonly capacity: number
+  /** Token or block granularity: what the caches count, and how that converts to tokens. */
+  readonly geometry: KvGeometry
   readonly workers: readonly WorkerPlan[]
   /** `release=reaper`; undefined: the engines release idle sessions under pressure. */
   readonly reaper: ReaperConfig | undefined
   /** Every caching worker's host KV tier (`--host-tier`); undefined: none. */
   readonly hostTier: ResolvedHostTier | undefined
+  /**
+   * A baseline's router and its retries (the turns bypass kvc's Dispatch); undefined for `kvc`
+   * policies, whose turns the router's `TurnDispatch` drives.
+   */
+  readonly gateway: GatewayRetry | undefined
 }
 
 /**
@@ -67,7 +77,8 @@ export function resolveRunConfig(options: RunOptions): RunConfig {
   const workload = options.workload
   checkOption(workload.turns.length > 0, 'the workload has no turns', workload.name)
   const spec = typeof options.policy === 'string' ? parsePolicySpec(options.policy) : options.policy
-  const policy = createPolicy(spec)
+  const topology = topologyForPolicy(options.topology, spec)
+  const policy = createPolicy(spec, topology.kind === 'dp')
   const timeScale = options.timeScale ?? 1
   checkOption(
     Number.isFinite(timeScale) && timeScale > 0,
@@ -98,8 +109,16 @@ export function resolveRunConfig(options: RunOptions): RunConfig {
   const sampleMs = (options.sampleIntervalS ?? 5) * 1000
   checkOption(sampleMs > 0, 'sampleIntervalS must be > 0', options.sampleIntervalS)
   const faults = options.faults ?? []
-  const topology = topologyForPolicy(options.topology, spec, policy)
+  const admitOptions0 = admitOptionsFor(spec)
+  if (topology.kind === 'pd' && topology.prefill === 0 && policy.pathMode === 'seed') {
+    throw new SimError(
+      SimErrorCode.InvalidOption,
+      `policy ${spec.label} needs at least one P worker`,
+      topology,
+    )
+  }
   const capacity = resolveCapacity(cost.capacityTokens, pageSize, workload)
+  const geometry = new KvGeometry(pageSize, workload.blockTokens ?? 1)
   // A policy's own `hostTier=` replaces the run's (`null`: none).
   const tierSpec = spec.hostTier !== undefined ? (spec.hostTier ?? undefined) : options.hostTier
   const hostTier =
@@ -109,11 +128,23 @@ export function resolveRunConfig(options: RunOptions): RunConfig {
   // With a host tier the D's admission weighs a session's host-resident tokens by the cost model.
   const admitOptions =
     hostTier === undefined
-      ? admitOptionsFor(spec)
-      : { ...admitOptionsFor(spec), costModel: admissionCostModel(cost, hostTier.medium) }
+      ? admitOptions0
+      : { ...admitOptions0, costModel: admissionCostModel(cost, hostTier.medium) }
   const workers = planWorkers(topology, policy)
   checkFaultTargets(faults, topology, workers)
   const reaper = checkPolicySwitches(spec, policy)
+  if (!geometry.tokenLevel) {
+    checkOption(
+      workload.sessions === 0,
+      'a block-granular workload has no sessions (its prompts are blocks, not text a session extends)',
+      workload.sessions,
+    )
+    checkOption(
+      spec.sync === undefined,
+      `policy ${spec.label}: the D→P sync needs token granularity (its sink rebuilds pages from token ids)`,
+      spec.label,
+    )
+  }
   return {
     options,
     workload,
@@ -131,28 +162,30 @@ export function resolveRunConfig(options: RunOptions): RunConfig {
     admitOptions,
     topology,
     capacity,
+    geometry,
     workers,
     reaper,
     hostTier,
+    gateway: policy.pathMode === 'kvc' ? undefined : gatewayRetryFor(spec.name, spec.retries),
   }
 }
 
-/** A `direct` policy (DP cache-aware) runs on `N×DP` with N = P + D; the others need P workers. */
-function topologyForPolicy(given: Topology, spec: PolicySpec, policy: RoutingPolicy): Topology {
-  const direct = policy.pathMode === 'direct'
-  let topo = given
-  if (direct && topo.kind === 'pd') topo = { kind: 'dp', workers: topologyWorkers(topo) }
-  if (!direct && topo.kind === 'dp') {
+/**
+ * The topology a policy runs on: a colocated baseline (`dp-cache-aware`, `colocated=on`, or any
+ * baseline given an `N×DP` topology) on `N×DP` with N = P + D of the given one (the same GPU
+ * count); the others on the given `nPmD`. `kvc` and `colocated=off` need P workers.
+ */
+function topologyForPolicy(given: Topology, spec: PolicySpec): Topology {
+  const colocated = runsColocated(spec, given.kind)
+  if (colocated) return given.kind === 'pd' ? { kind: 'dp', workers: topologyWorkers(given) } : given
+  if (given.kind === 'dp') {
     throw new SimError(
       SimErrorCode.InvalidOption,
-      `policy ${spec.label} routes through P workers: give an nPmD topology (e.g. 2P6D), not ${formatTopology(topo)}`,
-      formatTopology(topo),
+      `policy ${spec.label} routes through P workers: give an nPmD topology (e.g. 2P6D), not ${formatTopology(given)}`,
+      formatTopology(given),
     )
   }
-  if (!direct && topo.kind === 'pd' && topo.prefill === 0 && policy.pathMode === 'seed') {
-    throw new SimError(SimErrorCode.InvalidOption, `policy ${spec.label} needs at least one P worker`, topo)
-  }
-  return topo
+  return given
 }
 
 /** Per-worker KV capacity: the cost model's, rounded down to pages; unlimited: the whole workload once. */
@@ -241,7 +274,7 @@ function checkFaultTargets(
   }
 }
 
-/** `seedSlot=off`, `release=reaper` and `sync=on` need D workers that keep sessions. */
+/** `seedSlot=off`, `release=reaper`, `sync=on` and `elastic=on` need D workers that keep sessions. */
 function checkPolicySwitches(spec: PolicySpec, policy: RoutingPolicy): ReaperConfig | undefined {
   const needsKvc = (what: string) => {
     if (policy.pathMode !== 'kvc') {
@@ -253,6 +286,8 @@ function checkPolicySwitches(spec: PolicySpec, policy: RoutingPolicy): ReaperCon
     }
   }
   if (spec.seedSlot === false) needsKvc('seedSlot=off')
+  if (spec.slotAdmission === true) needsKvc('admission=slot')
+  if (spec.seedPath === 'pd') needsKvc('seedPath=pd')
   let reaper: ReaperConfig | undefined
   const release = spec.release
   if (release?.mode === 'reaper') {
@@ -260,5 +295,15 @@ function checkPolicySwitches(spec: PolicySpec, policy: RoutingPolicy): ReaperCon
     reaper = { idleMs: release.idleTtlS * 1000, intervalMs: release.intervalS * 1000 }
   }
   if (spec.sync !== undefined) needsKvc('sync=on')
+  if (spec.elastic !== undefined) {
+    needsKvc('elastic=on')
+    if (spec.sync !== undefined) {
+      throw new SimError(
+        SimErrorCode.InvalidOption,
+        `policy ${spec.label}: elastic=on and sync=on cannot be combined (the sync's links are fixed at start)`,
+        spec.label,
+      )
+    }
+  }
   return reaper
 }

@@ -4,6 +4,7 @@ import { EV_DECODE_TICK } from '../cluster/events.js'
 import type { Turn } from '../cluster/turn.js'
 import type { DecodeSeq, SimWorker } from '../cluster/worker.js'
 import { decodeStepSeconds } from '../cost/costModel.js'
+import { DecodeGapRecorder } from '../metrics/decodeGaps.js'
 import { isOom } from '../prefill/openRequest.js'
 import { uniqueTokens } from '../workload/tokens.js'
 
@@ -16,15 +17,19 @@ import { uniqueTokens } from '../workload/tokens.js'
 export class DecodeBatches {
   readonly #ctx: SimContext
   readonly #host: SimHost
+  /** Every turn's inter-token gaps (ITL), without per-token work. */
+  readonly gaps: DecodeGapRecorder
 
   constructor(ctx: SimContext, host: SimHost) {
     this.#ctx = ctx
     this.#host = host
+    this.gaps = new DecodeGapRecorder(ctx.turns.length)
   }
 
   /** Count the steps `w`'s batch made since it last advanced. */
   advance(w: SimWorker): void {
     const now = this.#ctx.now
+    this.gaps.advance(w.idx, now - w.lastAdvance, w.stepMs, w.decode.length)
     if (w.decode.length > 0 && Number.isFinite(w.stepMs)) w.stepsDone += (now - w.lastAdvance) / w.stepMs
     w.lastAdvance = now
   }
@@ -64,10 +69,13 @@ export class DecodeBatches {
     }
   }
 
-  /** The turn's output tokens: the workload's, else unique ones. */
+  /** The turn's output tokens (cache units at block granularity): the workload's, else unique ones. */
   outputTokens(turn: Turn): Uint32Array {
-    const w = this.#ctx.config.workload
-    return w.outputTokens(turn.id) ?? uniqueTokens(0x7fff0000 ^ turn.id, turn.spec.outputLength)
+    const config = this.#ctx.config
+    return (
+      config.workload.outputTokens(turn.id) ??
+      uniqueTokens(0x7fff0000 ^ turn.id, config.geometry.units(turn.spec.outputLength))
+    )
   }
 
   /**
@@ -79,8 +87,9 @@ export class DecodeBatches {
     w.reservedOutputs = Math.max(0, w.reservedOutputs - out)
     if (req !== undefined) {
       const toks = this.outputTokens(turn)
+      const steps = this.#ctx.config.geometry.units(out)
       try {
-        for (let i = 0; i < out; i++) w.cache!.decode(req, toks[i]!)
+        for (let i = 0; i < steps; i++) w.cache!.decode(req, toks[i]!)
       } catch (err) {
         if (!isOom(err)) throw err
         w.cache!.abortReq(req)
@@ -101,11 +110,12 @@ export class DecodeBatches {
       return
     }
     this.advance(w)
+    this.gaps.join(w.idx, turn.id)
     w.addDecode({
       turn,
       seq: turn.seq,
       finishStep: w.stepsDone + out - 1,
-      ctx0: turn.prompt!.length,
+      ctx0: this.#ctx.config.geometry.promptTokens(turn.prompt!.length),
       joinStep: w.stepsDone,
     })
     this.refresh(w)
@@ -114,6 +124,7 @@ export class DecodeBatches {
 
   #finish(w: SimWorker, turn: Turn): void {
     const ctx = this.#ctx
+    this.gaps.finish(w.idx, turn.id)
     if (turn.req2 !== undefined) w.cache!.cacheFinishedReq(turn.req2)
     const sync = ctx.sync
     if (
@@ -129,10 +140,13 @@ export class DecodeBatches {
       history.set(out, turn.prompt.length)
       sync.commit(w.id, turn.key, history)
     }
-    if (turn.slots2 !== undefined) w.pool.free(turn.slots2)
-    const committed = (turn.prompt?.length ?? 0) + turn.spec.outputLength - 1
+    if (turn.pages2 !== undefined) w.pool.freePages(turn.pages2)
+    const committed =
+      (turn.prompt === undefined ? 0 : ctx.config.geometry.promptTokens(turn.prompt.length)) +
+      turn.spec.outputLength -
+      1
     turn.req2 = undefined
-    turn.slots2 = undefined
+    turn.pages2 = undefined
     turn.req1 = undefined
     turn.stage = 'idle'
     w.holders.delete(turn)
@@ -150,11 +164,12 @@ export class DecodeBatches {
 
   /** Release a decoding turn's place in `w2`'s batch and its KV there (the turn was abandoned). */
   abandon(turn: Turn, w2: SimWorker | undefined): void {
+    this.gaps.drop(turn.id)
     if (w2?.alive) {
       this.advance(w2)
       w2.removeDecode(turn)
       if (turn.req2 !== undefined) w2.cache!.abortReq(turn.req2)
-      if (turn.slots2 !== undefined) w2.pool.free(turn.slots2)
+      if (turn.pages2 !== undefined) w2.pool.freePages(turn.pages2)
       this.refresh(w2)
       this.#ctx.touch(w2)
       this.#host.kick(w2)

@@ -122,7 +122,10 @@ export class FaultInjector {
     w.alive = false
     w.life++
     ctx.router.cluster.setHealth(w.id, false)
-    if (w.role !== 'prefill') ctx.router.cluster.residency.clearWorker(w.id)
+    const cluster = ctx.router.cluster
+    if (w.retention !== 'none') {
+      ;(w.role === 'prefill' ? cluster.prefillResidency : cluster.residency).clearWorker(w.id)
+    }
     // A P's death fails its seeds on the P side, which the router counts against the P→D link
     // (as a proxy reports a seed's P-side failure), not against the D; a D's is the D's failure.
     const cause = w.role === 'prefill' ? 'transfer_error' : 'worker_error'
@@ -137,10 +140,11 @@ export class FaultInjector {
     this.#factory.renewKv(w)
     w.alive = true
     w.lastEventId = -1
-    if (w.role !== 'prefill') {
-      this.#ctx.router.cluster.residency.resync(w.id, [], -1)
-      this.#ctx.touch(w)
+    const cluster = this.#ctx.router.cluster
+    if (w.retention !== 'none') {
+      ;(w.role === 'prefill' ? cluster.prefillResidency : cluster.residency).resync(w.id, [], -1)
     }
+    if (w.role !== 'prefill') this.#ctx.touch(w)
     this.#ctx.router.cluster.setHealth(w.id, true)
   }
 }

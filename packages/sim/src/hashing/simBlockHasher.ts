@@ -28,25 +28,20 @@ function nsSeed(extraKey: string | undefined): number {
 export const simBlockHasher: BlockHasher = Object.freeze({
   name: 'sim-2x32',
   hashBlock(parent: Uint8Array | undefined, page: Uint32Array, extraKey: string | undefined): Uint8Array {
-    let h1: number
-    let h2: number
     if (parent === undefined) {
-      h1 = nsSeed(extraKey)
-      h2 = 0x9747b28c ^ h1
+      const seed = nsSeed(extraKey)
+      hashLanes(seed, 0x9747b28c ^ seed, page, 0, page.length)
     } else {
-      h1 = (parent[0]! << 24) | (parent[1]! << 16) | (parent[2]! << 8) | parent[3]!
-      h2 = (parent[4]! << 24) | (parent[5]! << 16) | (parent[6]! << 8) | parent[7]!
+      hashLanes(
+        (parent[0]! << 24) | (parent[1]! << 16) | (parent[2]! << 8) | parent[3]!,
+        (parent[4]! << 24) | (parent[5]! << 16) | (parent[6]! << 8) | parent[7]!,
+        page,
+        0,
+        page.length,
+      )
     }
-    for (let i = 0; i < page.length; i++) {
-      const t = page[i]!
-      h1 = Math.imul(h1 ^ t, 0x01000193)
-      h2 = Math.imul(h2 ^ t, 0x5bd1e995)
-      h2 ^= h2 >>> 13
-    }
-    h1 = Math.imul(h1 ^ (h1 >>> 16), 0x85ebca6b)
-    h1 ^= h1 >>> 13
-    h2 = Math.imul(h2 ^ (h2 >>> 16), 0xc2b2ae35)
-    h2 ^= h2 >>> 16
+    const h1 = LANES[0]!
+    const h2 = LANES[1]!
     const out = new Uint8Array(8)
     out[0] = h1 >>> 24
     out[1] = (h1 >>> 16) & 255
@@ -63,3 +58,33 @@ export const simBlockHasher: BlockHasher = Object.freeze({
     return view.getBigInt64(0)
   },
 })
+
+/** The two 32-bit lanes of the last {@link hashLanes} (the digest's first and last 4 bytes). */
+export const LANES = new Int32Array(2)
+
+/** Seed lanes of a namespace's first page (no parent). */
+export function rootLanes(extraKey: string | undefined): void {
+  const seed = nsSeed(extraKey)
+  LANES[0] = seed
+  LANES[1] = 0x9747b28c ^ seed
+}
+
+/**
+ * Hash `tokens[from, to)` as one page after a parent whose lanes are `h1`, `h2` (a root page:
+ * {@link rootLanes}' seeds) into {@link LANES}: `simBlockHasher.hashBlock` without its byte
+ * digest, for the simulator's own key chains (the lanes are a block key's high and low words).
+ */
+export function hashLanes(h1: number, h2: number, tokens: Uint32Array, from: number, to: number): void {
+  for (let i = from; i < to; i++) {
+    const t = tokens[i]!
+    h1 = Math.imul(h1 ^ t, 0x01000193)
+    h2 = Math.imul(h2 ^ t, 0x5bd1e995)
+    h2 ^= h2 >>> 13
+  }
+  h1 = Math.imul(h1 ^ (h1 >>> 16), 0x85ebca6b)
+  h1 ^= h1 >>> 13
+  h2 = Math.imul(h2 ^ (h2 >>> 16), 0xc2b2ae35)
+  h2 ^= h2 >>> 16
+  LANES[0] = h1
+  LANES[1] = h2
+}

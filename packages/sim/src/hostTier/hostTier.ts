@@ -191,7 +191,8 @@ export function resolveHostTier(
 
 /**
  * The radix cache's `hostTier` option for a resolved tier (its events name the medium as SGLang
- * HiCache does: `CPU_TIER1` for host memory, `CPU_TIER2` for storage).
+ * HiCache does: `CPU_TIER1` for host memory, `CPU_TIER2` for storage); with a `geometry`, in the
+ * cache's units (`unitTokens` tokens each, pages of `pageUnits`).
  *
  * @example
  * ```ts
@@ -199,11 +200,17 @@ export function resolveHostTier(
  * hostTierOptions(resolveHostTier({ ratio: 1 }, 4096, 16, DEFAULT_COST_MODEL, 1)).hostMedium // 'CPU_TIER1'
  * ```
  */
-export function hostTierOptions(t: ResolvedHostTier): HostTierOptions {
+export function hostTierOptions(
+  t: ResolvedHostTier,
+  geometry?: { readonly unitTokens: number; readonly pageUnits: number },
+): HostTierOptions {
+  // Block-granular runs (`KvGeometry`) size the cache in units of `unitTokens` tokens.
+  const u = geometry?.unitTokens ?? 1
+  const page = geometry?.pageUnits ?? 1
   return {
-    capacity: t.capacityTokens,
+    capacity: Math.max(page, Math.floor(t.capacityTokens / u / page) * page),
     writePolicy: t.writePolicy,
-    loadBackThreshold: t.loadBackThreshold,
+    loadBackThreshold: Math.floor(t.loadBackThreshold / u),
     hostMedium: t.medium === 'disk' ? 'CPU_TIER2' : 'CPU_TIER1',
   }
 }

@@ -1,6 +1,27 @@
-import type { RunResult } from './runResult.js'
+import { GAP_BUCKETS, type DecodeGapHistograms, gapHistogramQuantiles } from './decodeGaps.js'
 import { type LatencyStats, latencyStats } from './quantiles.js'
+import type { RunResult } from './runResult.js'
+import { DEFAULT_SLO, type Slo, meetsSlo, sessionTasks, tpotOf } from './slo.js'
 import type { TurnRecord } from './types.js'
+
+/**
+ * Inter-token latency pooled over every gap of every completed turn (seconds): its mean (exact:
+ * Σ decode time ÷ Σ gaps) and percentiles (from the gap histograms, within ±1.1%). `NaN` without
+ * gap data.
+ *
+ * @example
+ * ```ts
+ * import type { ItlStats } from '@kvc/sim'
+ * const s: ItlStats = { gaps: 12_000, mean: 0.0131, p50: 0.0124, p90: 0.0142, p99: 0.21 }
+ * ```
+ */
+export interface ItlStats {
+  readonly gaps: number
+  readonly mean: number
+  readonly p50: number
+  readonly p90: number
+  readonly p99: number
+}
 
 /**
  * The metrics of `docs/design/simulation.md#metrics` for one run (one policy, one seed). Latencies in seconds. Failed
@@ -20,15 +41,31 @@ export interface RunMetrics {
   readonly errorRate: number
   readonly failedByCause: Readonly<Record<string, number>>
   readonly ttft: LatencyStats
+  /**
+   * Time per output token after the first, over turns with at least two output tokens; failed
+   * turns count as infinitely slow in the percentiles, and the mean is over completed turns.
+   */
+  readonly tpot: LatencyStats
+  readonly itl: ItlStats
   readonly e2e: LatencyStats
+  /** The SLOs goodput is measured against. */
+  readonly slo: Slo
+  /** Share of all turns that completed within both SLOs. */
+  readonly goodput: number
+  /** Good turns per simulated second (makespan). */
+  readonly goodTurnsPerS: number
+  /** Agent task completion per session, first arrival to last end (think and tool gaps included); failed sessions as failed turns. */
+  readonly task: LatencyStats
+  /** The same without the gaps: the sum of the session's turns' end-to-end times. */
+  readonly taskServed: LatencyStats
   /** Completed turns per simulated second (makespan). */
   readonly throughputTurnsPerS: number
   /** Output tokens of completed turns per simulated second. */
   readonly outputTokensPerS: number
   /** Share of all turns served on the fast path (direct to the D holding the session). */
   readonly fastPathRate: number
-  readonly paths: Readonly<Record<'fast' | 'seed' | 'direct', number>>
-  /** Seed-path turns of sessions past their first turn (a P re-prefilled the history). */
+  readonly paths: Readonly<Record<'fast' | 'local' | 'seed' | 'direct', number>>
+  /** Seed-path and local-seed turns of sessions past their first turn (the history was re-prefilled, by a P or by the D). */
   readonly reseeds: number
   /** Turns whose session moved to another D. */
   readonly migrations: number
@@ -117,6 +154,72 @@ export function latencyOf(records: readonly TurnRecord[], which: 'ttft' | 'e2e')
 }
 
 /**
+ * TPOT statistics of a list of records (see {@link RunMetrics.tpot}).
+ *
+ * @example
+ * ```ts
+ * import { tpotStats } from '@kvc/sim'
+ * tpotStats([]).n // 0
+ * ```
+ */
+export function tpotStats(records: readonly TurnRecord[]): LatencyStats {
+  const v: number[] = []
+  const m: number[] = []
+  for (const r of records) {
+    const t = tpotOf(r)
+    if (Number.isNaN(t)) continue
+    v.push(t)
+    if (Number.isFinite(t)) m.push(t)
+  }
+  return latencyStats(Float64Array.from(v), Float64Array.from(m))
+}
+
+/**
+ * Pooled inter-token latency of the completed turns of `records` (`gaps`: the run's per-turn gap
+ * histograms, rows by record index).
+ *
+ * @example
+ * ```ts
+ * import { itlStats } from '@kvc/sim'
+ * itlStats([], undefined).p50 // NaN
+ * ```
+ */
+export function itlStats(records: readonly TurnRecord[], gaps: DecodeGapHistograms | undefined): ItlStats {
+  let decodeMs = 0
+  let n = 0
+  for (const r of records) {
+    if (r.status !== 'completed' || r.outputLength <= 1) continue
+    decodeMs += r.endMs - r.firstTokenMs
+    n += r.outputLength - 1
+  }
+  const mean = n === 0 ? Number.NaN : decodeMs / 1000 / n
+  if (gaps === undefined) return { gaps: n, mean, p50: Number.NaN, p90: Number.NaN, p99: Number.NaN }
+  const hist = new Float64Array(GAP_BUCKETS)
+  let total = 0
+  for (let k = 0; k < gaps.counts.length; k++) {
+    hist[gaps.buckets[k]!]! += gaps.counts[k]!
+    total += gaps.counts[k]!
+  }
+  const [p50, p90, p99] = gapHistogramQuantiles(hist, total, [0.5, 0.9, 0.99])
+  return { gaps: n, mean, p50: p50!, p90: p90!, p99: p99! }
+}
+
+function taskStats(records: readonly TurnRecord[]): { task: LatencyStats; taskServed: LatencyStats } {
+  const tasks = sessionTasks(records)
+  const span = new Float64Array(tasks.length)
+  const spanMean = new Float64Array(tasks.length)
+  const served = new Float64Array(tasks.length)
+  const servedMean = new Float64Array(tasks.length)
+  tasks.forEach((t, i) => {
+    span[i] = t.failed ? Number.POSITIVE_INFINITY : t.spanS
+    spanMean[i] = t.spanS
+    served[i] = t.failed ? Number.POSITIVE_INFINITY : t.servedS
+    servedMean[i] = t.servedS
+  })
+  return { task: latencyStats(span, spanMean), taskServed: latencyStats(served, servedMean) }
+}
+
+/**
  * Compute {@link RunMetrics} from a run result.
  *
  * @example
@@ -127,7 +230,11 @@ export function latencyOf(records: readonly TurnRecord[], which: 'ttft' | 'e2e')
  * computeRunMetrics(r, 98_304).turns // every turn of the workload
  * ```
  */
-export function computeRunMetrics(run: RunResult, kvBytesPerToken: number): RunMetrics {
+export function computeRunMetrics(
+  run: RunResult,
+  kvBytesPerToken: number,
+  slo: Slo = DEFAULT_SLO,
+): RunMetrics {
   const recs = run.records
   let completed = 0
   let outTokens = 0
@@ -136,9 +243,11 @@ export function computeRunMetrics(run: RunResult, kvBytesPerToken: number): RunM
   let transferred = 0
   let reseeds = 0
   let migrations = 0
-  const paths = { fast: 0, seed: 0, direct: 0 }
+  const paths = { fast: 0, local: 0, seed: 0, direct: 0 }
   const perSession = new Map<number, { n: number; fast: number }>()
+  let good = 0
   for (const r of recs) {
+    if (meetsSlo(r, slo)) good++
     input += r.inputLength
     cached += r.cachedTokens
     transferred += r.transferredTokens
@@ -146,7 +255,7 @@ export function computeRunMetrics(run: RunResult, kvBytesPerToken: number): RunM
       completed++
       outTokens += r.outputLength
       if (r.path !== undefined) paths[r.path]++
-      if (r.path === 'seed' && r.turnIndex > 0) reseeds++
+      if ((r.path === 'seed' || r.path === 'local') && r.turnIndex > 0) reseeds++
       if (r.migrated) migrations++
     }
     if (r.session >= 0) {
@@ -190,7 +299,13 @@ export function computeRunMetrics(run: RunResult, kvBytesPerToken: number): RunM
     errorRate: recs.length === 0 ? 0 : (recs.length - completed) / recs.length,
     failedByCause,
     ttft: latencyOf(recs, 'ttft'),
+    tpot: tpotStats(recs),
+    itl: itlStats(recs, run.decodeGaps),
     e2e: latencyOf(recs, 'e2e'),
+    slo,
+    goodput: recs.length === 0 ? 0 : good / recs.length,
+    goodTurnsPerS: good / span,
+    ...taskStats(recs),
     throughputTurnsPerS: completed / span,
     outputTokensPerS: outTokens / span,
     fastPathRate: recs.length === 0 ? 0 : paths.fast / recs.length,

@@ -1,3 +1,5 @@
+import type { DecodeGapHistograms } from './decodeGaps.js'
+import type { ElasticSwitch } from '../adaptive/elastic.js'
 import type { EvictionStats, TurnRecord, UsageSeries } from './types.js'
 
 /**
@@ -48,12 +50,41 @@ export interface RunCounters {
   readonly admissionReleases: number
   /** Waiting turns woken early because a seed ended and its pending-seed slot was theirs. */
   readonly seedWakes: number
+  /** Classic P/D baselines: requests whose D never preallocated their KV within the bootstrap timeout. */
+  readonly preallocTimeouts: number
+  /** Baselines: requests their router sent again after a failure. */
+  readonly retries: number
   /** D→P sync (`sync=on`): bytes sent and tokens P ingested. */
   readonly syncBytes: number
   readonly syncIngestedTokens: number
   /** Host tier (`--host-tier`): prefills that loaded part of their prompt back, and the tokens they loaded. */
   readonly loadBacks: number
   readonly loadedBackTokens: number
+}
+
+/**
+ * What the adaptive mechanisms of a run did: the elastic controller's role switches
+ * (`elastic=on`), the hedged admission RPCs (`hedgeAdmissions`), the self-tuned parameters
+ * (`selfTune`) and the hot sessions the D workers retracted (`retract=on`).
+ *
+ * @example
+ * ```ts
+ * import type { AdaptiveRunInfo } from '@kvc/sim'
+ * const moved = (a: AdaptiveRunInfo) => a.elasticSwitches?.length ?? 0
+ * ```
+ */
+export interface AdaptiveRunInfo {
+  readonly elasticSwitches?: readonly ElasticSwitch[]
+  readonly finalTopology?: string
+  /** Hedged admissions: second RPCs sent, those whose D admitted first, late leases released. */
+  readonly hedges?: { readonly sent: number; readonly won: number; readonly releasedLate: number }
+  /** Self-tuning: the values at the end of the run and how many windows changed one. */
+  readonly tuning?: {
+    readonly tauReject: number
+    readonly pendingSeedsPerD: number
+    readonly backoffBaseMs: number
+    readonly updates: number
+  }
 }
 
 /**
@@ -75,6 +106,11 @@ export interface RunResult {
   readonly pageSize: number
   readonly capacityTokens: number
   readonly records: readonly TurnRecord[]
+  /**
+   * Every completed turn's inter-token gaps, rows by record index (absent where the runner cannot
+   * see tokens, as in a replay without streaming: ITL statistics are then `NaN`).
+   */
+  readonly decodeGaps?: DecodeGapHistograms
   /** Simulated time from the first arrival to the last turn's end, seconds. */
   readonly makespanS: number
   readonly usage: readonly UsageSeries[]
@@ -83,4 +119,24 @@ export interface RunResult {
   readonly counters: RunCounters
   /** Wall-clock milliseconds (not part of the deterministic output). */
   readonly wallMs: number
+  /**
+   * The process's peak resident set size when the run ended, MB (its high-water mark so far,
+   * with every worker thread; not part of the deterministic output).
+   */
+  readonly peakRssMB: number
+  /** What the adaptive mechanisms did (`elastic=on`, hedged admission, self-tuning), when on. */
+  readonly adaptive?: AdaptiveRunInfo
+}
+
+/**
+ * The process's peak resident set size so far, MB (one decimal): what `kvc-sim` reports.
+ *
+ * @example
+ * ```ts
+ * import { peakRssMB } from '@kvc/sim'
+ * console.log(`peak RSS ${peakRssMB()} MB`)
+ * ```
+ */
+export function peakRssMB(): number {
+  return Math.round(process.resourceUsage().maxRSS / 102.4) / 10
 }

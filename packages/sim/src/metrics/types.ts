@@ -1,7 +1,8 @@
 /**
  * How a turn was served: `fast` (direct to the D that holds the session; the D prefills the
- * append), `seed` (a P prefilled, the KV was transferred to a D), `direct` (a colocated worker
- * prefilled and decoded it).
+ * append), `local` (a local seed: the D Route picked prefilled the part of the prompt it lacked
+ * itself, chosen by the adaptive path choice), `seed` (a P prefilled, the KV was transferred to a
+ * D), `direct` (a colocated worker prefilled and decoded it).
  *
  * @example
  * ```ts
@@ -9,7 +10,7 @@
  * const p: ServePath = 'fast'
  * ```
  */
-export type ServePath = 'fast' | 'seed' | 'direct'
+export type ServePath = 'fast' | 'local' | 'seed' | 'direct'
 
 /**
  * The fate of one turn. Every turn of a run has exactly one record, completed or failed with a

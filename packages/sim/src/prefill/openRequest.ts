@@ -11,6 +11,7 @@ export function isOom(err: unknown): boolean {
 /**
  * Create a request for `turn` on `w` (a prefill, or a seed landing on its D): match its prompt,
  * make room, allocate its new tokens; undefined (and no change) when `w` is short of KV memory.
+ * `cached` is in tokens (the cache counts units: see `KvGeometry`).
  */
 export function openRequest(
   config: RunConfig,
@@ -20,11 +21,12 @@ export function openRequest(
   reserve: number,
 ): { req: SessionRequest; cached: number; loaded: number } | undefined {
   const cache = w.cache!
+  const g = config.geometry
   const prompt = turn.prompt!
   const sid = withSession ? turn.key : undefined
   let req: SessionRequest
-  let cached: number
-  let loaded: number
+  let cachedUnits: number
+  let loadedUnits: number
   const rid = `${turn.id}.${turn.seq}`
   const make = () => {
     if (sid !== undefined && !cache.hasSession(sid)) cache.openSession(sid)
@@ -32,8 +34,8 @@ export function openRequest(
       sid === undefined ? { rid, inputIds: prompt } : { rid, inputIds: prompt, sessionId: sid },
     )
     const m = cache.matchPrefix(req)
-    cached = m.length
-    loaded = m.loadedTokens
+    cachedUnits = m.length
+    loadedUnits = m.loadedTokens
   }
   try {
     make()
@@ -46,7 +48,8 @@ export function openRequest(
     if (st !== undefined) cache.releaseSession(sid)
     make()
   }
-  const newTokens = prompt.length - cached!
+  const cached = g.tokens(cachedUnits!)
+  const newTokens = g.promptTokens(prompt.length) - cached
   // Admission to the GPU (SGLang's scheduler): the prompt and the outputs of every admitted
   // request must fit in free + evictable memory; idle sessions give up their locks first, least
   // recently used first (`release=pressure`), or not at all (`release=reaper`: only the periodic
@@ -55,25 +58,29 @@ export function openRequest(
   // evicted yet.
   const lazy = config.reaper !== undefined && w.retention === 'sessions'
   const need = newTokens + reserve + w.reservedOutputs + (lazy ? 2 * config.pageSize : 0)
-  if (w.pool.availableSize() + cache.cache.evictableSize() < need) {
-    if (!lazy) cache.evictIdleSessions({ needTokens: need })
-    if (lazy || w.pool.availableSize() + cache.cache.evictableSize() < need) {
+  if (g.tokens(w.pool.availableSize() + cache.cache.evictableSize()) < need) {
+    if (!lazy) cache.evictIdleSessions({ needTokens: g.units(need) })
+    if (lazy || g.tokens(w.pool.availableSize() + cache.cache.evictableSize()) < need) {
       cache.abortReq(req!)
       return undefined
     }
   }
   // Allocate chunk by chunk (chunked prefill / layer-wise transfer): each chunk evicts only
-  // its own shortfall, as the engine does.
+  // its own shortfall, as the engine does. The chunks are cut in tokens and allocated in units.
   try {
+    let doneUnits = cachedUnits!
     for (let done = 0; done < newTokens; ) {
-      const k = Math.min(config.chunkTokens, newTokens - done)
-      cache.prefill(req!, k)
-      done += k
+      done += Math.min(config.chunkTokens, newTokens - done)
+      const target = g.units(cached + done)
+      if (target > doneUnits) {
+        cache.prefill(req!, target - doneUnits)
+        doneUnits = target
+      }
     }
   } catch (err) {
     cache.abortReq(req!)
     if (isOom(err)) return undefined
     throw err
   }
-  return { req: req!, cached: cached!, loaded: loaded! }
+  return { req: req!, cached, loaded: g.tokens(loadedUnits!) }
 }

@@ -102,15 +102,12 @@ export class PrefillServers {
     w.running = job
     w.runningReq = opened.req
     w.prefillGen++
-    ctx.q.push(
+    w.prefillEndsMs =
       ctx.now +
-        (prefillSeconds(ctx.config.cost, newCost, cachedCost) +
-          tierLoadSeconds(ctx.config.cost, ctx.config.hostTier, loadCost)) *
-          1000,
-      EV_PREFILL_DONE,
-      w.idx,
-      w.prefillGen,
-    )
+      (prefillSeconds(ctx.config.cost, newCost, cachedCost) +
+        tierLoadSeconds(ctx.config.cost, ctx.config.hostTier, loadCost)) *
+        1000
+    ctx.q.push(w.prefillEndsMs, EV_PREFILL_DONE, w.idx, w.prefillGen)
     this.#decode.refresh(w)
     ctx.touch(w)
     return true

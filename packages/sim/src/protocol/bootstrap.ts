@@ -1,4 +1,5 @@
 import { Prng } from '../engine/prng.js'
+import { type DecodeGapHistograms, GAP_BUCKETS, gapBucketMs } from '../metrics/decodeGaps.js'
 import { quantileSorted } from '../metrics/quantiles.js'
 
 /**
@@ -15,17 +16,33 @@ export const CI_METRICS = [
   'ttft_p50',
   'ttft_p90',
   'ttft_p99',
+  'tpot_mean',
+  'tpot_p50',
+  'tpot_p90',
+  'tpot_p99',
+  'itl_p50',
+  'itl_p90',
+  'itl_p99',
   'e2e_mean',
   'e2e_p50',
   'e2e_p90',
   'e2e_p99',
+  'goodput',
+  'task_mean',
+  'task_p50',
+  'task_p90',
+  'task_served_mean',
+  'task_served_p50',
+  'task_served_p90',
   'error_rate',
   'fast_path_rate',
 ] as const
 
 /**
  * One of {@link CI_METRICS}. Latencies are seconds; rates are fractions. For all of them lower is
- * better except `fast_path_rate`.
+ * better except `goodput` and `fast_path_rate`. `tpot_*` are per turn (turns with two output
+ * tokens or more), `itl_*` pool every gap between tokens, `task_*` are per session (first arrival
+ * to last end; `task_served_*` without the think and tool gaps).
  *
  * @example
  * ```ts
@@ -41,11 +58,11 @@ export type CiMetric = (typeof CI_METRICS)[number]
  * @example
  * ```ts
  * import { higherIsBetter } from '@kvc/sim'
- * higherIsBetter('fast_path_rate') // true
+ * higherIsBetter('goodput') // true
  * ```
  */
 export function higherIsBetter(m: CiMetric): boolean {
-  return m === 'fast_path_rate'
+  return m === 'fast_path_rate' || m === 'goodput'
 }
 
 /**
@@ -86,7 +103,8 @@ export interface PairedEstimate {
 
 /**
  * Per-turn columns of one policy, concatenated over the seeds in the same order for every policy
- * (so index `i` is the same turn of the same trial everywhere: the pairing).
+ * (so index `i` is the same turn of the same trial everywhere: the pairing). The optional columns
+ * feed the decode-side and task metrics; without them those metrics are `NaN`.
  *
  * @example
  * ```ts
@@ -102,6 +120,23 @@ export interface PolicyColumns {
   readonly elapsed: Float64Array
   readonly failed: Uint8Array
   readonly fast: Uint8Array
+  /** TPOT per turn, seconds (`NaN`: fewer than two output tokens; `Infinity`: failed). */
+  readonly tpot?: Float64Array
+  /** 1 where the turn completed within both SLOs. */
+  readonly good?: Uint8Array
+  /** Each turn's gap histogram (rows by turn index, over the concatenated seeds). */
+  readonly gaps?: DecodeGapHistograms
+  /**
+   * Per cluster of the {@link ClusterLayout} (numbered seed by seed, in layout order): the task's
+   * span and served time (`Infinity` for a session with a failed turn), and the same at the time
+   * taken (for means).
+   */
+  readonly task?: {
+    readonly span: Float64Array
+    readonly spanElapsed: Float64Array
+    readonly served: Float64Array
+    readonly servedElapsed: Float64Array
+  }
 }
 
 /** Which turns make up each cluster (session, or request without sessions) of each seed. *
@@ -116,33 +151,219 @@ export interface ClusterLayout {
   readonly seeds: readonly (readonly Int32Array[])[]
 }
 
-function metricsOf(c: PolicyColumns, idx: Int32Array, n: number, buf: Float64Array, out: Float64Array): void {
-  // TTFT
-  let sumT = 0
-  let sumE = 0
-  let failed = 0
-  let fast = 0
-  for (let k = 0; k < n; k++) {
-    const i = idx[k]!
-    buf[k] = c.ttft[i]!
-    sumT += c.elapsedTtft[i]!
-    sumE += c.elapsed[i]!
-    failed += c.failed[i]!
-    fast += c.fast[i]!
+/**
+ * A column sorted once, so that a resample's nearest-rank quantiles are one walk weighted by how
+ * many times each cluster was drawn (the same values a sort of the resampled turns would give,
+ * without sorting per resample).
+ */
+class SortedColumn {
+  readonly values: Float64Array
+  readonly cluster: Int32Array
+  /** Entries per cluster (for the resample's total weight). */
+  readonly perCluster: Int32Array
+
+  constructor(values: Float64Array, members: Int32Array, clusterOf: Int32Array, clusters: number) {
+    const keep: number[] = []
+    for (let j = 0; j < members.length; j++) if (!Number.isNaN(values[members[j]!]!)) keep.push(members[j]!)
+    keep.sort((a, b) => {
+      const x = values[a]!
+      const y = values[b]!
+      return x < y ? -1 : x > y ? 1 : a - b
+    })
+    this.values = Float64Array.from(keep, (i) => values[i]!)
+    this.cluster = Int32Array.from(keep, (i) => clusterOf[i]!)
+    this.perCluster = new Int32Array(clusters)
+    for (let j = 0; j < this.cluster.length; j++) this.perCluster[this.cluster[j]!]!++
   }
-  const s = buf.subarray(0, n).sort()
-  out[0] = n === 0 ? Number.NaN : sumT / n
-  out[1] = quantileSorted(s, 0.5)
-  out[2] = quantileSorted(s, 0.9)
-  out[3] = quantileSorted(s, 0.99)
-  for (let k = 0; k < n; k++) buf[k] = c.e2e[idx[k]!]!
-  const e = buf.subarray(0, n).sort()
-  out[4] = n === 0 ? Number.NaN : sumE / n
-  out[5] = quantileSorted(e, 0.5)
-  out[6] = quantileSorted(e, 0.9)
-  out[7] = quantileSorted(e, 0.99)
-  out[8] = n === 0 ? Number.NaN : failed / n
-  out[9] = n === 0 ? Number.NaN : fast / n
+
+  /** Nearest-rank quantiles `qs` (ascending) of the resample with cluster multiplicities `counts`. */
+  quantiles(counts: Int32Array, qs: readonly number[], out: Float64Array, at: number): void {
+    let w = 0
+    for (let c = 0; c < counts.length; c++) w += counts[c]! * this.perCluster[c]!
+    if (w === 0) {
+      for (let k = 0; k < qs.length; k++) out[at + k] = Number.NaN
+      return
+    }
+    let cum = 0
+    let j = 0
+    for (let k = 0; k < qs.length; k++) {
+      const rank = Math.min(w, Math.max(1, Math.ceil(qs[k]! * w)))
+      while (cum < rank) cum += counts[this.cluster[j++]!]!
+      out[at + k] = this.values[j - 1]!
+    }
+  }
+}
+
+const Q3 = [0.5, 0.9, 0.99] as const
+const Q2 = [0.5, 0.9] as const
+const M_INDEX = Object.fromEntries(CI_METRICS.map((m, i) => [m, i])) as Record<CiMetric, number>
+
+/** One policy's columns, reduced to what a resample needs: sorted columns and per-cluster sums. */
+class PreparedPolicy {
+  readonly ttft: SortedColumn
+  readonly e2e: SortedColumn
+  readonly tpot: SortedColumn | undefined
+  readonly taskSpan: SortedColumn | undefined
+  readonly taskServed: SortedColumn | undefined
+  // Per cluster.
+  readonly sumTtft: Float64Array
+  readonly sumE2e: Float64Array
+  readonly failed: Float64Array
+  readonly fast: Float64Array
+  readonly good: Float64Array | undefined
+  readonly tpotSum: Float64Array
+  readonly tpotN: Float64Array
+  readonly spanElapsed: Float64Array | undefined
+  readonly servedElapsed: Float64Array | undefined
+  /** Gap histograms merged per cluster (compressed rows). */
+  readonly gapOffsets: Int32Array | undefined
+  readonly gapBuckets: Uint16Array | undefined
+  readonly gapCounts: Float64Array | undefined
+  readonly #hist = new Float64Array(GAP_BUCKETS)
+
+  constructor(c: PolicyColumns, all: Int32Array, clusterOf: Int32Array, clusters: readonly Int32Array[]) {
+    const C = clusters.length
+    const ids = Int32Array.from({ length: C }, (_, i) => i)
+    this.ttft = new SortedColumn(c.ttft, all, clusterOf, C)
+    this.e2e = new SortedColumn(c.e2e, all, clusterOf, C)
+    this.tpot = c.tpot === undefined ? undefined : new SortedColumn(c.tpot, all, clusterOf, C)
+    this.taskSpan = c.task === undefined ? undefined : new SortedColumn(c.task.span, ids, ids, C)
+    this.taskServed = c.task === undefined ? undefined : new SortedColumn(c.task.served, ids, ids, C)
+    this.spanElapsed = c.task?.spanElapsed
+    this.servedElapsed = c.task?.servedElapsed
+    this.sumTtft = new Float64Array(C)
+    this.sumE2e = new Float64Array(C)
+    this.failed = new Float64Array(C)
+    this.fast = new Float64Array(C)
+    this.good = c.good === undefined ? undefined : new Float64Array(C)
+    this.tpotSum = new Float64Array(C)
+    this.tpotN = new Float64Array(C)
+    clusters.forEach((members, k) => {
+      for (let j = 0; j < members.length; j++) {
+        const i = members[j]!
+        this.sumTtft[k]! += c.elapsedTtft[i]!
+        this.sumE2e[k]! += c.elapsed[i]!
+        this.failed[k]! += c.failed[i]!
+        this.fast[k]! += c.fast[i]!
+        if (this.good !== undefined) this.good[k]! += c.good![i]!
+        const t = c.tpot?.[i]
+        if (t !== undefined && Number.isFinite(t)) {
+          this.tpotSum[k]! += t
+          this.tpotN[k]!++
+        }
+      }
+    })
+    if (c.gaps !== undefined) {
+      const g = c.gaps
+      const offsets = new Int32Array(C + 1)
+      const buckets: number[] = []
+      const counts: number[] = []
+      const h = this.#hist
+      clusters.forEach((members, k) => {
+        for (let j = 0; j < members.length; j++) {
+          const i = members[j]!
+          for (let e = g.offsets[i]!; e < g.offsets[i + 1]!; e++) h[g.buckets[e]!]! += g.counts[e]!
+        }
+        for (let b = 0; b < GAP_BUCKETS; b++) {
+          if (h[b]! > 0) {
+            buckets.push(b)
+            counts.push(h[b]!)
+            h[b] = 0
+          }
+        }
+        offsets[k + 1] = buckets.length
+      })
+      this.gapOffsets = offsets
+      this.gapBuckets = Uint16Array.from(buckets)
+      this.gapCounts = Float64Array.from(counts)
+    }
+  }
+
+  /** Every metric of the resample with cluster multiplicities `counts`, into `out`. */
+  metrics(counts: Int32Array, turnsPerCluster: Int32Array, out: Float64Array): void {
+    const C = counts.length
+    let n = 0
+    let sT = 0
+    let sE = 0
+    let failed = 0
+    let fast = 0
+    let good = 0
+    let tpotSum = 0
+    let tpotN = 0
+    let sessions = 0
+    let span = 0
+    let served = 0
+    for (let c = 0; c < C; c++) {
+      const w = counts[c]!
+      if (w === 0) continue
+      n += w * turnsPerCluster[c]!
+      sT += w * this.sumTtft[c]!
+      sE += w * this.sumE2e[c]!
+      failed += w * this.failed[c]!
+      fast += w * this.fast[c]!
+      if (this.good !== undefined) good += w * this.good[c]!
+      tpotSum += w * this.tpotSum[c]!
+      tpotN += w * this.tpotN[c]!
+      if (this.spanElapsed !== undefined) {
+        sessions += w
+        span += w * this.spanElapsed[c]!
+        served += w * this.servedElapsed![c]!
+      }
+    }
+    const nan = Number.NaN
+    const per = (x: number, d: number) => (d === 0 ? nan : x / d)
+    out[M_INDEX.ttft_mean] = per(sT, n)
+    this.ttft.quantiles(counts, Q3, out, M_INDEX.ttft_p50)
+    if (this.tpot === undefined) out.fill(nan, M_INDEX.tpot_mean, M_INDEX.tpot_p99 + 1)
+    else {
+      out[M_INDEX.tpot_mean] = per(tpotSum, tpotN)
+      this.tpot.quantiles(counts, Q3, out, M_INDEX.tpot_p50)
+    }
+    this.#itl(counts, out)
+    out[M_INDEX.e2e_mean] = per(sE, n)
+    this.e2e.quantiles(counts, Q3, out, M_INDEX.e2e_p50)
+    out[M_INDEX.goodput] = this.good === undefined ? nan : per(good, n)
+    if (this.taskSpan === undefined) out.fill(nan, M_INDEX.task_mean, M_INDEX.task_served_p90 + 1)
+    else {
+      out[M_INDEX.task_mean] = per(span, sessions)
+      this.taskSpan.quantiles(counts, Q2, out, M_INDEX.task_p50)
+      out[M_INDEX.task_served_mean] = per(served, sessions)
+      this.taskServed!.quantiles(counts, Q2, out, M_INDEX.task_served_p50)
+    }
+    out[M_INDEX.error_rate] = per(failed, n)
+    out[M_INDEX.fast_path_rate] = per(fast, n)
+  }
+
+  #itl(counts: Int32Array, out: Float64Array): void {
+    const offsets = this.gapOffsets
+    if (offsets === undefined) {
+      out.fill(Number.NaN, M_INDEX.itl_p50, M_INDEX.itl_p99 + 1)
+      return
+    }
+    const h = this.#hist
+    const buckets = this.gapBuckets!
+    const cs = this.gapCounts!
+    let total = 0
+    for (let c = 0; c < counts.length; c++) {
+      const w = counts[c]!
+      if (w === 0) continue
+      for (let e = offsets[c]!; e < offsets[c + 1]!; e++) {
+        h[buckets[e]!]! += w * cs[e]!
+        total += w * cs[e]!
+      }
+    }
+    let k = 0
+    let cum = 0
+    for (let b = 0; b < GAP_BUCKETS && k < Q3.length; b++) {
+      cum += h[b]!
+      while (k < Q3.length && total > 0 && cum >= Q3[k]! * total * (1 - 1e-9)) {
+        out[M_INDEX.itl_p50 + k] = gapBucketMs(b) / 1000
+        k++
+      }
+    }
+    for (; k < Q3.length; k++) out[M_INDEX.itl_p50 + k] = Number.NaN
+    h.fill(0)
+  }
 }
 
 function diffOf(a: number, b: number): number {
@@ -150,11 +371,68 @@ function diffOf(a: number, b: number): number {
   return a - b
 }
 
+/** The clusters of a layout, numbered seed by seed, and the cluster of every turn. */
+function flatten(layout: ClusterLayout): {
+  clusters: Int32Array[]
+  clusterOf: Int32Array
+  all: Int32Array
+  turnsPerCluster: Int32Array
+} {
+  const clusters = layout.seeds.flatMap((s) => [...s])
+  let total = 0
+  let maxTurn = -1
+  for (const c of clusters) {
+    total += c.length
+    for (let j = 0; j < c.length; j++) if (c[j]! > maxTurn) maxTurn = c[j]!
+  }
+  const clusterOf = new Int32Array(maxTurn + 1).fill(-1)
+  const all = new Int32Array(total)
+  let k = 0
+  clusters.forEach((c, ci) => {
+    for (let j = 0; j < c.length; j++) {
+      clusterOf[c[j]!] = ci
+      all[k++] = c[j]!
+    }
+  })
+  return { clusters, clusterOf, all, turnsPerCluster: Int32Array.from(clusters, (c) => c.length) }
+}
+
+/**
+ * Draws the resamples: per resample, how many times each cluster was drawn (whole clusters with
+ * replacement, as many as the seed has, within each seed). The same seed and layout always give
+ * the same draws, so separate bootstraps on one layout (the main one, the strata) are paired too.
+ */
+function* resamplesOf(layout: ClusterLayout, resamples: number, seed: number): Generator<Int32Array> {
+  const rng = new Prng(seed, 'bootstrap')
+  let C = 0
+  for (const s of layout.seeds) C += s.length
+  const counts = new Int32Array(C)
+  for (let b = 0; b < resamples; b++) {
+    counts.fill(0)
+    let base = 0
+    for (const clusters of layout.seeds) {
+      const k = clusters.length
+      for (let j = 0; j < k; j++) counts[base + rng.int(k)]!++
+      base += k
+    }
+    yield counts
+  }
+}
+
+function interval(samples: Float64Array): [number, number] {
+  const s = Float64Array.from(samples).sort()
+  return [quantileSorted(s, 0.025), quantileSorted(s, 0.975)]
+}
+
 /**
  * Cluster bootstrap over sessions (within each seed: the trials stay separate), paired across
  * policies: every resample draws the same clusters for every policy, so the differences compare
- * the same turns of the same trials. Returns, per policy, an {@link Estimate} per metric, and per
- * non-reference policy a {@link PairedEstimate} per metric against `reference`.
+ * the same turns of the same trials. Returns, per policy, an {@link Estimate} per metric; per
+ * non-reference policy a {@link PairedEstimate} per metric against `reference`; and `pairwise[p][q]`,
+ * policy `p` minus policy `q`, for every pair (undefined where `p === q`).
+ *
+ * Quantiles are nearest-rank on the resampled turns, computed by one walk over each column sorted
+ * once (no sort per resample).
  *
  * @example
  * ```ts
@@ -177,81 +455,107 @@ export function pairedBootstrap(
 ): {
   estimates: Record<CiMetric, Estimate>[]
   paired: (Record<CiMetric, PairedEstimate> | undefined)[]
+  pairwise: (Record<CiMetric, PairedEstimate> | undefined)[][]
 } {
   const M = CI_METRICS.length
   const P = policies.length
-  let total = 0
-  for (const s of layout.seeds) for (const c of s) total += c.length
-  const all = new Int32Array(total)
-  {
-    let k = 0
-    for (const s of layout.seeds) for (const c of s) for (let j = 0; j < c.length; j++) all[k++] = c[j]!
-  }
-  const buf = new Float64Array(Math.max(1, total * 2))
-  const point = policies.map((c) => {
+  const { clusters, clusterOf, all, turnsPerCluster } = flatten(layout)
+  const prepared = policies.map((c) => new PreparedPolicy(c, all, clusterOf, clusters))
+  const ones = new Int32Array(clusters.length).fill(1)
+  const point = prepared.map((p) => {
     const out = new Float64Array(M)
-    metricsOf(c, all, total, buf, out)
+    p.metrics(ones, turnsPerCluster, out)
     return out
   })
   // samples[p][m][b]
   const samples = policies.map(() => Array.from({ length: M }, () => new Float64Array(resamples)))
-  const rng = new Prng(seed, 'bootstrap')
-  let idx = new Int32Array(Math.max(16, total * 2))
   const out = new Float64Array(M)
-  for (let b = 0; b < resamples; b++) {
-    let n = 0
-    for (const clusters of layout.seeds) {
-      const k = clusters.length
-      for (let j = 0; j < k; j++) {
-        const c = clusters[rng.int(k)]!
-        if (n + c.length > idx.length) {
-          const grown = new Int32Array((n + c.length) * 2)
-          grown.set(idx.subarray(0, n))
-          idx = grown
-        }
-        idx.set(c, n)
-        n += c.length
-      }
-    }
-    const big = n > buf.length ? new Float64Array(n) : buf
+  let b = 0
+  for (const counts of resamplesOf(layout, resamples, seed)) {
     for (let p = 0; p < P; p++) {
-      metricsOf(policies[p]!, idx, n, big, out)
+      prepared[p]!.metrics(counts, turnsPerCluster, out)
       for (let m = 0; m < M; m++) samples[p]![m]![b] = out[m]!
     }
+    b++
   }
   const estimates = policies.map((_, p) => {
     const r = {} as Record<CiMetric, Estimate>
     CI_METRICS.forEach((name, m) => {
-      const s = Float64Array.from(samples[p]![m]!).sort()
-      r[name] = { value: point[p]![m]!, lo: quantileSorted(s, 0.025), hi: quantileSorted(s, 0.975) }
+      const [lo, hi] = interval(samples[p]![m]!)
+      r[name] = { value: point[p]![m]!, lo, hi }
     })
     return r
   })
-  const paired = policies.map((_, p) => {
-    if (p === reference) return undefined
+  const pair = (p: number, q: number): Record<CiMetric, PairedEstimate> => {
     const r = {} as Record<CiMetric, PairedEstimate>
+    const d = new Float64Array(resamples)
     CI_METRICS.forEach((name, m) => {
-      const d = new Float64Array(resamples)
       let better = 0
       let worse = 0
       const hib = higherIsBetter(name)
-      for (let b = 0; b < resamples; b++) {
-        const x = samples[p]![m]![b]!
-        const y = samples[reference]![m]![b]!
-        d[b] = diffOf(x, y)
+      for (let k = 0; k < resamples; k++) {
+        const x = samples[p]![m]![k]!
+        const y = samples[q]![m]![k]!
+        d[k] = diffOf(x, y)
         if (hib ? x > y : x < y) better++
         else if (hib ? x < y : x > y) worse++
       }
-      d.sort()
+      const [lo, hi] = interval(d)
       r[name] = {
-        diff: diffOf(point[p]![m]!, point[reference]![m]!),
-        lo: quantileSorted(d, 0.025),
-        hi: quantileSorted(d, 0.975),
+        diff: diffOf(point[p]![m]!, point[q]![m]!),
+        lo,
+        hi,
         pBetter: resamples === 0 ? Number.NaN : better / resamples,
         pWorse: resamples === 0 ? Number.NaN : worse / resamples,
       }
     })
     return r
+  }
+  const pairwise = policies.map((_, p) => policies.map((__, q) => (p === q ? undefined : pair(p, q))))
+  const paired = policies.map((_, p) => (p === reference ? undefined : pairwise[p]![reference]))
+  return { estimates, paired, pairwise }
+}
+
+/**
+ * Bootstrap intervals of quantiles of one per-turn column restricted to some turns (a stratum),
+ * with the same draws as {@link pairedBootstrap} on the same layout and seed. Returns, per policy,
+ * an {@link Estimate} per quantile (`NaN` where the stratum is empty).
+ *
+ * @example
+ * ```ts
+ * import { stratumBootstrap } from '@kvc/sim'
+ * const layout = { seeds: [[Int32Array.of(0, 1), Int32Array.of(2, 3)]] }
+ * const ttft = [Float64Array.of(1, 2, 3, 4)]
+ * stratumBootstrap(ttft, Int32Array.of(0, 2), layout, [0.5], 50, 1)[0]![0]!.value // 1
+ * ```
+ */
+export function stratumBootstrap(
+  columns: readonly Float64Array[],
+  members: Int32Array,
+  layout: ClusterLayout,
+  qs: readonly number[],
+  resamples: number,
+  seed: number,
+): Estimate[][] {
+  const { clusters, clusterOf } = flatten(layout)
+  const sorted = columns.map((c) => new SortedColumn(c, members, clusterOf, clusters.length))
+  const ones = new Int32Array(clusters.length).fill(1)
+  const point = new Float64Array(qs.length)
+  const samples = columns.map(() => qs.map(() => new Float64Array(resamples)))
+  const out = new Float64Array(qs.length)
+  let b = 0
+  for (const counts of resamplesOf(layout, resamples, seed)) {
+    sorted.forEach((s, p) => {
+      s.quantiles(counts, qs, out, 0)
+      for (let k = 0; k < qs.length; k++) samples[p]![k]![b] = out[k]!
+    })
+    b++
+  }
+  return sorted.map((s, p) => {
+    s.quantiles(ones, qs, point, 0)
+    return qs.map((_, k) => {
+      const [lo, hi] = interval(samples[p]![k]!)
+      return { value: point[k]!, lo, hi }
+    })
   })
-  return { estimates, paired }
 }

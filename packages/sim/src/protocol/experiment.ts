@@ -6,21 +6,17 @@ import type { RunResult } from '../metrics/runResult.js'
 import { type Topology, formatTopology, parseTopology } from '../cluster/topology.js'
 import { type CostModel, makeCostModel } from '../cost/costModel.js'
 import { checkOption } from '../errors/simError.js'
+import type { SimGranularity } from '../granularity/kvGeometry.js'
 import { type FaultSpec, formatFaults } from '../faults/faults.js'
-import {
-  type RunMetrics,
-  computeRunMetrics,
-  e2eOf,
-  elapsedOf,
-  fastPathBucket,
-  ttftOf,
-} from '../metrics/runMetrics.js'
+import { type RunMetrics, computeRunMetrics, e2eOf, fastPathBucket, ttftOf } from '../metrics/runMetrics.js'
 import { quantileSorted } from '../metrics/quantiles.js'
+import { DEFAULT_SLO, type Slo, meetsSlo, tpotOf } from '../metrics/slo.js'
 import type { TurnRecord } from '../metrics/types.js'
 import { type AgenticWorkloadOptions, generateAgenticWorkload } from '../workload/agentic.js'
 import { type LoadTraceOptions, loadTrace } from '../workload/loadTrace.js'
 import { type TraceStats, computeTraceStats } from '../workload/stats.js'
 import type { Workload } from '../workload/types.js'
+import { clusterLayout, policyColumns } from './columns.js'
 import {
   type CiMetric,
   type ClusterLayout,
@@ -28,6 +24,7 @@ import {
   type PairedEstimate,
   type PolicyColumns,
   pairedBootstrap,
+  stratumBootstrap,
 } from './bootstrap.js'
 
 /**
@@ -73,6 +70,8 @@ export interface ExperimentConfig {
   readonly maxConcurrentSessions?: number
   /** Every worker's host KV tier ({@link RunOptions.hostTier}; a policy's `hostTier=` replaces it). */
   readonly hostTier?: HostTierSpec
+  /** The SLOs goodput is measured against (default {@link DEFAULT_SLO}: TTFT 2 s, TPOT 25 ms). */
+  readonly slo?: Slo
   /** Bootstrap resamples (default 200). */
   readonly bootstrapResamples?: number
   /** Points per usage series in the result (default 240). */
@@ -106,7 +105,9 @@ export interface RunTask {
 
 /**
  * Runs tasks (in process by default; the CLI uses worker threads). `onProgress` receives the
- * task index and its ended / total turns.
+ * task index and its ended / total turns. With `onResult`, each result is handed over as its task
+ * ends and the returned array may leave it out (a hole), so a long sweep need not hold every run's
+ * records at once; without it, the returned array holds every result in task order.
  *
  * @example
  * ```ts
@@ -117,6 +118,7 @@ export interface RunTask {
 export type Runner = (
   tasks: readonly RunTask[],
   onProgress: (task: number, ended: number, total: number) => void,
+  onResult?: (task: number, result: RunResult) => void,
 ) => Promise<RunResult[]>
 
 const workloadCache = new Map<string, Workload>()
@@ -182,8 +184,15 @@ export function executeTask(task: RunTask, onProgress?: (ended: number, total: n
  * typeof inProcessRunner // 'function'
  * ```
  */
-export const inProcessRunner: Runner = async (tasks, onProgress) =>
-  tasks.map((t) => executeTask(t, (e, n) => onProgress(t.index, e, n)))
+export const inProcessRunner: Runner = async (tasks, onProgress, onResult) => {
+  const out: RunResult[] = new Array(tasks.length)
+  for (const t of tasks) {
+    const r = executeTask(t, (e, n) => onProgress(t.index, e, n))
+    if (onResult === undefined) out[t.index] = r
+    else onResult(t.index, r)
+  }
+  return out
+}
 
 /**
  * Summary of one run in an experiment result.
@@ -215,12 +224,21 @@ export interface RunSummary {
  */
 export interface Stratum {
   readonly bucket: string
-  /** Turns in the bucket (per policy; the same turns for every policy). */
+  /** Turns in the bucket, all seeds (per policy; the same turns for every policy). */
   readonly turns: number
   readonly policies: Readonly<
     Record<
       string,
-      { ttftP50: number; ttftP90: number; e2eP50: number; errorRate: number; fastPathRate: number }
+      {
+        /** TTFT percentiles with bootstrap 95% intervals (the same resamples as the main estimates). */
+        readonly ttftP50: Estimate
+        readonly ttftP90: Estimate
+        readonly tpotP90: number
+        readonly e2eP50: number
+        readonly goodput: number
+        readonly errorRate: number
+        readonly fastPathRate: number
+      }
     >
   >
 }
@@ -245,7 +263,7 @@ export interface PolicySummary {
   readonly turns: number
   readonly failed: number
   readonly failedByCause: Readonly<Record<string, number>>
-  readonly paths: Readonly<Record<'fast' | 'seed' | 'direct', number>>
+  readonly paths: Readonly<Record<'fast' | 'local' | 'seed' | 'direct', number>>
   readonly reseeds: number
   readonly migrations: number
   readonly prefixHitRatio: number
@@ -291,6 +309,8 @@ export interface ExperimentResult {
   readonly config: {
     readonly workload: TraceStats & { readonly kind: string; readonly notes: readonly string[] }
     readonly topology: string
+    /** What the caches counted: tokens, or units of blocks (a hash-id trace; see `KvGeometry`). */
+    readonly granularity: SimGranularity
     readonly policies: readonly string[]
     readonly reference: string
     readonly seeds: readonly number[]
@@ -303,6 +323,10 @@ export interface ExperimentResult {
     readonly maxConcurrentSessions?: number
     /** The run's host KV tier (`--host-tier`), when one was set. */
     readonly hostTier?: HostTierSpec
+    /** The SLOs of goodput. */
+    readonly slo: Slo
+    /** Turns of each trial, in seed order (generated workloads differ per seed). */
+    readonly turnsPerTrial: readonly number[]
     readonly bootstrap: {
       readonly resamples: number
       readonly unit: 'session' | 'request'
@@ -314,6 +338,12 @@ export interface ExperimentResult {
   readonly paired: readonly {
     readonly policy: string
     readonly reference: string
+    readonly metrics: Readonly<Record<CiMetric, PairedEstimate>>
+  }[]
+  /** Every ordered pair of policies, `policy − other`, on the same resamples (what the verdict reads). */
+  readonly pairwise: readonly {
+    readonly policy: string
+    readonly other: string
     readonly metrics: Readonly<Record<CiMetric, PairedEstimate>>
   }[]
   readonly strata: {
@@ -357,36 +387,59 @@ const OVERLAP_BUCKETS: readonly [string, number, number][] = [
 function stratify(
   labels: readonly string[],
   all: readonly (readonly TurnRecord[])[],
+  columns: readonly PolicyColumns[],
+  layout: ClusterLayout,
+  resamples: number,
+  seed: number,
+  slo: Slo,
   buckets: readonly [string, number, number][],
   key: (r: TurnRecord) => number,
 ): Stratum[] {
   const out: Stratum[] = []
+  const ref = all[0]!
   for (const [name, lo, hi] of buckets) {
+    const members: number[] = []
+    ref.forEach((r, i) => {
+      const k = key(r)
+      if (k >= lo && k < hi) members.push(i)
+    })
+    if (members.length === 0) continue
+    const idx = Int32Array.from(members)
+    const ttft = stratumBootstrap(
+      columns.map((c) => c.ttft),
+      idx,
+      layout,
+      [0.5, 0.9],
+      resamples,
+      seed,
+    )
     const policies: Record<string, Stratum['policies'][string]> = {}
-    let turns = 0
     labels.forEach((label, p) => {
-      const recs = all[p]!.filter((r) => {
-        const k = key(r)
-        return k >= lo && k < hi
-      })
-      turns = recs.length
-      const t = Float64Array.from(recs, ttftOf).sort()
+      const recs = members.map((i) => all[p]![i]!)
       const e = Float64Array.from(recs, e2eOf).sort()
+      const tp = Float64Array.from(
+        recs.map(tpotOf).filter((x) => !Number.isNaN(x)),
+        (x) => x,
+      ).sort()
       let failed = 0
       let fast = 0
+      let good = 0
       for (const r of recs) {
         if (r.status === 'failed') failed++
         else if (r.path === 'fast') fast++
+        if (meetsSlo(r, slo)) good++
       }
       policies[label] = {
-        ttftP50: quantileSorted(t, 0.5),
-        ttftP90: quantileSorted(t, 0.9),
+        ttftP50: ttft[p]![0]!,
+        ttftP90: ttft[p]![1]!,
+        tpotP90: quantileSorted(tp, 0.9),
         e2eP50: quantileSorted(e, 0.5),
-        errorRate: recs.length === 0 ? Number.NaN : failed / recs.length,
-        fastPathRate: recs.length === 0 ? Number.NaN : fast / recs.length,
+        goodput: good / recs.length,
+        errorRate: failed / recs.length,
+        fastPathRate: fast / recs.length,
       }
     })
-    if (turns > 0) out.push({ bucket: name, turns, policies })
+    out.push({ bucket: name, turns: members.length, policies })
   }
   return out
 }
@@ -443,6 +496,32 @@ export async function runExperiment(
     readonly onResults?: (results: readonly RunResult[]) => void
   } = {},
 ): Promise<ExperimentResult> {
+  const plan = planExperiment(config)
+  const runner = options.runner ?? inProcessRunner
+  const results = await runner(plan.tasks, options.onProgress ?? (() => {}))
+  options.onResults?.(results)
+  return summarizeExperiment(plan, results)
+}
+
+/** An experiment checked and turned into tasks (policy-major, then seed), ready to run. */
+export interface ExperimentPlan {
+  readonly config: ExperimentConfig
+  readonly specs: readonly PolicySpec[]
+  readonly topology: Topology
+  readonly cost: CostModel
+  readonly timeScale: number
+  readonly faults: readonly FaultSpec[]
+  readonly resamples: number
+  /** The first seed's workload (its statistics describe the experiment). */
+  readonly w0: Workload
+  readonly tasks: readonly RunTask[]
+}
+
+/**
+ * Check an experiment's configuration (throws `INVALID_OPTION` naming the bad value, before
+ * anything runs) and list its tasks.
+ */
+export function planExperiment(config: ExperimentConfig): ExperimentPlan {
   const topology = typeof config.topology === 'string' ? parseTopology(config.topology) : config.topology
   checkOption(config.policies.length >= 1, 'give at least one policy', config.policies)
   checkOption(config.seeds.length >= 1, 'give at least one seed', config.seeds)
@@ -457,6 +536,12 @@ export async function runExperiment(
   const timeScale = config.timeScale ?? 1
   const faults = config.faults ?? []
   const resamples = config.bootstrapResamples ?? 200
+  const slo = config.slo ?? DEFAULT_SLO
+  checkOption(
+    slo.ttftS > 0 && slo.tpotS > 0 && Number.isFinite(slo.ttftS) && Number.isFinite(slo.tpotS),
+    'slo: ttftS and tpotS must be positive finite seconds',
+    slo,
+  )
   checkOption(
     Number.isInteger(resamples) && resamples >= 0,
     'bootstrapResamples must be a non-negative integer',
@@ -483,74 +568,34 @@ export async function runExperiment(
       })
     }
   }
-  // Validate everything (workload, topology per policy) before the long part.
+  // Validate the workload before the long part.
   const w0 = buildWorkload(config.workload, config.seeds[0]!)
-  const runner = options.runner ?? inProcessRunner
-  const results = await runner(tasks, options.onProgress ?? (() => {}))
-  options.onResults?.(results)
-  return summarize(config, specs, topology, cost, timeScale, faults, resamples, w0, results)
+  return { config, specs, topology, cost, timeScale, faults, resamples, w0, tasks }
 }
 
-function summarize(
-  config: ExperimentConfig,
-  specs: readonly PolicySpec[],
-  topology: Topology,
-  cost: CostModel,
-  timeScale: number,
-  faults: readonly FaultSpec[],
-  resamples: number,
-  w0: Workload,
+/**
+ * The protocol's statistics of a planned experiment's results (in task order). `lean` leaves out
+ * what only the HTML report of one experiment shows (strata, usage series, CDFs): a sweep's points.
+ */
+export function summarizeExperiment(
+  plan: ExperimentPlan,
   results: readonly RunResult[],
+  lean = false,
 ): ExperimentResult {
+  const { config, specs, topology, cost, timeScale, faults, resamples, w0 } = plan
   const S = config.seeds.length
   const byPolicy = specs.map((_, p) => results.slice(p * S, (p + 1) * S))
-  const metrics = results.map((r) => computeRunMetrics(r, cost.kvBytesPerToken))
+  const slo = config.slo ?? DEFAULT_SLO
+  const metrics = results.map((r) => computeRunMetrics(r, cost.kvBytesPerToken, slo))
   // Columns and clusters for the paired bootstrap.
   const sessionsUnit = w0.sessions > 0
-  const layoutSeeds: Int32Array[][] = []
-  let offset = 0
-  for (let s = 0; s < S; s++) {
-    const recs = byPolicy[0]![s]!.records
-    const groups = new Map<number, number[]>()
-    recs.forEach((r, i) => {
-      const key = sessionsUnit && r.session >= 0 ? r.session : -1 - i
-      let g = groups.get(key)
-      if (g === undefined) {
-        g = []
-        groups.set(key, g)
-      }
-      g.push(offset + i)
-    })
-    layoutSeeds.push([...groups.values()].map((g) => Int32Array.from(g)))
-    offset += recs.length
-  }
-  const layout: ClusterLayout = { seeds: layoutSeeds }
-  const columns: PolicyColumns[] = byPolicy.map((runs) => {
-    const n = offset
-    const c = {
-      ttft: new Float64Array(n),
-      e2e: new Float64Array(n),
-      elapsedTtft: new Float64Array(n),
-      elapsed: new Float64Array(n),
-      failed: new Uint8Array(n),
-      fast: new Uint8Array(n),
-    }
-    let k = 0
-    for (const run of runs) {
-      for (const r of run.records) {
-        const ok = r.status === 'completed'
-        c.ttft[k] = ttftOf(r)
-        c.e2e[k] = e2eOf(r)
-        c.elapsedTtft[k] = ok ? ttftOf(r) : elapsedOf(r)
-        c.elapsed[k] = elapsedOf(r)
-        c.failed[k] = ok ? 0 : 1
-        c.fast[k] = ok && r.path === 'fast' ? 1 : 0
-        k++
-      }
-    }
-    return c
-  })
-  const boot = pairedBootstrap(columns, layout, 0, resamples, config.seeds[0]! ^ 0x5eed)
+  const layout: ClusterLayout = clusterLayout(
+    byPolicy[0]!.map((r) => r.records),
+    sessionsUnit,
+  )
+  const columns: PolicyColumns[] = byPolicy.map((runs) => policyColumns(runs, layout, slo, sessionsUnit))
+  const bootSeed = config.seeds[0]! ^ 0x5eed
+  const boot = pairedBootstrap(columns, layout, 0, resamples, bootSeed)
   const peakOf = new Map<string, number>()
   const policies: PolicySummary[] = specs.map((spec, p) => {
     const runs = byPolicy[p]!
@@ -605,6 +650,7 @@ function summarize(
       failedByCause: Object.fromEntries(Object.entries(failedByCause).sort(([a], [b]) => (a < b ? -1 : 1))),
       paths: {
         fast: sum((m) => m.paths.fast),
+        local: sum((m) => m.paths.local),
         seed: sum((m) => m.paths.seed),
         direct: sum((m) => m.paths.direct),
       },
@@ -627,14 +673,18 @@ function summarize(
         lucky,
         luckyMeanPeakInput: lucky === 0 ? 0 : luckyPeak / lucky,
       },
-      usage: runs[0]!.usage
-        .filter((u) => u.role !== 'prefill')
-        .map((u) => ({ workerId: u.workerId, ...downsample(u.timesS, u.usage, points) })),
-      ttftCdf: cdf(allRecs),
+      usage: lean
+        ? []
+        : runs[0]!.usage
+            .filter((u) => u.role !== 'prefill')
+            .map((u) => ({ workerId: u.workerId, ...downsample(u.timesS, u.usage, points) })),
+      ttftCdf: lean ? [] : cdf(allRecs),
     }
   })
   const labels = specs.map((s) => s.label)
   const pooled = byPolicy.map((runs) => runs.flatMap((r) => r.records as TurnRecord[]))
+  const strata = (buckets: readonly [string, number, number][], key: (r: TurnRecord) => number) =>
+    lean ? [] : stratify(labels, pooled, columns, layout, resamples, bootSeed, slo, buckets, key)
   const stats = computeTraceStats(w0)
   const capacity = Number.isFinite(cost.capacityTokens) ? results[0]!.capacityTokens : ('unlimited' as const)
   return {
@@ -642,6 +692,7 @@ function summarize(
     config: {
       workload: { ...stats, kind: config.workload.kind, notes: w0.notes },
       topology: formatTopology(topology),
+      granularity: w0.blockTokens === undefined ? 'token' : 'block',
       policies: labels,
       reference: labels[0]!,
       seeds: [...config.seeds],
@@ -654,6 +705,8 @@ function summarize(
         ? {}
         : { maxConcurrentSessions: config.maxConcurrentSessions }),
       ...(config.hostTier === undefined ? {} : { hostTier: config.hostTier }),
+      slo,
+      turnsPerTrial: byPolicy[0]!.map((r) => r.records.length),
       bootstrap: { resamples, unit: sessionsUnit ? 'session' : 'request', level: 0.95 },
     },
     runs: results.map((r, i) => {
@@ -672,10 +725,15 @@ function summarize(
     paired: specs
       .slice(1)
       .map((s, i) => ({ policy: s.label, reference: labels[0]!, metrics: boot.paired[i + 1]! })),
+    pairwise: specs.flatMap((s, p) =>
+      specs.flatMap((o, q) =>
+        p === q ? [] : [{ policy: s.label, other: o.label, metrics: boot.pairwise[p]![q]! }],
+      ),
+    ),
     strata: {
-      turnIndex: stratify(labels, pooled, TURN_BUCKETS, (r) => r.turnIndex),
-      appendTokens: stratify(labels, pooled, APPEND_BUCKETS, (r) => r.appendTokens),
-      overlap: stratify(labels, pooled, OVERLAP_BUCKETS, (r) => r.reuseFraction),
+      turnIndex: strata(TURN_BUCKETS, (r) => r.turnIndex),
+      appendTokens: strata(APPEND_BUCKETS, (r) => r.appendTokens),
+      overlap: strata(OVERLAP_BUCKETS, (r) => r.reuseFraction),
     },
   }
 }

@@ -78,20 +78,25 @@ function logScale(lo: number, hi: number, a: number, b: number): Scale {
 
 function tickLabel(v: number): string {
   if (v === 0) return '0'
-  if (v >= 100_000 || v < 0.01) return v.toExponential(0)
+  if (Math.abs(v) >= 100_000 || Math.abs(v) < 0.001) return v.toExponential(0)
   return String(Number(v.toPrecision(3)))
 }
 
-/** What every chart takes: a title, the y axis's title and a size (default 600 × 300). */
+/**
+ * What every chart takes: a title (wrapped to two lines), an optional subtitle, the y axis's
+ * title and a size (default 600 wide, a 230 px plot; the legend adds rows below as needed).
+ */
 interface ChartOptions {
   readonly title: string
+  readonly subtitle?: string
   readonly yLabel: string
   readonly width?: number
-  readonly height?: number
+  /** Height of the plot area, px. */
+  readonly plotHeight?: number
 }
 
-/** Chart margins: room for the y tick labels (left), the title (top), the x labels and the legend (bottom). */
-const M = { l: 64, r: 12, t: 34, b: 64 }
+/** Chart margins: room for the y tick labels (left) and the right edge. */
+const M = { l: 64, r: 14 }
 
 /** Grid lines across the plot at the y scale's ticks, each labelled on the left. */
 function yGrid(parts: string[], y: Scale, W: number, label: (t: number) => string): void {
@@ -103,36 +108,100 @@ function yGrid(parts: string[], y: Scale, W: number, label: (t: number) => strin
 }
 
 /** The y axis's title, written upwards along the left edge, centred on the plot. */
-function yTitle(text: string, H: number): string {
-  const mid = (M.t + H - M.b) / 2
+function yTitle(text: string, top: number, bottom: number): string {
+  const mid = (top + bottom) / 2
   return `<text x="14" y="${mid}" transform="rotate(-90 14 ${mid})" text-anchor="middle" class="tick">${esc(text)}</text>`
 }
 
-/** Closes a chart: the x axis line, the legend of `names` at `legendY`, the `<svg>` around `parts`. */
+/** Approximate width of `text` in px at the tick font (11 px system-ui). */
+function textWidth(text: string, px = 11): number {
+  return [...text].length * px * 0.56
+}
+
+/**
+ * Split `text` into lines of at most `maxPx` pixels at `px` font size, breaking after spaces,
+ * colons, hyphens and commas (a single long word stays whole).
+ */
+export function wrapText(text: string, maxPx: number, px = 11): string[] {
+  const parts = text.match(/[^\s:,-]+[\s:,-]*|[\s:,-]+/g) ?? [text]
+  const lines: string[] = []
+  let cur = ''
+  for (const p of parts) {
+    if (cur !== '' && textWidth((cur + p).trimEnd(), px) > maxPx) {
+      lines.push(cur.trimEnd())
+      cur = p.trimStart()
+    } else cur += p
+  }
+  if (cur.trim() !== '') lines.push(cur.trimEnd())
+  return lines
+}
+
+/** `<text>` with one `<tspan>` per line, the first at `y`, then every `lh` px. */
+function multiline(
+  lines: readonly string[],
+  x: number,
+  y: number,
+  cls: string,
+  lh = 13,
+  anchor = 'middle',
+): string {
+  return `<text x="${x}" y="${y}" text-anchor="${anchor}" class="${cls}">${lines
+    .map((l, i) => `<tspan x="${x}" dy="${i === 0 ? 0 : lh}">${esc(l)}</tspan>`)
+    .join('')}</text>`
+}
+
+/** The chart's title (bold, wrapped to two lines at most) and optional subtitle; returns the plot's top. */
+function titles(parts: string[], W: number, title: string, subtitle?: string): number {
+  const lines = wrapText(title, W - 24, 14 * 1.1)
+  parts.push(multiline(lines.slice(0, 2), W / 2, 18, 'ct', 17))
+  let y = 18 + (Math.min(2, lines.length) - 1) * 17
+  if (subtitle !== undefined) {
+    const sub = wrapText(subtitle, W - 24)
+    parts.push(multiline(sub.slice(0, 2), W / 2, y + 15, 'tick', 13))
+    y += 15 + (Math.min(2, sub.length) - 1) * 13
+  }
+  return y + 14
+}
+
+/**
+ * Closes a chart: the x axis line at `plotBottom`, the legend of `names` from `legendY` down
+ * (wrapped, never truncated), and the `<svg>` around `parts`, as tall as its content.
+ */
 function finishChart(
   parts: string[],
   W: number,
-  H: number,
+  plotBottom: number,
   title: string,
   names: readonly string[],
   legendY: number,
+  colors?: readonly string[],
 ): string {
-  parts.push(`<line x1="${M.l}" x2="${W - M.r}" y1="${H - M.b}" y2="${H - M.b}" class="axis"/>`)
-  parts.push(legend(names, M.l, legendY, W - M.l - M.r))
-  return svg(W, H, title, parts)
+  parts.push(`<line x1="${M.l}" x2="${W - M.r}" y1="${plotBottom}" y2="${plotBottom}" class="axis"/>`)
+  const { svg: leg, bottom } = legend(names, M.l, legendY, W - M.l - M.r, colors)
+  parts.push(leg)
+  return svg(W, Math.ceil(bottom + 10), title, parts)
 }
 
 /** One series of a grouped bar chart: a value per group, optionally with an interval. */
 export interface BarSeries {
   readonly name: string
+  /** Its color (default: the palette's, by position). */
+  readonly color?: string
   readonly values: readonly number[]
   readonly lo?: readonly number[]
   readonly hi?: readonly number[]
 }
 
+/** A whisker (95% interval) from `y1` to `y2` at `cx`. */
+function whisker(parts: string[], cx: number, y1: number, y2: number): void {
+  parts.push(`<line class="whisker" x1="${cx}" x2="${cx}" y1="${y1}" y2="${y2}"/>`)
+  parts.push(`<line class="whisker" x1="${cx - 3}" x2="${cx + 3}" y1="${y1}" y2="${y1}"/>`)
+  parts.push(`<line class="whisker" x1="${cx - 3}" x2="${cx + 3}" y1="${y2}" y2="${y2}"/>`)
+}
+
 /**
  * A grouped bar chart (optionally log-scaled, with 95% whiskers). `Infinity` values are drawn as
- * a hatched full-height bar labelled "failed".
+ * a hatched full-height bar labelled "failed"; `NaN` values draw nothing.
  */
 export function barChart(
   o: ChartOptions & {
@@ -143,7 +212,9 @@ export function barChart(
   },
 ): string {
   const W = o.width ?? 600
-  const H = o.height ?? 300
+  const parts: string[] = []
+  const top = titles(parts, W, o.title, o.subtitle)
+  const baseY = top + (o.plotHeight ?? 230)
   const finite: number[] = []
   for (const s of o.series) {
     for (const arr of [s.values, s.hi ?? [], s.lo ?? []])
@@ -153,48 +224,43 @@ export function barChart(
   const minV = finite.length === 0 ? 0.001 : Math.min(...finite)
   const log = o.log === true && maxV / Math.max(minV, 1e-12) > 20
   const y = log
-    ? logScale(10 ** Math.floor(Math.log10(minV)), 10 ** Math.ceil(Math.log10(maxV)), H - M.b, M.t)
-    : linear(0, o.percent === true ? Math.max(0.05, Math.min(1, maxV * 1.1)) : maxV * 1.1, H - M.b, M.t)
-  const baseY = H - M.b
+    ? logScale(10 ** Math.floor(Math.log10(minV)), 10 ** Math.ceil(Math.log10(maxV)), baseY, top)
+    : linear(0, o.percent === true ? Math.max(0.05, Math.min(1, maxV * 1.1)) : maxV * 1.1, baseY, top)
   const gw = (W - M.l - M.r) / Math.max(1, o.groups.length)
   const bw = Math.max(2, Math.min(28, (gw * 0.8) / Math.max(1, o.series.length)))
-  const parts: string[] = []
-  parts.push(`<text x="${W / 2}" y="18" text-anchor="middle" class="ct">${esc(o.title)}</text>`)
   yGrid(parts, y, W, (t) => (o.percent === true ? `${Math.round(t * 100)}%` : tickLabel(t)))
-  parts.push(yTitle(o.yLabel, H))
+  parts.push(yTitle(o.yLabel, top, baseY))
+  let labelRows = 1
   o.groups.forEach((g, gi) => {
     const gx = M.l + gi * gw + (gw - bw * o.series.length) / 2
-    parts.push(
-      `<text x="${M.l + gi * gw + gw / 2}" y="${baseY + 16}" text-anchor="middle" class="tick">${esc(g)}</text>`,
-    )
+    const lines = wrapText(g, gw - 4)
+    labelRows = Math.max(labelRows, lines.length)
+    parts.push(multiline(lines, M.l + gi * gw + gw / 2, baseY + 16, 'tick'))
     o.series.forEach((s, si) => {
       const v = s.values[gi]!
       const x = gx + si * bw
-      const color = PALETTE[si % PALETTE.length]!
+      const color = s.color ?? PALETTE[si % PALETTE.length]!
       const label = `${s.name} · ${g}: ${o.percent === true && Number.isFinite(v) ? `${(v * 100).toFixed(1)}%` : fmt(v)}${
         s.lo !== undefined && s.hi !== undefined ? ` [${fmt(s.lo[gi]!)}, ${fmt(s.hi[gi]!)}]` : ''
       }`
       if (v === Number.POSITIVE_INFINITY) {
         parts.push(
-          `<rect class="bar failed" x="${x}" y="${M.t}" width="${bw - 2}" height="${baseY - M.t}" fill="url(#hatch)" stroke="${color}"><title>${esc(label)}</title></rect>`,
+          `<rect class="bar failed" x="${x}" y="${top}" width="${bw - 2}" height="${baseY - top}" fill="url(#hatch)" stroke="${color}"><title>${esc(label)}</title></rect>`,
         )
         return
       }
       if (!Number.isFinite(v)) return
-      const top = log && v <= 0 ? baseY : y(v)
+      const barTop = log && v <= 0 ? baseY : y(v)
       parts.push(
-        `<rect class="bar" x="${x}" y="${top}" width="${bw - 2}" height="${Math.max(0, baseY - top)}" fill="${color}"><title>${esc(label)}</title></rect>`,
+        `<rect class="bar" x="${x}" y="${barTop}" width="${bw - 2}" height="${Math.max(0, baseY - barTop)}" fill="${color}"><title>${esc(label)}</title></rect>`,
       )
       if (s.lo !== undefined && s.hi !== undefined) {
         const lo = s.lo[gi]!
         const hi = s.hi[gi]!
         if (Number.isFinite(lo)) {
           const y1 = y(Math.max(lo, log ? 1e-12 : 0))
-          const y2 = Number.isFinite(hi) ? y(hi) : M.t
-          const cx = x + (bw - 2) / 2
-          parts.push(`<line class="whisker" x1="${cx}" x2="${cx}" y1="${y1}" y2="${y2}"/>`)
-          parts.push(`<line class="whisker" x1="${cx - 3}" x2="${cx + 3}" y1="${y1}" y2="${y1}"/>`)
-          parts.push(`<line class="whisker" x1="${cx - 3}" x2="${cx + 3}" y1="${y2}" y2="${y2}"/>`)
+          const y2 = Number.isFinite(hi) ? y(hi) : top
+          whisker(parts, x + (bw - 2) / 2, y1, y2)
         }
       }
     })
@@ -202,91 +268,140 @@ export function barChart(
   return finishChart(
     parts,
     W,
-    H,
+    baseY,
     o.title,
     o.series.map((s) => s.name),
-    H - 22,
+    baseY + 16 + labelRows * 13 + 8,
+    o.series.map((s, i) => s.color ?? PALETTE[i % PALETTE.length]!),
   )
 }
 
-/** One line of a line chart. */
+/** One line of a line chart, optionally with a 95% interval per point (drawn as whiskers). */
 export interface LineSeries {
   readonly name: string
   readonly points: readonly (readonly [number, number])[]
+  readonly lo?: readonly number[]
+  readonly hi?: readonly number[]
 }
 
-/** A line chart (optionally log-scaled on x). */
+/** A line chart (optionally log-scaled on x, with a shared x range, or categorical x ticks). */
 export function lineChart(
   o: ChartOptions & {
-    /** A second, smaller title line. */
-    readonly subtitle?: string
     readonly series: readonly LineSeries[]
     readonly xLabel: string
     readonly xLog?: boolean
+    /** The x range (to give several panels the same one); default: the data's. */
+    readonly xMin?: number
+    readonly xMax?: number
+    /** Tick positions and their labels (default: nice numbers). */
+    readonly xTicks?: readonly (readonly [number, string])[]
     readonly yMax?: number
+    /** Bottom of a linear y axis (default 0). */
+    readonly yMin?: number
+    /** Log-scale the y axis (when the data spans more than 20×). */
+    readonly yLog?: boolean
     readonly percentY?: boolean
     readonly step?: boolean
+    /** Draw a marker at every point. */
+    readonly markers?: boolean
   },
 ): string {
   const W = o.width ?? 600
-  const H = o.height ?? 300
+  const parts: string[] = []
+  const top = titles(parts, W, o.title, o.subtitle)
+  const bottom = top + (o.plotHeight ?? 230)
   const xs: number[] = []
   const ys: number[] = []
-  for (const s of o.series) {
-    for (const [x, y] of s.points) {
+  o.series.forEach((s) => {
+    s.points.forEach(([x, y], i) => {
       if (Number.isFinite(x) && (o.xLog !== true || x > 0)) xs.push(x)
       if (Number.isFinite(y)) ys.push(y)
-    }
-  }
-  const xMin = xs.length === 0 ? 0 : Math.min(...xs)
-  const xMax = xs.length === 0 ? 1 : Math.max(...xs)
+      const hi = s.hi?.[i]
+      if (hi !== undefined && Number.isFinite(hi)) ys.push(hi)
+    })
+  })
+  const xMin = o.xMin ?? (xs.length === 0 ? 0 : Math.min(...xs))
+  const xMax = o.xMax ?? (xs.length === 0 ? 1 : Math.max(...xs))
+  const pad = o.xTicks !== undefined ? (xMax - xMin || 1) * 0.04 : 0
   const x =
     o.xLog === true && xMin > 0 && xMax / xMin > 10
       ? logScale(10 ** Math.floor(Math.log10(xMin)), 10 ** Math.ceil(Math.log10(xMax)), M.l, W - M.r)
-      : linear(o.xLog === true ? 0 : Math.min(0, xMin), xMax === xMin ? xMin + 1 : xMax, M.l, W - M.r)
-  const yTop = o.yMax ?? (ys.length === 0 ? 1 : Math.max(...ys) * 1.05 || 1)
-  const y = linear(0, yTop, H - M.b, M.t)
-  const parts: string[] = []
-  parts.push(`<text x="${W / 2}" y="16" text-anchor="middle" class="ct">${esc(o.title)}</text>`)
-  if (o.subtitle !== undefined) {
-    parts.push(`<text x="${W / 2}" y="29" text-anchor="middle" class="tick">${esc(o.subtitle)}</text>`)
-  }
+      : linear(
+          o.xTicks !== undefined ? xMin - pad : o.xLog === true ? 0 : Math.min(0, xMin),
+          (xMax === xMin ? xMin + 1 : xMax) + pad,
+          M.l,
+          W - M.r,
+        )
+  const pos = ys.filter((v) => v > 0)
+  const yLog = o.yLog === true && pos.length > 0 && Math.max(...pos) / Math.min(...pos) > 20
+  const yTop = yLog
+    ? 10 ** Math.ceil(Math.log10(Math.max(...pos)))
+    : (o.yMax ?? (ys.length === 0 ? 1 : Math.max(...ys) * 1.05 || 1))
+  const y = yLog
+    ? logScale(10 ** Math.floor(Math.log10(Math.min(...pos))), yTop, bottom, top)
+    : linear(0, yTop, bottom, top)
   yGrid(parts, y, W, (t) => (o.percentY === true ? `${Math.round(t * 100)}%` : tickLabel(t)))
-  for (const t of x.ticks) {
+  const ticks = o.xTicks ?? x.ticks.map((t) => [t, tickLabel(t)] as const)
+  for (const [t, label] of ticks) {
     parts.push(
-      `<text x="${x(t)}" y="${H - M.b + 16}" text-anchor="middle" class="tick">${tickLabel(t)}</text>`,
+      `<text x="${x(t)}" y="${bottom + 16}" text-anchor="middle" class="tick xtick">${esc(label)}</text>`,
     )
   }
   parts.push(
-    `<text x="${(M.l + W - M.r) / 2}" y="${H - M.b + 32}" text-anchor="middle" class="tick">${esc(o.xLabel)}</text>`,
+    `<text x="${(M.l + W - M.r) / 2}" y="${bottom + 32}" text-anchor="middle" class="tick">${esc(o.xLabel)}</text>`,
   )
-  parts.push(yTitle(o.yLabel, H))
+  parts.push(yTitle(o.yLabel, top, bottom))
   o.series.forEach((s, si) => {
-    const pts = s.points.filter(
-      ([a, b]) => Number.isFinite(a) && Number.isFinite(b) && (o.xLog !== true || a > 0),
-    )
-    if (pts.length === 0) return
+    const idx = s.points
+      .map((_, i) => i)
+      .filter((i) => {
+        const [a, b] = s.points[i]!
+        return Number.isFinite(a) && Number.isFinite(b) && (o.xLog !== true || a > 0)
+      })
+    if (idx.length === 0) return
+    const color = PALETTE[si % PALETTE.length]!
     let d = ''
-    pts.forEach(([a, b], i) => {
+    idx.forEach((i, k) => {
+      const [a, b] = s.points[i]!
       const px = x(a).toFixed(1)
       const py = y(Math.min(b, yTop)).toFixed(1)
-      if (i === 0) d += `M${px},${py}`
+      if (k === 0) d += `M${px},${py}`
       else if (o.step === true) d += `H${px}V${py}`
       else d += `L${px},${py}`
     })
-    const color = PALETTE[si % PALETTE.length]!
-    const last = pts[pts.length - 1]!
+    const last = s.points[idx[idx.length - 1]!]!
     parts.push(
-      `<path class="line" d="${d}" fill="none" stroke="${color}" stroke-width="1.8"><title>${esc(`${s.name}: ${pts.length} points, last (${fmt(last[0])}, ${fmt(last[1])})`)}</title></path>`,
+      `<path class="line" d="${d}" fill="none" stroke="${color}" stroke-width="1.8"><title>${esc(`${s.name}: ${idx.length} points, last (${fmt(last[0])}, ${fmt(last[1])})`)}</title></path>`,
     )
+    for (const i of idx) {
+      const [a, b] = s.points[i]!
+      const cx = x(a)
+      const lo = s.lo?.[i]
+      const hi = s.hi?.[i]
+      if (lo !== undefined && hi !== undefined && Number.isFinite(lo)) {
+        const y2 = Number.isFinite(hi) ? y(Math.min(hi, yTop)) : top
+        parts.push(
+          `<line x1="${cx}" x2="${cx}" y1="${y(Math.min(lo, yTop))}" y2="${y2}" stroke="${color}" stroke-width="1.2"/>`,
+        )
+      }
+      if (o.markers === true) {
+        parts.push(
+          `<circle cx="${cx}" cy="${y(Math.min(b, yTop))}" r="3" fill="${color}"><title>${esc(
+            `${s.name} at ${fmt(a)}: ${o.percentY === true ? `${(b * 100).toFixed(1)}%` : fmt(b)}${
+              lo !== undefined && hi !== undefined ? ` [${fmt(lo)}, ${fmt(hi)}]` : ''
+            }`,
+          )}</title></circle>`,
+        )
+      }
+    }
   })
   return finishChart(
     parts,
     W,
-    H,
+    bottom,
     o.title,
     o.series.map((s) => s.name),
-    H - 14,
+    bottom + 50,
   )
 }
 
@@ -299,16 +414,17 @@ export function stackedBarChart(
   },
 ): string {
   const W = o.width ?? 600
-  const H = o.height ?? 300
+  const parts: string[] = []
+  const top = titles(parts, W, o.title, o.subtitle)
+  const baseY = top + (o.plotHeight ?? 230)
   const totals = o.groups.map((_, gi) => o.stacks.reduce((a, s) => a + (s.values[gi] ?? 0), 0))
   const maxT = Math.max(...totals, 0)
-  const y = linear(0, maxT > 0 ? maxT * 1.1 : o.percent === true ? 0.01 : 1, H - M.b, M.t)
+  const y = linear(0, maxT > 0 ? maxT * 1.1 : o.percent === true ? 0.01 : 1, baseY, top)
   const gw = (W - M.l - M.r) / Math.max(1, o.groups.length)
   const bw = Math.min(60, gw * 0.6)
-  const parts: string[] = []
-  parts.push(`<text x="${W / 2}" y="18" text-anchor="middle" class="ct">${esc(o.title)}</text>`)
   yGrid(parts, y, W, (t) => (o.percent === true ? `${(t * 100).toFixed(t < 0.1 ? 1 : 0)}%` : tickLabel(t)))
-  parts.push(yTitle(o.yLabel, H))
+  parts.push(yTitle(o.yLabel, top, baseY))
+  let labelRows = 1
   o.groups.forEach((g, gi) => {
     const x = M.l + gi * gw + (gw - bw) / 2
     let acc = 0
@@ -325,39 +441,46 @@ export function stackedBarChart(
     })
     if (acc === 0) {
       parts.push(
-        `<text x="${x + bw / 2}" y="${H - M.b - 6}" text-anchor="middle" class="tick">none</text><rect class="bar" x="${x}" y="${H - M.b - 1}" width="${bw}" height="1" fill="#999"><title>${esc(`${g}: no failures`)}</title></rect>`,
+        `<text x="${x + bw / 2}" y="${baseY - 6}" text-anchor="middle" class="tick">none</text><rect class="bar" x="${x}" y="${baseY - 1}" width="${bw}" height="1" fill="#999"><title>${esc(`${g}: no failures`)}</title></rect>`,
       )
     }
-    parts.push(
-      `<text x="${M.l + gi * gw + gw / 2}" y="${H - M.b + 16}" text-anchor="middle" class="tick">${esc(g)}</text>`,
-    )
+    const lines = wrapText(g, gw - 4)
+    labelRows = Math.max(labelRows, lines.length)
+    parts.push(multiline(lines, M.l + gi * gw + gw / 2, baseY + 16, 'tick'))
   })
   return finishChart(
     parts,
     W,
-    H,
+    baseY,
     o.title,
     o.stacks.map((s) => s.name),
-    H - 22,
+    baseY + 16 + labelRows * 13 + 8,
   )
 }
 
-function legend(names: readonly string[], x0: number, y0: number, width: number): string {
+/** The legend of `names` from (`x0`, `y0`), wrapped to `width`; entries are never truncated. */
+function legend(
+  names: readonly string[],
+  x0: number,
+  y0: number,
+  width: number,
+  colors?: readonly string[],
+): { svg: string; bottom: number } {
   let x = x0
   let y = y0
   const out: string[] = []
   names.forEach((n, i) => {
-    const w = 18 + Math.min(40, n.length) * 6.2
+    const w = 18 + textWidth(n) + 10
     if (x + w > x0 + width && x > x0) {
       x = x0
-      y += 14
+      y += 15
     }
     out.push(
-      `<rect x="${x}" y="${y - 8}" width="10" height="10" fill="${PALETTE[i % PALETTE.length]}"/><text x="${x + 14}" y="${y + 1}" class="tick">${esc(n.length > 40 ? `${n.slice(0, 39)}…` : n)}</text>`,
+      `<rect x="${x}" y="${y - 8}" width="10" height="10" fill="${colors?.[i] ?? PALETTE[i % PALETTE.length]}"/><text x="${x + 14}" y="${y + 1}" class="tick">${esc(n)}</text>`,
     )
     x += w
   })
-  return `<g class="legend">${out.join('')}</g>`
+  return { svg: `<g class="legend">${out.join('')}</g>`, bottom: names.length === 0 ? y0 - 10 : y + 4 }
 }
 
 function svg(w: number, h: number, title: string, parts: readonly string[]): string {

@@ -72,8 +72,14 @@ export class KvTransfers {
       return
     }
     d.holders.add(turn)
-    d.transferWait.push(t)
     ctx.q.push(t.deadlineMs, EV_TRANSFER_DEADLINE, id, 0)
+    if (turn.pages2 !== undefined || turn.req2 !== undefined) {
+      // Classic P/D: the D preallocated this KV before the P started; it goes on the wire now.
+      t.tokens = ctx.config.geometry.promptTokens(turn.prompt!.length) - turn.preallocCached
+      this.#startWire(t, turn)
+      return
+    }
+    d.transferWait.push(t)
     ctx.touch(d)
     this.retry(d)
   }
@@ -97,12 +103,13 @@ export class KvTransfers {
   #alloc(d: SimWorker, turn: Turn, t: Transfer): boolean {
     const config = this.#ctx.config
     const out = turn.spec.outputLength
-    const prompt = turn.prompt!
+    const g = config.geometry
+    const promptTokens = g.promptTokens(turn.prompt!.length)
     if (d.retention === 'none') {
-      const need = prompt.length + out
-      if (d.pool.availableSize() < need) return false
-      turn.slots2 = d.pool.alloc(need)
-      t.tokens = prompt.length
+      const need = promptTokens + out
+      if (g.tokens(d.pool.availableSize()) < need) return false
+      turn.pages2 = d.pool.allocPages(Math.ceil(g.units(need) / d.pool.pageSize))
+      t.tokens = promptTokens
     } else {
       // `seedSlot=off` (v5): the seed lands as a plain request, outside the session's slot.
       const intoSlot = config.spec.seedSlot !== false && d.retention === 'sessions' && turn.spec.session >= 0
@@ -110,7 +117,7 @@ export class KvTransfers {
       if (opened === undefined) return false
       d.reservedOutputs += out
       turn.req2 = opened.req
-      t.tokens = prompt.length - opened.cached
+      t.tokens = promptTokens - opened.cached
       // A host-tier load-back on the D runs beside the transfer (PCIe, not the P→D link): counted, not timed.
       if (opened.loaded > 0) {
         this.#ctx.counters.loadBacks++
@@ -214,7 +221,7 @@ export class KvTransfers {
         w2.cache!.abortReq(turn.req2)
         w2.reservedOutputs = Math.max(0, w2.reservedOutputs - out)
       }
-      if (turn.slots2 !== undefined) w2.pool.free(turn.slots2)
+      if (turn.pages2 !== undefined) w2.pool.freePages(turn.pages2)
       this.#ctx.touch(w2)
       this.#host.kick(w2)
     }

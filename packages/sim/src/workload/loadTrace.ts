@@ -70,6 +70,13 @@ export function detectTraceFormat(path: string): Exclude<TraceFormat, 'auto'> {
 export function loadTrace(path: string, options: LoadTraceOptions = {}): Workload {
   const format = options.format ?? 'auto'
   const f = format === 'auto' ? detectTraceFormat(path) : format
+  if (options.granularity === 'block' && f !== 'mooncake') {
+    throw new SimError(
+      SimErrorCode.InvalidOption,
+      `block granularity needs a hash-id trace (Mooncake); ${path} is ${f}: use token granularity`,
+      options.granularity,
+    )
+  }
   switch (f) {
     case 'mooncake':
       return loadMooncakeTrace(path, options)

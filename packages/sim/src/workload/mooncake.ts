@@ -1,5 +1,5 @@
 import { checkOption, traceError } from '../errors/simError.js'
-import { expandBlockIds } from './tokens.js'
+import type { SimGranularity } from '../granularity/kvGeometry.js'
 import { sessionlessTurn, sessionlessWorkload } from './sessionless.js'
 import { jsonObjectLines, readTraceText } from './traceFiles.js'
 import type { TurnSpec, Workload } from './types.js'
@@ -25,6 +25,12 @@ export interface MooncakeTraceOptions {
    * The cost model always charges `input_length`.
    */
   readonly pageTokens?: number
+  /**
+   * `token` (default): every block expands to `pageTokens` tokens. `block`: every block is two
+   * cache units (see `KvGeometry`), hundreds of times fewer than its tokens, with the same pages,
+   * matches and memory as at token level; needs `pageTokens` unset (or the block size).
+   */
+  readonly granularity?: SimGranularity
 }
 
 /**
@@ -58,6 +64,20 @@ export function parseMooncakeTrace(text: string, file: string, options: Mooncake
     `pageTokens must be a positive integer, got ${pageTokens}`,
     pageTokens,
   )
+  const granularity = options.granularity ?? 'token'
+  checkOption(
+    granularity === 'token' || granularity === 'block',
+    `granularity must be 'token' or 'block', got ${String(granularity)}`,
+    granularity,
+  )
+  const blocks = granularity === 'block'
+  checkOption(
+    !blocks || (pageTokens === block && block % 2 === 0),
+    `block granularity needs an even block size and no pageTokens other than it (block ${block}, pageTokens ${pageTokens})`,
+    pageTokens,
+  )
+  // Entries per block: its tokens, or two units.
+  const perBlock = blocks ? 2 : pageTokens
   const rows: { ts: number; input: number; output: number; from: number; to: number; line: number }[] = []
   let ids = new Int32Array(1 << 16)
   let nIds = 0
@@ -98,13 +118,13 @@ export function parseMooncakeTrace(text: string, file: string, options: Mooncake
         typeof id !== 'number' ||
         !Number.isInteger(id) ||
         id < 0 ||
-        (id + 1) * pageTokens > PAGE_TOKEN_LIMIT
+        (id + 1) * perBlock > PAGE_TOKEN_LIMIT
       ) {
         throw traceError(
           file,
           line,
           `hash_ids[${i}]`,
-          `must be a non-negative integer below ${Math.floor(PAGE_TOKEN_LIMIT / pageTokens)}`,
+          `must be a non-negative integer below ${Math.floor(PAGE_TOKEN_LIMIT / perBlock)}`,
           id,
         )
       }
@@ -144,12 +164,19 @@ export function parseMooncakeTrace(text: string, file: string, options: Mooncake
     turns,
     tokenScale: block / pageTokens,
     suggestedPageSize: pageTokens,
+    ...(blocks ? { blockTokens: block } : {}),
     promptTokens: (i) => {
       const from = spans[2 * i]!
       const to = spans[2 * i + 1]!
-      const out = new Uint32Array((to - from) * pageTokens + 1)
-      out.set(expandBlockIds(ids.subarray(from, to), pageTokens))
-      out[out.length - 1] = PAGE_TOKEN_LIMIT + (i % 0x0fffffff)
+      // Block b becomes the entries b·perBlock … b·perBlock + perBlock − 1 (expandBlockIds),
+      // written in place.
+      const out = new Uint32Array((to - from) * perBlock + 1)
+      let k = 0
+      for (let j = from; j < to; j++) {
+        const base = ids[j]! * perBlock
+        for (let t = 0; t < perBlock; t++) out[k++] = base + t
+      }
+      out[k] = PAGE_TOKEN_LIMIT + (i % 0x0fffffff)
       return out
     },
   })

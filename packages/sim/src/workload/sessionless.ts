@@ -26,7 +26,9 @@ export function sessionlessTurn(
 
 /** A workload of sessionless turns, arriving open-loop at their trace times, with no recorded outputs. */
 export function sessionlessWorkload(
-  o: Pick<Workload, 'name' | 'source' | 'turns' | 'tokenScale' | 'suggestedPageSize' | 'promptTokens'>,
+  o: Pick<Workload, 'name' | 'source' | 'turns' | 'tokenScale' | 'suggestedPageSize' | 'promptTokens'> & {
+    readonly blockTokens?: number
+  },
 ): Workload {
   return {
     name: o.name,
@@ -38,6 +40,7 @@ export function sessionlessWorkload(
     notes: [],
     tokenScale: o.tokenScale,
     suggestedPageSize: o.suggestedPageSize,
+    ...(o.blockTokens === undefined ? {} : { blockTokens: o.blockTokens }),
     promptTokens: o.promptTokens,
     outputTokens: () => undefined,
   }

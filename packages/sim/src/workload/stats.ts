@@ -1,4 +1,5 @@
 import { checkOption } from '../errors/simError.js'
+import { KvGeometry } from '../granularity/kvGeometry.js'
 import type { Workload } from './types.js'
 
 /**
@@ -91,6 +92,8 @@ export function summarize(xs: readonly number[]): Summary {
 export function computeTraceStats(w: Workload, pageSize?: number): TraceStats {
   const ps = pageSize ?? w.suggestedPageSize ?? 16
   checkOption(Number.isInteger(ps) && ps >= 1, `pageSize must be a positive integer, got ${ps}`, ps)
+  // Entries of a page: its tokens, or its units for a block-granular workload (KvGeometry).
+  const pe = new KvGeometry(ps, w.blockTokens ?? 1).pageUnits
   // Chained page keys: two independent 32-bit lanes folded into a 53-bit number.
   const seen = new Set<number>()
   let total = 0
@@ -100,13 +103,13 @@ export function computeTraceStats(w: Workload, pageSize?: number): TraceStats {
   for (let i = 0; i < w.turns.length; i++) {
     const t = w.turns[i]!
     const tok = w.promptTokens(i)
-    const pages = Math.floor(tok.length / ps)
+    const pages = Math.floor(tok.length / pe)
     let h1 = 0x811c9dc5
     let h2 = 0x01000193
     let hitPages = 0
     let prefix = true
     for (let p = 0; p < pages; p++) {
-      for (let j = p * ps, e = j + ps; j < e; j++) {
+      for (let j = p * pe, e = j + pe; j < e; j++) {
         const x = tok[j]!
         h1 = Math.imul(h1 ^ x, 0x01000193)
         h2 = Math.imul(h2 ^ x, 0x5bd1e995) ^ (h2 >>> 15)

@@ -86,6 +86,13 @@ export interface Workload {
   /** Page size that fits the data (Mooncake: the 512-token block), or undefined. */
   readonly suggestedPageSize: number | undefined
   /**
+   * Block-granular workloads only: the tokens per block of the trace. `promptTokens` then gives
+   * two entries per block and one last entry for the token after the prompt that the engine
+   * computes (see `KvGeometry`); the simulator counts the caches in those units and converts to
+   * tokens for the router, the cost model and the records. Undefined: entries are tokens.
+   */
+  readonly blockTokens?: number
+  /**
    * The prompt's token ids as the caches see them. For hash-id traces every block is a full page
    * (a partial last block is padded to its page), so `length` may exceed `inputLength` by less
    * than a block; the cost model charges `inputLength`.

@@ -1,0 +1,322 @@
+/**
+ * The per-turn path decision: once Route has picked a D, does the D prefill what it lacks itself
+ * (a local prefill: the fast path's append, or a **local seed** of the whole prompt) or does a P
+ * prefill it and ship the KV (a **remote seed**)? And when the session's own D is paused, is it
+ * cheaper to wait for it than to move? Both answers come from an estimated completion time built
+ * from the cost model (`docs/design/algorithms.md#path-choice`). Pure: no I/O, no clock.
+ *
+ * @module
+ */
+import { type CostModel, DEFAULT_COST_MODEL, prefillSeconds } from '../cost/costModel.js'
+import { RouterError, describeValue } from '../errors/routerError.js'
+
+/**
+ * Where the turn's missing KV is computed: `local` (the D prefills it; no transfer) or `remote`
+ * (a P prefills it and transfers it to the D).
+ *
+ * @example
+ * ```ts
+ * import type { PrefillSite } from '@kvc/kvc-router'
+ * const site: PrefillSite = 'local'
+ * ```
+ */
+export type PrefillSite = 'local' | 'remote'
+
+/**
+ * What the decision knows about the P a remote seed would go through.
+ *
+ * @example
+ * ```ts
+ * import type { PrefillSignals } from '@kvc/kvc-router'
+ * const p0: PrefillSignals = { queueS: 1.2, heldTokens: 6_000 }
+ * ```
+ */
+export interface PrefillSignals {
+  /** Seconds of prefill work queued on the P ahead of this turn (its running prefill's rest included). */
+  readonly queueS: number
+  /** Prompt tokens the P already caches (0 when unknown). */
+  readonly heldTokens: number
+  /** Bandwidth of the P→D link, Gbit/s (default: the cost model's `linkGbps`). */
+  readonly linkGbps?: number
+}
+
+/**
+ * What the decision knows about one turn on the D Route picked.
+ *
+ * @example
+ * ```ts
+ * import type { PathSignals } from '@kvc/kvc-router'
+ * const s: PathSignals = {
+ *   promptTokens: 40_000,
+ *   decodeHeldTokens: 6_000, // the shared system prompt
+ *   decodeQueueS: 0.1,
+ *   runningDecodes: 5,
+ *   prefill: { queueS: 0.8, heldTokens: 6_000 },
+ * }
+ * ```
+ */
+export interface PathSignals {
+  /** Length of the whole prompt. */
+  readonly promptTokens: number
+  /** Prompt tokens the D already holds (its cache hit). */
+  readonly decodeHeldTokens: number
+  /** Seconds of prefill work queued on the D ahead of this turn (its running prefill's rest included). */
+  readonly decodeQueueS: number
+  /** Requests in the D's running decode batch: each of them waits while the D prefills. */
+  readonly runningDecodes: number
+  /** The P of a remote seed; absent: no P can seed this D (the turn prefills locally). */
+  readonly prefill?: PrefillSignals
+}
+
+/**
+ * The decision's parameters.
+ *
+ * @example
+ * ```ts
+ * import { DEFAULT_COST_MODEL, type PathParams } from '@kvc/kvc-router'
+ * const p: PathParams = { cost: DEFAULT_COST_MODEL, stallWeight: 1, transferChunkTokens: 8_192 }
+ * ```
+ */
+export interface PathParams {
+  readonly cost: CostModel
+  /**
+   * What one second of delay to one running decode is worth, in seconds of this turn's time to
+   * first token. `1` (the default): every second of any request's latency counts the same, so
+   * the decision minimises the total latency it adds.
+   */
+  readonly stallWeight: number
+  /**
+   * The P ships KV chunk by chunk as its prefill proceeds (SGLang's per-chunk transfers over
+   * Mooncake); only the last chunk's transfer, and whatever the link cannot keep up with, is
+   * left after the prefill. Default 8,192 (SGLang's `--chunked-prefill-size`).
+   */
+  readonly transferChunkTokens: number
+}
+
+/**
+ * One path's estimate: the turn's time to first token, how long the D's decode batch stops for
+ * it, the delay that adds up over the running decodes, and the cost the decision compares
+ * (`ttftS + stallWeight × impactS`).
+ *
+ * @example
+ * ```ts
+ * import type { PathEstimate } from '@kvc/kvc-router'
+ * const e: PathEstimate = { site: 'local', newTokens: 34_000, ttftS: 2.2, stallS: 2.1, impactS: 10.5, costS: 12.7 }
+ * ```
+ */
+export interface PathEstimate {
+  readonly site: PrefillSite
+  /** Tokens the path prefills. */
+  readonly newTokens: number
+  readonly ttftS: number
+  /** Seconds the D's decode batch stops (a local prefill); 0 for a remote seed. */
+  readonly stallS: number
+  /** `stallS × runningDecodes`: the delay the running decodes take together. */
+  readonly impactS: number
+  /** `ttftS + stallWeight × impactS`. */
+  readonly costS: number
+}
+
+/**
+ * The decision: the site with the lower cost (local on a tie: no transfer, no P), both
+ * estimates, and the reason in words.
+ *
+ * @example
+ * ```ts
+ * import { DEFAULT_PATH_PARAMS, choosePath } from '@kvc/kvc-router'
+ * const c = choosePath({ promptTokens: 3_000, decodeHeldTokens: 0, decodeQueueS: 0, runningDecodes: 0,
+ *   prefill: { queueS: 4, heldTokens: 0 } }, DEFAULT_PATH_PARAMS)
+ * c.site // 'local': the P is 4 s behind and nothing decodes on the D
+ * ```
+ */
+export interface PathChoice {
+  readonly site: PrefillSite
+  readonly local: PathEstimate
+  /** Undefined when no P can seed the D. */
+  readonly remote: PathEstimate | undefined
+  readonly reason: string
+}
+
+/**
+ * The default parameters with a given cost model (`stallWeight` 1, `transferChunkTokens` 8,192).
+ *
+ * @example
+ * ```ts
+ * import { DEFAULT_COST_MODEL, pathParams } from '@kvc/kvc-router'
+ * pathParams(DEFAULT_COST_MODEL, { stallWeight: 0.5 }).stallWeight // 0.5
+ * ```
+ */
+export function pathParams(cost: CostModel, overrides: Partial<Omit<PathParams, 'cost'>> = {}): PathParams {
+  const p: PathParams = {
+    cost,
+    stallWeight: overrides.stallWeight ?? 1,
+    transferChunkTokens: overrides.transferChunkTokens ?? 8192,
+  }
+  checkNumber('stallWeight', p.stallWeight, 0)
+  checkNumber('transferChunkTokens', p.transferChunkTokens, 1)
+  return Object.freeze(p)
+}
+
+/**
+ * {@link pathParams} over the default cost model.
+ *
+ * @example
+ * ```ts
+ * import { DEFAULT_PATH_PARAMS } from '@kvc/kvc-router'
+ * DEFAULT_PATH_PARAMS.stallWeight // 1
+ * ```
+ */
+export const DEFAULT_PATH_PARAMS: PathParams = pathParams(DEFAULT_COST_MODEL)
+
+function checkNumber(what: string, x: unknown, min: number): void {
+  if (typeof x !== 'number' || !Number.isFinite(x) || x < min) {
+    throw new RouterError(
+      'INVALID_OPTION',
+      `${what} must be a finite number >= ${min}, got ${describeValue(x)}`,
+      x,
+    )
+  }
+}
+
+function checkSignals(s: PathSignals): void {
+  if (typeof s !== 'object' || s === null) {
+    throw new RouterError('INVALID_OPTION', 'path signals must be an object', s)
+  }
+  checkNumber('promptTokens', s.promptTokens, 0)
+  checkNumber('decodeHeldTokens', s.decodeHeldTokens, 0)
+  checkNumber('decodeQueueS', s.decodeQueueS, 0)
+  checkNumber('runningDecodes', s.runningDecodes, 0)
+  const p = s.prefill
+  if (p !== undefined) {
+    checkNumber('prefill.queueS', p.queueS, 0)
+    checkNumber('prefill.heldTokens', p.heldTokens, 0)
+    if (p.linkGbps !== undefined) {
+      checkNumber('prefill.linkGbps', p.linkGbps, Number.MIN_VALUE)
+    }
+  }
+}
+
+/**
+ * The local prefill's estimate: the D prefills `prompt − held` tokens after its `held` cached
+ * ones, once its queue is through; its decode batch stops meanwhile.
+ *
+ * @throws RouterError `INVALID_OPTION` on a negative or non-finite signal.
+ *
+ * @example
+ * ```ts
+ * import { DEFAULT_PATH_PARAMS, estimateLocal } from '@kvc/kvc-router'
+ * const e = estimateLocal({ promptTokens: 5_000, decodeHeldTokens: 0, decodeQueueS: 0, runningDecodes: 4 }, DEFAULT_PATH_PARAMS)
+ * e.stallS // ≈ 0.2: a 5K-token prefill
+ * e.impactS // ≈ 0.8: four decodes wait that long
+ * ```
+ */
+export function estimateLocal(s: PathSignals, p: PathParams): PathEstimate {
+  checkSignals(s)
+  const held = Math.min(s.decodeHeldTokens, s.promptTokens)
+  const n = s.promptTokens - held
+  const pf = prefillSeconds(p.cost, n, held)
+  const ttftS = s.decodeQueueS + pf
+  const impactS = pf * s.runningDecodes
+  return { site: 'local', newTokens: n, ttftS, stallS: pf, impactS, costS: ttftS + p.stallWeight * impactS }
+}
+
+/**
+ * The remote seed's estimate (`undefined` without a P): the P prefills `prompt − held on P`
+ * after its queue, streaming the KV the D lacks chunk by chunk; what is left after its prefill is
+ * the last chunk's transfer, or the part of the transfer the link could not overlap, whichever
+ * is longer. The D's batch does not stop (the KV joins it without a forward pass).
+ *
+ * @throws RouterError `INVALID_OPTION` on a negative or non-finite signal.
+ *
+ * @example
+ * ```ts
+ * import { DEFAULT_PATH_PARAMS, estimateRemote } from '@kvc/kvc-router'
+ * const e = estimateRemote({ promptTokens: 5_000, decodeHeldTokens: 0, decodeQueueS: 0, runningDecodes: 4,
+ *   prefill: { queueS: 0, heldTokens: 0 } }, DEFAULT_PATH_PARAMS)
+ * e?.stallS // 0
+ * ```
+ */
+export function estimateRemote(s: PathSignals, p: PathParams): PathEstimate | undefined {
+  checkSignals(s)
+  const pre = s.prefill
+  if (pre === undefined) return undefined
+  const cm = p.cost
+  const heldP = Math.min(pre.heldTokens, s.promptTokens)
+  const n = s.promptTokens - heldP
+  const pf = prefillSeconds(cm, n, heldP)
+  const xfer = s.promptTokens - Math.min(s.decodeHeldTokens, s.promptTokens)
+  let tail = 0
+  if (xfer > 0) {
+    const perToken = (cm.kvBytesPerToken * 8) / ((pre.linkGbps ?? cm.linkGbps) * 1e9)
+    const last = Math.min(xfer, p.transferChunkTokens) * perToken
+    tail = cm.transferSetupS + Math.max(last, xfer * perToken - pf)
+  }
+  const ttftS = pre.queueS + pf + tail
+  return { site: 'remote', newTokens: n, ttftS, stallS: 0, impactS: 0, costS: ttftS }
+}
+
+function fmt(x: number): string {
+  return x >= 10 ? x.toFixed(1) : x.toFixed(2)
+}
+
+/**
+ * Chooses the prefill site for a turn on a D: local when its cost is not higher than the remote
+ * seed's, remote otherwise; local when no P can seed the D or the D holds the whole prompt.
+ * Properties (fast-check tests): a longer P queue, a slower link, a shorter D queue or fewer
+ * running decodes never turn a local choice into a remote one; a shorter prompt never does either
+ * while `stallWeight × runningDecodes` is at least the link's wire time per token over the
+ * prefill's time per token (0.06 on a 400 Gb/s link; `docs/design/algorithms.md#path-choice`
+ * shows the exception on an idle D).
+ *
+ * @throws RouterError `INVALID_OPTION` on a negative or non-finite signal.
+ *
+ * @example
+ * ```ts
+ * import { DEFAULT_PATH_PARAMS, choosePath } from '@kvc/kvc-router'
+ * const busy = { promptTokens: 40_000, decodeHeldTokens: 6_000, decodeQueueS: 0, runningDecodes: 5,
+ *   prefill: { queueS: 1, heldTokens: 6_000 } }
+ * choosePath(busy, DEFAULT_PATH_PARAMS).site // 'remote': a local 34K prefill would stall 5 decodes ≈ 2 s each
+ * choosePath({ ...busy, runningDecodes: 0 }, DEFAULT_PATH_PARAMS).site // 'local'
+ * ```
+ */
+export function choosePath(s: PathSignals, p: PathParams): PathChoice {
+  const local = estimateLocal(s, p)
+  const remote = estimateRemote(s, p)
+  if (local.newTokens === 0) {
+    return { site: 'local', local, remote, reason: 'the D holds the whole prompt: nothing for a P to add' }
+  }
+  if (remote === undefined) {
+    return {
+      site: 'local',
+      local,
+      remote,
+      reason: `no P can seed the D: local prefill ${fmt(local.ttftS)} s`,
+    }
+  }
+  const site: PrefillSite = local.costS <= remote.costS ? 'local' : 'remote'
+  const l = `local ${fmt(local.costS)} s (ttft ${fmt(local.ttftS)} + ${fmt(p.stallWeight)} × ${fmt(local.stallS)} s × ${s.runningDecodes} decodes)`
+  const r = `remote ${fmt(remote.costS)} s (P queue ${fmt(s.prefill!.queueS)} + prefill and transfer ${fmt(remote.ttftS - s.prefill!.queueS)})`
+  return { site, local, remote, reason: site === 'local' ? `${l} ≤ ${r}` : `${r} < ${l}` }
+}
+
+/**
+ * Whether a turn should wait `waitS` seconds for its session's own D (paused, for example) and
+ * prefill there (`stay`), rather than take `move`, the best path on another D: it stays when
+ * `waitS + stay.costS ≤ move's cost`. A longer wait never turns a move into a stay.
+ *
+ * @throws RouterError `INVALID_OPTION` on a negative or non-finite wait.
+ *
+ * @example
+ * ```ts
+ * import { DEFAULT_PATH_PARAMS, choosePath, estimateLocal, shouldWaitForOwnDecode } from '@kvc/kvc-router'
+ * const own = estimateLocal({ promptTokens: 40_300, decodeHeldTokens: 40_000, decodeQueueS: 0, runningDecodes: 5 }, DEFAULT_PATH_PARAMS)
+ * const move = choosePath({ promptTokens: 40_300, decodeHeldTokens: 6_000, decodeQueueS: 0, runningDecodes: 5,
+ *   prefill: { queueS: 0.5, heldTokens: 6_000 } }, DEFAULT_PATH_PARAMS)
+ * shouldWaitForOwnDecode(1.5, own, move) // true: 1.5 s of pause beats re-prefilling 34K tokens
+ * ```
+ */
+export function shouldWaitForOwnDecode(waitS: number, stay: PathEstimate, move: PathChoice): boolean {
+  checkNumber('waitS', waitS, 0)
+  const moveCost = move.site === 'local' ? move.local.costS : move.remote!.costS
+  return waitS + stay.costS <= moveCost
+}

@@ -1,0 +1,137 @@
+import { describe, expect, it } from 'vitest'
+import {
+  type AdmitAction,
+  type QueueReport,
+  Router,
+  type RouterParamsInput,
+  type SeedViaPAction,
+  type SendFastAction,
+  renderDispatch,
+} from '../src/index.js'
+import { type AdmitAnswer, ManualClock, ScriptedDriver, checkNoInflightLoad } from '../src/testing/index.js'
+
+/** One P, two D, adaptive path choice; queues as the test sets them. */
+function setup(params: RouterParamsInput = {}, admit?: (a: AdmitAction) => AdmitAnswer) {
+  const clock = new ManualClock(1_000)
+  const queues = new Map<string, QueueReport>()
+  const router = new Router({
+    now: clock.now,
+    random: () => 0.5,
+    params: { pageSize: 16, pathChoice: 'adaptive', ...params },
+    queueSource: (id) => queues.get(id),
+    workers: [
+      { id: 'p0', role: 'prefill', capacityTokens: 1e6 },
+      { id: 'd0', role: 'decode', capacityTokens: 1e6 },
+      { id: 'd1', role: 'decode', capacityTokens: 1e6 },
+    ],
+  })
+  const admits: AdmitAction[] = []
+  const sends: (SendFastAction | SeedViaPAction)[] = []
+  const driver = new ScriptedDriver({
+    router,
+    clock,
+    admit: (a) => {
+      admits.push(a)
+      return admit?.(a) ?? { kind: 'admit' }
+    },
+    send: (a) => {
+      sends.push(a)
+      return { kind: 'ok', outputTokens: 100 }
+    },
+  })
+  return { router, clock, driver, queues, admits, sends }
+}
+
+describe('adaptive path choice in Dispatch', () => {
+  it('a long first turn on idle D workers is a local seed: admitted by seed, sent to the D, no P', () => {
+    const s = setup()
+    const run = s.driver.runTurn({ sessionId: 's', promptTokens: 30_000 })
+    expect(run.actions.map((a) => a.type)).toEqual(['admit', 'sendFast'])
+    expect(s.admits[0]!.request.path).toBe('seed')
+    expect(s.sends[0]).toMatchObject({ type: 'sendFast', path: 'local', appendTokens: 30_000 })
+    expect(run.final).toMatchObject({ type: 'done', path: 'local', prefillId: undefined })
+    expect(run.final.record.steps.find((x) => x.kind === 'path')?.detail).toMatch(
+      /^local seed: local .* ≤ remote/,
+    )
+    // No pending-seed slot was taken, and every load was given back.
+    checkNoInflightLoad(s.router)
+    // The session now lives on that D: its next short turn is a fast path there.
+    const d = run.final.type === 'done' ? run.final.workerId : ''
+    const next = s.driver.runTurn({ sessionId: 's', promptTokens: 30_500 })
+    expect(next.final).toMatchObject({ path: 'fast', workerId: d })
+  })
+
+  it('the same turn beside busy decodes goes through the P (remote seed), and the record says why', () => {
+    const s = setup()
+    for (const d of ['d0', 'd1']) s.queues.set(d, { prefillQueueS: 0, runningRequests: 8 })
+    s.queues.set('p0', { prefillQueueS: 0.5 })
+    const run = s.driver.runTurn({ sessionId: 's', promptTokens: 30_000 })
+    expect(run.actions.map((a) => a.type)).toEqual(['admit', 'seedViaP'])
+    expect(run.final).toMatchObject({ path: 'seed', prefillId: 'p0' })
+    expect(renderDispatch(run.final.record)).toMatch(
+      /path p0→d\d {2}remote seed: remote .* < local .* × 8 decodes\)/,
+    )
+  })
+
+  it('a long P queue turns it back into a local seed (Dynamo: a full prefill queue means prefill locally)', () => {
+    const s = setup()
+    for (const d of ['d0', 'd1']) s.queues.set(d, { prefillQueueS: 0, runningRequests: 8 })
+    s.queues.set('p0', { prefillQueueTokens: 900_000, prefillQueueRequests: 30 })
+    const run = s.driver.runTurn({ sessionId: 's', promptTokens: 30_000 })
+    expect(run.final).toMatchObject({ path: 'local' })
+  })
+
+  it('remote mode (the default) seeds every non-fast turn through a P, as before', () => {
+    const s = setup({ pathChoice: 'remote' })
+    const run = s.driver.runTurn({ sessionId: 's', promptTokens: 30_000 })
+    expect(run.final).toMatchObject({ path: 'seed', prefillId: 'p0' })
+    expect(run.final.record.steps.some((x) => x.kind === 'path')).toBe(false)
+  })
+
+  it('a local seed the D refuses counts as a rejection and the turn moves on', () => {
+    let first = true
+    const s = setup({}, () => {
+      if (!first) return { kind: 'admit' }
+      first = false
+      return { kind: 'reject', reason: 'capacity' }
+    })
+    const run = s.driver.runTurn({ sessionId: 's', promptTokens: 30_000 })
+    expect(run.final.type).toBe('done')
+    const refused = s.admits[0]!.workerId
+    expect(s.router.cluster.store.rejects('s', refused)).toBe(0) // reset on success
+    expect(run.final.type === 'done' && run.final.workerId).not.toBe(refused)
+    checkNoInflightLoad(s.router)
+  })
+
+  it('waits for the session’s own paused D when that beats re-prefilling elsewhere', () => {
+    const s = setup()
+    for (const d of ['d0', 'd1']) s.queues.set(d, { prefillQueueS: 0, runningRequests: 4 })
+    const first = s.driver.runTurn({ sessionId: 's', promptTokens: 40_000 })
+    const own = first.final.type === 'done' ? first.final.workerId : ''
+    s.router.cluster.store.setPauseUntil(own, s.clock.t + 1_200)
+    const run = s.driver.runTurn({ sessionId: 's', promptTokens: 40_300 })
+    expect(run.actions.map((a) => a.type)).toEqual(['wait', 'admit', 'sendFast'])
+    expect(run.actions[0]).toMatchObject({ type: 'wait', reason: 'own_decode_paused' })
+    expect(run.final).toMatchObject({ path: 'fast', workerId: own, migratedFrom: undefined })
+    expect(run.final.record.steps[1]!.detail).toMatch(new RegExp(`^wait 1\\.2\\d s for ${own} \\(paused\\)`))
+  })
+
+  it('moves when the pause is longer than a move costs, or the own D has refused the session', () => {
+    const s = setup()
+    const first = s.driver.runTurn({ sessionId: 's', promptTokens: 4_000 })
+    const own = first.final.type === 'done' ? first.final.workerId : ''
+    // A 4K prompt re-prefills in ≈ 0.15 s elsewhere: a 1.2 s pause is not worth waiting for.
+    s.router.cluster.store.setPauseUntil(own, s.clock.t + 1_200)
+    const run = s.driver.runTurn({ sessionId: 's', promptTokens: 4_300 })
+    expect(run.final).toMatchObject({ migratedFrom: own })
+    // A long session whose D refused it since its last success moves too.
+    const t = setup()
+    const big = t.driver.runTurn({ sessionId: 'b', promptTokens: 40_000 })
+    const home = big.final.type === 'done' ? big.final.workerId : ''
+    t.router.cluster.store.addReject('b', home)
+    t.router.cluster.store.setPauseUntil(home, t.clock.t + 1_200)
+    expect(t.driver.runTurn({ sessionId: 'b', promptTokens: 40_300 }).final).toMatchObject({
+      migratedFrom: home,
+    })
+  })
+})
