@@ -48,11 +48,22 @@ export {
 export {
   DEFAULT_COST_MODEL,
   decodeStepSeconds,
+  loadBackSeconds,
   makeCostModel,
   prefillSeconds,
   transferSeconds,
   type CostModel,
+  type LoadBackSource,
 } from './cost/costModel.js'
+export { HostResidency } from './tier/hostResidency.js'
+export { type KvTierName, mediumTier } from './tier/medium.js'
+export {
+  chooseLoadBack,
+  planPrefix,
+  type PrefixPlan,
+  type ReseedEstimate,
+  type TieredHit,
+} from './tier/prefixCost.js'
 export {
   DEFAULT_PATH_PARAMS,
   choosePath,

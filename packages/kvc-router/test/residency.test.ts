@@ -166,6 +166,26 @@ describe('ResidencyIndex event ids and gaps', () => {
     expect(ix.overlap([1n, 2n, 3n], 'plain').get('a')).toBe(3)
   })
 
+  it('an index holds one tier: events of another medium keep the ids whole and change nothing', () => {
+    const device = new ResidencyIndex()
+    const host = new ResidencyIndex({ tier: 'host' })
+    for (const ix of [device, host]) {
+      ix.addWorker('a')
+      expect(ix.ingest('a', stored(0, [1n]))).toBe('applied')
+      const onHost: KvEvent = {
+        ...(stored(1, [2n], 1n) as KvEvent & { type: 'BlockStored' }),
+        medium: 'CPU_TIER1',
+      }
+      expect(ix.ingest('a', onHost)).toBe('applied')
+      expect(ix.ingest('a', { type: 'BlockRemoved', eventId: 2, blockHashes: [1n] })).toBe('applied')
+    }
+    expect(device.workerBlocks('a')).toEqual([])
+    expect(device.workerStatus('a')).toMatchObject({ lastEventId: 2, needsResync: false })
+    expect(host.workerBlocks('a')).toEqual([2n])
+    expect(host.workerStatus('a')).toMatchObject({ lastEventId: 2, needsResync: false })
+    expect(() => new ResidencyIndex({ tier: 'tape' as 'host' })).toThrow(/tier must be/)
+  })
+
   it('AllBlocksCleared drops the worker and clears the resync flag', () => {
     const ix = new ResidencyIndex()
     ix.addWorker('a')

@@ -72,6 +72,17 @@ export { formatTopology, parseTopology, type Topology, topologyWorkers } from '.
 export { ClusterSimulation, runSimulation } from './cluster/simulation.js'
 export type { RunOptions } from './config/runOptions.js'
 export {
+  type HostTierSpec,
+  type ResolvedHostTier,
+  admissionCostModel,
+  hostTierOptions,
+  loadBackBreakEven,
+  parseHostTier,
+  resolveHostTier,
+  tierLoadSeconds,
+} from './hostTier/hostTier.js'
+export { type HostTierFigures, hostTierFigures } from './hostTier/figures.js'
+export {
   peakRssMB,
   type AdaptiveRunInfo,
   type RunAccounting,

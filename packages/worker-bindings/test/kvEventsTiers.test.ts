@@ -302,7 +302,7 @@ describe('residencyFeeder per tier', () => {
     cache.loadBack(cache.matchPrefix([1, 2, 3, 4]).lastHostNode) // [1..4] back (split)
     const index = new ResidencyIndex()
     index.addWorker('d0')
-    const hostIndex = new ResidencyIndex()
+    const hostIndex = new ResidencyIndex({ tier: 'host' })
     hostIndex.addWorker('d0')
     const wire = decodeKvEventBatch(
       encodeKvEventBatch({ ts: 0, events: events.map((e) => fromRadixKvEvent(e)), dataParallelRank: null }),

@@ -1,4 +1,6 @@
 import { RouterError, describeValue } from '../errors/routerError.js'
+import { type CostModel, loadBackSeconds } from '../cost/costModel.js'
+import { planPrefix } from '../tier/prefixCost.js'
 import { type AdmitRequest, type AdmitResponse, type SloClass, parseAdmitRequest } from './contract.js'
 
 /**
@@ -22,6 +24,12 @@ export interface AdmitSession {
   readonly idle: boolean
   /** Tokens that become evictable if its lock is released (default `residentTokens`; less when shared with other sessions). */
   readonly releasableTokens?: number
+  /**
+   * Tokens the session retains only on the D's host tier, after its `residentTokens` (a demoted
+   * session; `getSessionStatus(...).hostResidentTokens`): a turn loads them back over PCIe
+   * instead of recomputing them. Default 0.
+   */
+  readonly hostResidentTokens?: number
 }
 
 /**
@@ -68,6 +76,8 @@ export interface AdmitWorkerState {
   readonly transferQueueDepth: number
   readonly retractedQueueDepth: number
   readonly draining?: boolean
+  /** Tokens the D is copying from its host tier onto the device right now (queued load-backs). Default 0. */
+  readonly loadBackQueueTokens?: number
 }
 
 /**
@@ -93,6 +103,11 @@ export interface PauseHintParams {
   readonly transferQueueThreshold: number
   /** Milliseconds per queued transfer, capped at `maxPauseMs` (100). */
   readonly msPerQueuedTransfer: number
+  /**
+   * Queued load-back time (ms) at or above which the load-back rule applies (500; absent: the
+   * rule is off). Only {@link admit} with a `costModel` computes that time.
+   */
+  readonly loadBackPauseMs?: number
 }
 
 /**
@@ -112,6 +127,7 @@ export const DEFAULT_PAUSE_HINT: PauseHintParams = Object.freeze({
   maxPauseMs: 2000,
   transferQueueThreshold: 8,
   msPerQueuedTransfer: 100,
+  loadBackPauseMs: 500,
 })
 
 /**
@@ -121,13 +137,16 @@ export const DEFAULT_PAUSE_HINT: PauseHintParams = Object.freeze({
  * 2. `tokenUsageAfter ≥ 0.90` → `clamp(5 ms × overshoot, 200, 2000)`, overshoot in basis points
  *    above 0.90 (rounded to a whole basis point);
  * 3. transfer queue ≥ 8 → `min(2000, 100 × depth)`;
- * 4. otherwise 0.
+ * 4. the D's queued load-backs (host tier → device, this request's included) take `loadBackMs ≥
+ *    500` → `min(2000, ⌈loadBackMs⌉)`: turns sent sooner would wait behind those copies;
+ * 5. otherwise 0.
  *
  * @example
  * ```ts
  * import { recommendedPauseMs } from '@kvc/kvc-router'
  * recommendedPauseMs({ retractedQueueDepth: 0, tokenUsageAfter: 0.92, transferQueueDepth: 0 }) // 1000
  * recommendedPauseMs({ retractedQueueDepth: 0, tokenUsageAfter: 0.5, transferQueueDepth: 9 }) // 900
+ * recommendedPauseMs({ retractedQueueDepth: 0, tokenUsageAfter: 0.5, transferQueueDepth: 0, loadBackMs: 700.2 }) // 701
  * ```
  */
 export function recommendedPauseMs(
@@ -135,6 +154,8 @@ export function recommendedPauseMs(
     readonly retractedQueueDepth: number
     readonly tokenUsageAfter: number
     readonly transferQueueDepth: number
+    /** Milliseconds of load-backs queued on the D (default 0). */
+    readonly loadBackMs?: number
   },
   params: PauseHintParams = DEFAULT_PAUSE_HINT,
 ): number {
@@ -145,6 +166,10 @@ export function recommendedPauseMs(
   }
   if (signal.transferQueueDepth >= params.transferQueueThreshold) {
     return Math.min(params.maxPauseMs, params.msPerQueuedTransfer * signal.transferQueueDepth)
+  }
+  const lb = signal.loadBackMs ?? 0
+  if (params.loadBackPauseMs !== undefined && lb >= params.loadBackPauseMs) {
+    return Math.min(params.maxPauseMs, Math.ceil(lb))
   }
   return 0
 }
@@ -172,6 +197,14 @@ export interface AdmitOptions {
    */
   readonly usageCeiling: Readonly<Record<SloClass, number>>
   readonly pause: PauseHintParams
+  /**
+   * With a host tier: the cost model that decides whether a session's host-resident tokens are
+   * loaded back (when {@link planPrefix} says that is cheaper than recomputing them) and that
+   * times the queued load-backs of the pause hint. Absent: host-resident tokens are always loaded
+   * back (SGLang HiCache loads back any host hit above its threshold) and the load-back pause
+   * rule is off.
+   */
+  readonly costModel?: CostModel
 }
 
 /**
@@ -208,6 +241,8 @@ export interface AdmitDecision {
   readonly lease: Lease | undefined
   readonly releaseSessions: readonly string[]
   readonly expiredLeases: readonly string[]
+  /** Host-resident tokens of the session the admitted turn will load back (0 without a host tier). */
+  readonly loadBackTokens: number
 }
 
 const cnt = (x: unknown): boolean => typeof x === 'number' && Number.isInteger(x) && x >= 0
@@ -234,7 +269,12 @@ function checkState(state: AdmitWorkerState): void {
     if (s.releasableTokens !== undefined && !cnt(s.releasableTokens)) {
       bad(`session ${s.sessionId}: releasableTokens`, s.releasableTokens)
     }
+    if (s.hostResidentTokens !== undefined && !cnt(s.hostResidentTokens)) {
+      bad(`session ${s.sessionId}: hostResidentTokens`, s.hostResidentTokens)
+    }
   }
+  if (state.loadBackQueueTokens !== undefined && !cnt(state.loadBackQueueTokens))
+    bad('loadBackQueueTokens must be a non-negative integer', state.loadBackQueueTokens)
   if (!Array.isArray(state.leases)) bad('leases must be an array', state.leases)
   for (const l of state.leases) if (!cnt(l.tokens)) bad(`lease ${l.leaseId}: tokens`, l.tokens)
 }
@@ -245,7 +285,10 @@ function checkState(state: AdmitWorkerState): void {
  * - `resident` = the session's resident tokens (or `matchedTokens`, the prompt's prefix match on
  *   the D's tree, if larger); fast path: if `promptTokens − resident > maxAppendTokens` →
  *   `append_too_large`.
- * - `need = promptTokens − resident + decode reserve`.
+ * - With a host tier, the session's `hostResidentTokens` after that are loaded back (always, or
+ *   with `options.costModel` when {@link planPrefix} finds it cheaper than recomputing them):
+ *   they leave the append and join the need (they take device slots).
+ * - `need = promptTokens − resident − loaded back + loaded back + decode reserve`.
  * - Live leases (expired ones are dropped) are reserved. If `free + evictable − reserved` does not
  *   cover the need (plus the SLO class's headroom), idle sessions' locks are released, least
  *   recently used first, until it does (a session holding a live lease is never idle: its
@@ -323,9 +366,22 @@ export function admit(
   const session = state.sessions.get(req.sessionId)
   const resident = session?.residentTokens ?? 0
   const matched = Math.min(req.promptTokens, Math.max(resident, ctx.matchedTokens ?? 0))
-  const append = req.promptTokens - matched
+  // A host tier: the session's host-resident tokens follow its device part; loaded back, they
+  // are not recomputed (not in the append) but take device slots (in the need).
+  const hostHit = Math.min(session?.hostResidentTokens ?? 0, req.promptTokens - matched)
+  const cm = options.costModel
+  const loadBack =
+    hostHit === 0
+      ? 0
+      : cm === undefined
+        ? hostHit
+        : planPrefix(cm, { promptTokens: req.promptTokens, deviceTokens: matched, hostTokens: hostHit })
+            .loadBackTokens
+  const append = req.promptTokens - matched - loadBack
   const reserve = req.expectedOutputTokens ?? options.defaultDecodeReserve
-  const need = append + reserve
+  const need = append + loadBack + reserve
+  const loadBackMs =
+    cm === undefined ? 0 : loadBackSeconds(cm, (state.loadBackQueueTokens ?? 0) + loadBack) * 1000
   const leaseMs = Math.min(req.leaseMs ?? options.defaultLeaseMs, options.maxLeaseMs)
   const locked = state.usedTokens - state.evictableTokens
   // Tokens every idle session other than the requester would free if released.
@@ -361,6 +417,7 @@ export function admit(
         retractedQueueDepth: state.retractedQueueDepth,
         tokenUsageAfter,
         transferQueueDepth: state.transferQueueDepth,
+        loadBackMs,
       },
       options.pause,
     )
@@ -380,7 +437,13 @@ export function admit(
     if (lease !== undefined) response.leaseMs = Math.max(0, Math.round(lease.expiresAt - now))
     if (released.length > 0) response.releasedSessions = released
     response.releasableTokens = Math.max(0, Math.round(idleReleasable - releasedGain(released)))
-    return { response, lease, releaseSessions: released, expiredLeases }
+    return {
+      response,
+      lease,
+      releaseSessions: released,
+      expiredLeases,
+      loadBackTokens: admitted ? loadBack : 0,
+    }
   }
 
   const avail0 = cap - locked - reserved

@@ -44,6 +44,8 @@ export interface DecodeSessionStatus {
   readonly lastAccessTime: number
   /** A request of the session is in flight. */
   readonly active: boolean
+  /** Tokens it retains only on the host tier (a demoted session; default 0). */
+  readonly hostResidentTokens?: number
 }
 
 /**
@@ -99,6 +101,8 @@ export interface DecodeStateSource {
   readonly transferQueueDepth: number
   /** Requests retracted (paused for memory). */
   readonly retractedQueueDepth: number
+  /** Tokens being copied from the host tier onto the device (queued load-backs; default 0). */
+  readonly loadBackQueueTokens?: number
 }
 
 /**
@@ -136,18 +140,17 @@ export function admitWorkerState(
       const idle = !s.active && (ttl === undefined || at.now - s.lastAccessTime >= ttl)
       const { sessionId, residentTokens, lastAccessTime } = s
       // One literal per shape (a spread of the optional field cost microseconds per session).
-      sessions.set(
-        sessionId,
-        idle
-          ? {
-              sessionId,
-              residentTokens,
-              lastAccessTime,
-              idle,
-              releasableTokens: sc.releasableTokens({ sessionId }),
-            }
-          : { sessionId, residentTokens, lastAccessTime, idle },
-      )
+      const view: { -readonly [K in keyof AdmitSession]: AdmitSession[K] } = idle
+        ? {
+            sessionId,
+            residentTokens,
+            lastAccessTime,
+            idle,
+            releasableTokens: sc.releasableTokens({ sessionId }),
+          }
+        : { sessionId, residentTokens, lastAccessTime, idle }
+      if (s.hostResidentTokens) view.hostResidentTokens = s.hostResidentTokens
+      sessions.set(sessionId, view)
     }
   }
   return {
@@ -159,6 +162,7 @@ export function admitWorkerState(
     transferQueueDepth: source.transferQueueDepth,
     retractedQueueDepth: source.retractedQueueDepth,
     ...(at.draining === undefined ? {} : { draining: at.draining }),
+    ...(source.loadBackQueueTokens ? { loadBackQueueTokens: source.loadBackQueueTokens } : {}),
   }
 }
 

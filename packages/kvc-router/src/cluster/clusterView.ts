@@ -2,6 +2,7 @@ import type { KvEvent } from '@kvc/radix-cache'
 import type { AdmitResponse } from '../admission/contract.js'
 import { RouterError, checkLength, checkOption, describeValue } from '../errors/routerError.js'
 import { type IngestStatus, ResidencyIndex, type ResidencyIndexOptions } from '../residency/residencyIndex.js'
+import { HostResidency } from '../tier/hostResidency.js'
 import { DEFAULT_ROUTER_PARAMS, checkRouterParam } from '../route/params.js'
 import { LatencyWindow } from '../hedging/latencyWindow.js'
 import { SeedWaitQueue } from './seedWaitQueue.js'
@@ -232,6 +233,8 @@ export interface ClusterViewOptions {
 export class ClusterView {
   /** The residency index over the D workers. */
   readonly residency: ResidencyIndex
+  /** What the D workers hold below the device (host and disk tiers), from tier KV events. */
+  readonly hostResidency = new HostResidency()
   /**
    * The residency index over the P workers, fed by their KV events (the P's radix cache publishes
    * them as a D's does). Kept apart from {@link ClusterView.residency} so that P workers never
@@ -435,6 +438,7 @@ export class ClusterView {
     const w = this.#get(id)
     if (w.role === 'decode') {
       this.residency.removeWorker(id)
+      this.hostResidency.clearWorker(id)
       this.#decodeIds = this.#decodeIds.filter((x) => x !== id)
       this.#decodeStates = this.#decodeStates.filter((x) => x.id !== id)
     } else {
@@ -895,7 +899,8 @@ export class ClusterView {
 
   /**
    * Feeds one KV event of a worker to its residency index (see `ResidencyIndex.ingest`): a D's to
-   * {@link ClusterView.residency}, a P's to {@link ClusterView.prefillResidency}.
+   * {@link ClusterView.residency}, a P's to {@link ClusterView.prefillResidency}; a D's event of a
+   * host or disk tier (its `medium`) updates {@link ClusterView.hostResidency} instead.
    *
    * @throws RouterError `UNKNOWN_WORKER`, `INVALID_MESSAGE`, `EVENT_OUT_OF_ORDER`.
    *
@@ -909,7 +914,11 @@ export class ClusterView {
    */
   ingest(id: string, event: KvEvent): IngestStatus {
     const w = this.#get(id)
-    return (w.role === 'decode' ? this.residency : this.prefillResidency).ingest(id, event)
+    if (w.role !== 'decode') return this.prefillResidency.ingest(id, event)
+    const status = this.residency.ingest(id, event)
+    // Host and disk tier events (and a reset) also go to the tiers below the device.
+    if (status === 'applied' || status === 'gap-applied') this.hostResidency.ingest(id, event)
+    return status
   }
 
   /**

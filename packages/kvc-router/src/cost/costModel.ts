@@ -28,6 +28,9 @@ import { RouterError } from '../errors/routerError.js'
  * | `transferTimeoutS` | 32 s | Mooncake's KV transfer timeout |
  * | `admitRpcS` ± `admitRpcJitterS` | 0.002 ± 0.001 s | one admission RPC to a D's sidecar (choice) |
  * | `capacityTokens` | 200,000 | KV slots per worker: ≈ 19.7 GB of an 80 GB H100 after 61 GB of bf16 weights |
+ * | `hostLoadGBps` | 50 GB/s | host → device copies (a host-tier load-back): PCIe 5.0 x16 is ≈ 63 GB/s per direction, pinned-memory copies reach ≈ 50 |
+ * | `diskLoadGBps` | 6 GB/s | disk → device (a load-back from a disk tier): one PCIe 4.0 NVMe SSD reads ≈ 7 GB/s sequentially |
+ * | `loadBackSetupS` | 0.001 s | per load-back setup (copy descriptors, stream synchronisation) (choice) |
  *
  * @example
  * ```ts
@@ -61,6 +64,12 @@ export interface CostModel {
   readonly admitRpcJitterS: number
   /** KV capacity of one worker, tokens (`Infinity`: unlimited). */
   readonly capacityTokens: number
+  /** Host → device bandwidth of a load-back from the host tier, GB/s (bytes; PCIe). */
+  readonly hostLoadGBps: number
+  /** Disk → device bandwidth of a load-back from a disk tier, GB/s (bytes). */
+  readonly diskLoadGBps: number
+  /** Setup latency of one load-back, seconds. */
+  readonly loadBackSetupS: number
 }
 
 /**
@@ -85,6 +94,9 @@ export const DEFAULT_COST_MODEL: CostModel = Object.freeze({
   admitRpcS: 0.002,
   admitRpcJitterS: 0.001,
   capacityTokens: 200_000,
+  hostLoadGBps: 50,
+  diskLoadGBps: 6,
+  loadBackSetupS: 0.001,
 })
 
 function check(ok: boolean, message: string, value: unknown): void {
@@ -113,6 +125,8 @@ export function makeCostModel(overrides: Partial<CostModel> = {}): CostModel {
   }
   check(cm.prefillTokensPerS > 0, 'cost model: prefillTokensPerS must be > 0', cm.prefillTokensPerS)
   check(cm.linkGbps > 0, 'cost model: linkGbps must be > 0', cm.linkGbps)
+  check(cm.hostLoadGBps > 0, 'cost model: hostLoadGBps must be > 0', cm.hostLoadGBps)
+  check(cm.diskLoadGBps > 0, 'cost model: diskLoadGBps must be > 0', cm.diskLoadGBps)
   check(cm.capacityTokens >= 1, 'cost model: capacityTokens must be >= 1', cm.capacityTokens)
   check(
     cm.admitRpcJitterS <= cm.admitRpcS,
@@ -168,4 +182,34 @@ export function decodeStepSeconds(cm: CostModel, batchTokens: number): number {
 export function transferSeconds(cm: CostModel, tokens: number): number {
   if (tokens <= 0) return 0
   return cm.transferSetupS + (tokens * cm.kvBytesPerToken * 8) / (cm.linkGbps * 1e9)
+}
+
+/**
+ * Where KV below the device lives: the host tier (host memory, over PCIe) or a disk tier.
+ *
+ * @example
+ * ```ts
+ * import type { LoadBackSource } from '@kvc/kvc-router'
+ * const from: LoadBackSource = 'host'
+ * ```
+ */
+export type LoadBackSource = 'host' | 'disk'
+
+/**
+ * Time of a load-back of `tokens` tokens onto the device, seconds: setup + bytes / bandwidth of
+ * the source tier (`hostLoadGBps` or `diskLoadGBps`; 0 when there is nothing to load). A load-back
+ * copies KV, it computes nothing: at the defaults 50K tokens come back from the host in ≈ 0.1 s,
+ * where recomputing them takes ≈ 3 s.
+ *
+ * @example
+ * ```ts
+ * import { DEFAULT_COST_MODEL, loadBackSeconds } from '@kvc/kvc-router'
+ * loadBackSeconds(DEFAULT_COST_MODEL, 50_000)         // ≈ 0.099 (4.9 GB at 50 GB/s + 1 ms)
+ * loadBackSeconds(DEFAULT_COST_MODEL, 50_000, 'disk') // ≈ 0.82
+ * ```
+ */
+export function loadBackSeconds(cm: CostModel, tokens: number, from: LoadBackSource = 'host'): number {
+  if (tokens <= 0) return 0
+  const gbps = from === 'disk' ? cm.diskLoadGBps : cm.hostLoadGBps
+  return cm.loadBackSetupS + (tokens * cm.kvBytesPerToken) / (gbps * 1e9)
 }

@@ -2,6 +2,7 @@ import type { BlockHasher, KvEvent } from '@kvc/radix-cache'
 import { RouterError, checkOption, describeValue } from '../errors/routerError.js'
 import { DEFAULT_ROUTER_PARAMS, checkRouterParam } from '../route/params.js'
 import { BlockKeys } from './blockKeys.js'
+import { type KvTierName, mediumTier } from '../tier/medium.js'
 import { HI, LO, b64, w32 } from './split64.js'
 
 /**
@@ -117,6 +118,12 @@ export interface ResidencyIndexOptions {
   readonly pageSize?: number
   /** Initial node capacity (grows by doubling). */
   readonly initialBlocks?: number
+  /**
+   * The tier this index holds (default `'device'`): events whose `medium` names another tier
+   * (see {@link mediumTier}) keep the id sequence whole but change nothing. One index per tier
+   * gives, e.g., the host-resident blocks of every worker (`tier: 'host'`).
+   */
+  readonly tier?: KvTierName
 }
 
 interface WorkerRec {
@@ -202,6 +209,7 @@ function validateHashes(what: string, hs: unknown): readonly bigint[] {
  */
 export class ResidencyIndex {
   readonly #theta: number
+  readonly #tier: KvTierName
   readonly #gapPolicy: 'apply' | 'hold'
   readonly #dedupe: boolean
   readonly #onGap: ((gap: GapReport) => void) | undefined
@@ -243,6 +251,13 @@ export class ResidencyIndex {
       gp,
     )
     if (options.pageSize !== undefined) checkRouterParam('pageSize', options.pageSize)
+    const tier = options.tier ?? 'device'
+    checkOption(
+      tier === 'device' || tier === 'host' || tier === 'disk' || tier === 'external',
+      `tier must be 'device', 'host', 'disk' or 'external', got ${describeValue(tier)}`,
+      tier,
+    )
+    this.#tier = tier
     const initial = options.initialBlocks ?? 1024
     checkOption(
       Number.isInteger(initial) && initial > 0,
@@ -478,7 +493,10 @@ export class ResidencyIndex {
 
   /**
    * Applies one KV event of `workerId` (see the class docs for ids, gaps and unknown parents).
-   * The event is fully validated before anything changes.
+   * The event is fully validated before anything changes. An event whose `medium` names another
+   * tier than the index's (by default the device's: host, disk, external or unknown media) takes
+   * its place in the id sequence but changes no residency (`ClusterView` gives host events to its
+   * `HostResidency`).
    *
    * @throws RouterError `UNKNOWN_WORKER`, `INVALID_MESSAGE` (malformed event, or a block size
    * other than the configured `pageSize`), `EVENT_OUT_OF_ORDER`.
@@ -515,6 +533,8 @@ export class ResidencyIndex {
           )
         }
         const bs = event.blockSize
+        // Another tier's events may carry no block size (vLLM's offloading connector: 0).
+        if (mediumTier(event.medium) !== this.#tier) break
         if (!Number.isInteger(bs) || bs <= 0) {
           throw new RouterError('INVALID_MESSAGE', 'BlockStored.blockSize must be a positive integer', bs)
         }
@@ -573,6 +593,9 @@ export class ResidencyIndex {
     }
     rec.lastEventId = id
     rec.eventsApplied++
+    // An event about another tier (a host-tier `medium` in a device index) keeps the id sequence
+    // whole but changes nothing here (`HostResidency` holds the host tier for the router).
+    if (event.type !== 'AllBlocksCleared' && mediumTier(event.medium) !== this.#tier) return status
     if (event.type === 'BlockStored') {
       if (parent !== null && !this.#holds(rec.slot, parent)) rec.orphanStores++
       this.#storeHashes(rec, hashes!)

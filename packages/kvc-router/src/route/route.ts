@@ -1,6 +1,8 @@
 import { SLO_CLASSES } from '../admission/contract.js'
 import { RouterError, checkLength } from '../errors/routerError.js'
+import { DEFAULT_COST_MODEL } from '../cost/costModel.js'
 import { BlockKeys } from '../residency/blockKeys.js'
+import { chooseLoadBack } from '../tier/prefixCost.js'
 import type {
   IneligibleWorker,
   PathMode,
@@ -13,6 +15,38 @@ import type {
 } from './types.js'
 
 const NO_KEYS = new BlockKeys(1)
+
+/**
+ * The session's own D holds its prefix's first `plainBlocks` blocks on the device and maybe more
+ * below it: the tokens to load back when the device part plus the host (and disk) run reach the
+ * `need` verified blocks and {@link chooseLoadBack} prefers loading them back over a reseed
+ * (estimated at its best case: the P already holds everything but what the D would recompute);
+ * else 0.
+ */
+function loadBackTokensFor(
+  ctx: RouteContext,
+  d: string,
+  keys: BlockKeys,
+  plainBlocks: number,
+  need: number,
+  prompt: number,
+  queueS: number,
+): number {
+  const run = ctx.cluster.hostResidency.runFrom(d, keys, plainBlocks)
+  if (plainBlocks + run.host + run.disk < need || run.host + run.disk === 0) return 0
+  const ps = ctx.params.pageSize
+  const device = Math.min(prompt, plainBlocks * ps)
+  const host = Math.min(prompt - device, run.host * ps)
+  const disk = Math.min(prompt - device - host, run.disk * ps)
+  const hit = { promptTokens: prompt, deviceTokens: device, hostTokens: host, diskTokens: disk }
+  const rest = prompt - device - host - disk
+  const r = chooseLoadBack(ctx.cost ?? DEFAULT_COST_MODEL, hit, {
+    prefillHeldTokens: prompt - rest,
+    prefillQueueS: queueS,
+  })
+  // Loading back only part of what is below the device does not make the prefix resident.
+  return r.choice === 'loadBack' && r.plan.loadBackTokens === host + disk ? r.plan.loadBackTokens : 0
+}
 
 /**
  * A candidate while it is being ranked (mutable; frozen into a {@link RouteCandidate}).
@@ -38,6 +72,7 @@ export interface CandidateAnalysis {
   load: number
   tieBreak: number
   heldTokens: number
+  loadBackTokens: number
   appendTokens: number
   needTokens: number
   availableTokens: number
@@ -191,6 +226,8 @@ export function analyzeTurn(ctx: RouteContext, turn: TurnRequest): TurnAnalysis 
   const prompt = turn.promptTokens
   const reserve = turn.expectedOutputTokens ?? params.defaultDecodeReserve
   const h = n > 0 ? fnv1a(s) % n : 0
+  // Tiers below the device are read only when some D reported any (one check per turn).
+  const hostTiers = cluster.hostResidency.blockCount > 0 && binding !== undefined
 
   const candidates: CandidateAnalysis[] = []
   const ineligible: IneligibleWorker[] = []
@@ -221,17 +258,27 @@ export function analyzeTurn(ctx: RouteContext, turn: TurnRequest): TurnAnalysis 
     let held: number
     let prefixResident: boolean
     const bound = binding !== undefined && binding.workerId === d
+    let loadBack = 0
     if (binding !== undefined && binding.workerId === d) {
       const need = Math.min(binding.verifiedBlocks, keys.length)
       prefixResident = plainBlocks >= need
       held = prefixResident ? Math.max(idxTokens, Math.min(committed, prompt)) : idxTokens
+      if (!prefixResident && hostTiers) {
+        // Part of the prefix below the device: resident if loading it back beats a reseed.
+        loadBack = loadBackTokensFor(ctx, d, keys, plainBlocks, need, prompt, 0)
+        if (loadBack > 0) {
+          prefixResident = true
+          held = Math.max(idxTokens + loadBack, Math.min(committed, prompt))
+        }
+      }
     } else {
       held = idxTokens
       const committedPages = committed - (committed % ps)
       prefixResident = held >= Math.min(prompt, committedPages)
     }
     const append = prompt - held
-    const needTokens = append + reserve
+    // Loaded-back tokens take device slots like the append.
+    const needTokens = append + loadBack + reserve
     const avail = r.available
     const fastShape = (prefixResident || (bound && params.refillLostTail)) && append <= params.tauAppend
     // A fast-path turn on the session's own D may use what idle sessions hold there: the D's
@@ -256,6 +303,7 @@ export function analyzeTurn(ctx: RouteContext, turn: TurnRequest): TurnAnalysis 
       load,
       tieBreak: (i - h + n) % n,
       heldTokens: held,
+      loadBackTokens: loadBack,
       appendTokens: append,
       needTokens,
       availableTokens: avail,

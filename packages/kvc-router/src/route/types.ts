@@ -91,11 +91,19 @@ export interface RouteCandidate {
   readonly load: number
   /** Key 5 (lower is better): the session-rotated position of the worker. */
   readonly tieBreak: number
-  /** Prompt tokens believed resident on the worker. */
+  /**
+   * Prompt tokens believed resident on the worker: on its device, plus {@link RouteCandidate.loadBackTokens}.
+   */
   readonly heldTokens: number
+  /**
+   * Tokens of `heldTokens` the session's own D holds below the device (host or disk tier) and
+   * would load back rather than recompute, because that is estimated cheaper than a reseed; they
+   * count in `needTokens` (they take device slots). 0 elsewhere.
+   */
+  readonly loadBackTokens: number
   /** `promptTokens − heldTokens`. */
   readonly appendTokens: number
-  /** `appendTokens` + decode reserve. */
+  /** `appendTokens` + `loadBackTokens` + decode reserve. */
   readonly needTokens: number
   readonly availableTokens: number
   readonly decidedBy: RankKey
@@ -185,7 +193,10 @@ export interface RouteContext {
   readonly cluster: ClusterView
   readonly params: RouterParams
   readonly random: () => number
-  /** The cost model the adaptive path choice estimates with (default `DEFAULT_COST_MODEL`). */
+  /**
+   * The cost model of the router's estimates (the adaptive path choice; load-back against reseed
+   * with a host tier; default `DEFAULT_COST_MODEL`).
+   */
   readonly cost?: CostModel
   /** The self-tuner Dispatch reports to (`selfTune`), and how its changes are applied. */
   readonly tuning?: {

@@ -48,8 +48,9 @@ export interface RouterOptions {
   /** The shared state (default in-process). */
   readonly store?: ClusterStateStore
   /**
-   * The cost model of the adaptive path choice's estimates (`pathChoice: 'adaptive'`; default
-   * `DEFAULT_COST_MODEL`).
+   * The cost model of the router's estimates (default `DEFAULT_COST_MODEL`): the adaptive path
+   * choice (`pathChoice: 'adaptive'`), and, with a host tier, whether the session's own D should
+   * load back what it holds there rather than reseed.
    */
   readonly costModel?: CostModel
   /** Where the cluster view reads workers' queues on demand (`ClusterViewOptions.queueSource`). */

@@ -26,6 +26,7 @@ import {
   stickySessionPolicy,
 } from '@kvc/kvc-router'
 import { SimError, SimErrorCode } from '../errors/simError.js'
+import { type HostTierSpec, parseHostTier } from '../hostTier/hostTier.js'
 
 export {
   admit,
@@ -68,6 +69,7 @@ export {
   type CostModel,
   DEFAULT_COST_MODEL,
   decodeStepSeconds,
+  loadBackSeconds,
   makeCostModel as makeRouterCostModel,
   prefillSeconds,
   RouterError,
@@ -197,6 +199,11 @@ export interface PolicySpec {
   readonly sync:
     | { readonly betaTokens: number; readonly linkShare: number; readonly pinS: number }
     | undefined
+  /**
+   * `hostTier=2x` (`400k`, `2x+disk`, `none`): this policy's host KV tier, replacing the run's
+   * `hostTier` (`--host-tier`); `null`: none, whatever the run says.
+   */
+  readonly hostTier?: HostTierSpec | null
 }
 
 /**
@@ -312,6 +319,7 @@ export function parsePolicySpec(spec: string): PolicySpec {
   let release: 'pressure' | 'reaper' = 'pressure'
   let idleTtlS: number | undefined
   let reaperIntervalS: number | undefined
+  let hostTier: HostTierSpec | null | undefined
   let colocated: boolean | undefined
   let retries: number | undefined
   let slotAdmission = false
@@ -329,6 +337,17 @@ export function parsePolicySpec(spec: string): PolicySpec {
         p,
       )
     const key = p.slice(0, eq).trim()
+    if (key === 'hostTier') {
+      // `hostTier=2x`, `hostTier=400k+disk`, `hostTier=none`: `--host-tier` for this policy alone.
+      hostTier =
+        parseHostTier(
+          p
+            .slice(eq + 1)
+            .trim()
+            .replaceAll('+', ':'),
+        ) ?? null
+      continue
+    }
     const value = parseValue(key, p.slice(eq + 1).trim(), spec)
     if (key === 'granularity') {
       if (value !== 'block' && value !== 'session') {
@@ -512,6 +531,7 @@ export function parsePolicySpec(spec: string): PolicySpec {
       : {}),
     ...(elastic ? { elastic: { intervalS: elasticIntervalS, minPrefill } } : {}),
     sync: sync ? { betaTokens: syncBeta, linkShare: syncShare, pinS: syncPinS } : undefined,
+    ...(hostTier === undefined ? {} : { hostTier }),
   }
   try {
     createPolicy(parsed)

@@ -11,6 +11,7 @@
 import {
   type EvictGranularity,
   type EvictionPolicy,
+  type HostTierOptions,
   type KvEvent,
   PagedAllocator,
   RadixCache,
@@ -19,7 +20,14 @@ import { type SessionGranularity, SessionCache } from '@kvc/session-cache'
 import { simBlockHasher } from '../hashing/simBlockHasher.js'
 
 export { SessionCache, SessionCacheError, type SessionRequest } from '@kvc/session-cache'
-export type { EvictGranularity, EvictionPolicy, KvEvent, PagedAllocator } from '@kvc/radix-cache'
+export type {
+  EvictGranularity,
+  EvictionPolicy,
+  HostTierOptions,
+  HostWritePolicy,
+  KvEvent,
+  PagedAllocator,
+} from '@kvc/radix-cache'
 
 /**
  * Options of {@link createWorkerCache}.
@@ -55,6 +63,8 @@ export interface WorkerCacheOptions {
   readonly eventBatching?: 'page' | 'node'
   /** Called with the tokens freed by each eviction (tree eviction or legacy session drop). */
   readonly onEviction?: (freedTokens: number) => void
+  /** A host KV tier under the tree (`--host-tier`): eviction demotes, a match loads back. */
+  readonly hostTier?: HostTierOptions
 }
 
 /**
@@ -94,6 +104,7 @@ export function createWorkerKv(o: WorkerCacheOptions): WorkerKv {
           eventTokenIds: o.eventTokenIds === true,
           eventBatching: o.eventBatching ?? 'page',
         }),
+    ...(o.hostTier === undefined ? {} : { hostTier: o.hostTier }),
   })
   const onEviction = o.onEviction
   const sessions = new SessionCache({

@@ -49,6 +49,7 @@ export class DecodeAdmission {
         lease: undefined,
         releaseSessions: [],
         expiredLeases: decision.expiredLeases,
+        loadBackTokens: decision.loadBackTokens,
       }
     }
     const leases = d.leases

@@ -23,6 +23,7 @@ import { experimentVerdict, sweepVerdict, verdictText } from '../report/verdict.
 import { type SimGranularity, autoGranularity } from '../granularity/kvGeometry.js'
 import { TRACE_FORMATS, type TraceFormat, detectTraceFormat, loadTrace } from '../workload/loadTrace.js'
 import { computeTraceStats } from '../workload/stats.js'
+import { parseHostTier } from '../hostTier/hostTier.js'
 import { parseCapacity, parseCount, parsePositive, parseSeeds, parseSlo } from './args.js'
 import { prepareOutDir } from './outDir.js'
 import { defaultJobs, threadRunner } from './parallel.js'
@@ -50,6 +51,7 @@ interface CommonOpts {
   sessions?: string
   sharedPrefix?: string
   maxConcurrentSessions?: string
+  hostTier: string
   bootstrap: string
   slo?: string
   jobs?: string
@@ -89,6 +91,11 @@ function addCommon(cmd: Command, defaults: { seeds: string }): Command {
       '--max-concurrent-sessions <n>',
       "the replayer's session concurrency: at most n sessions at once, the next starts when one ends (default: no limit)",
     )
+    .option(
+      '--host-tier <size>',
+      'a host KV tier per worker: none, a multiple of its KV pool (2x) or tokens (400k), optionally :disk',
+      'none',
+    )
     .option('--bootstrap <n>', 'bootstrap resamples for the 95% intervals', '200')
     .option(
       '--slo <slos>',
@@ -105,6 +112,7 @@ function buildConfig(o: CommonOpts, policies: readonly string[]): ExperimentConf
   const timeScale = parsePositive('--time-scale', o.timeScale)
   const capacity = parseCapacity(o.capacity)
   const faults = parseFaults(o.faults)
+  const hostTier = parseHostTier(o.hostTier)
   const pageSize = o.pageSize === undefined ? undefined : parseCount('--page-size', o.pageSize, 1)
   if (o.trace === undefined && o.granularity === 'block') {
     throw new SimError(
@@ -164,6 +172,7 @@ function buildConfig(o: CommonOpts, policies: readonly string[]): ExperimentConf
     timeScale,
     costModel: { capacityTokens: capacity },
     faults,
+    ...(hostTier === undefined ? {} : { hostTier }),
     bootstrapResamples: parseCount('--bootstrap', o.bootstrap),
     ...(o.slo === undefined ? {} : { slo: parseSlo(o.slo) }),
     ...(pageSize === undefined ? {} : { pageSize }),

@@ -121,6 +121,8 @@ export function collectResult(ctx: SimContext, tally: RunTally): RunResult {
       retries: c.retries,
       syncBytes: syncStats?.bytesSent ?? 0,
       syncIngestedTokens: syncStats?.ingestedTokens ?? 0,
+      loadBacks: c.loadBacks,
+      loadedBackTokens: c.loadedBackTokens,
     },
     wallMs: performance.now() - tally.wallStart,
     peakRssMB: peakRssMB(),

@@ -24,6 +24,9 @@ export interface SimCounters {
   sessionsReaped: number
   admissionReleases: number
   seedWakes: number
+  /** Prefills that loaded part of their prompt back from the host tier, and the tokens loaded. */
+  loadBacks: number
+  loadedBackTokens: number
   preallocTimeouts: number
   retries: number
 }
@@ -69,6 +72,8 @@ export class SimContext {
     sessionsReaped: 0,
     admissionReleases: 0,
     seedWakes: 0,
+    loadBacks: 0,
+    loadedBackTokens: 0,
     preallocTimeouts: 0,
     retries: 0,
   }
@@ -105,7 +110,8 @@ export class SimContext {
       residency: config.geometry.tokenLevel
         ? { hasher: simBlockHasher, pageSize: config.pageSize }
         : { hasher: simBlockHasher },
-      // The adaptive path choice estimates with the run's cost model and reads the workers' queues.
+      // The adaptive path choice (and, with a host tier, load-back against reseed) estimates with
+      // the run's cost model; the path choice reads the workers' queues.
       costModel: config.cost,
       queueSource: (id) => simQueueReport(this, id),
     })

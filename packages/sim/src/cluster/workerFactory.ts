@@ -8,6 +8,7 @@ import {
 } from '../adapters/sessionCache.js'
 import type { WorkerPlan } from '../config/runConfig.js'
 import type { ActiveFaults } from '../faults/activeFaults.js'
+import { hostTierOptions } from '../hostTier/hostTier.js'
 import type { SimContext } from './context.js'
 import { SimWorker } from './worker.js'
 
@@ -117,6 +118,7 @@ export class WorkerFactory {
       ...(opts.evictionPolicy === undefined ? {} : { evictionPolicy: opts.evictionPolicy }),
       ...(opts.evictGranularity === undefined ? {} : { evictGranularity: opts.evictGranularity }),
       ...(onEvent === undefined ? {} : { onEvent }),
+      ...(config.hostTier === undefined ? {} : { hostTier: hostTierOptions(config.hostTier, g) }),
       // Only the D→P sync rebuilds pages from a P's events; the router reads hashes, and takes
       // a node's pages in one event, unless events get lost (a fault loses one page's event).
       eventTokenIds: toSync,

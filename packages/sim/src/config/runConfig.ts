@@ -16,6 +16,7 @@ import type { FaultSpec } from '../faults/faults.js'
 import { type GatewayRetry, gatewayRetryFor } from '../gateway/retry.js'
 import { KvGeometry } from '../granularity/kvGeometry.js'
 import type { Workload } from '../workload/types.js'
+import { type ResolvedHostTier, admissionCostModel, resolveHostTier } from '../hostTier/hostTier.js'
 import type { RunOptions } from './runOptions.js'
 
 /** One worker of the cluster, in the order the simulation creates them. */
@@ -59,6 +60,8 @@ export interface RunConfig {
   readonly workers: readonly WorkerPlan[]
   /** `release=reaper`; undefined: the engines release idle sessions under pressure. */
   readonly reaper: ReaperConfig | undefined
+  /** Every caching worker's host KV tier (`--host-tier`); undefined: none. */
+  readonly hostTier: ResolvedHostTier | undefined
   /**
    * A baseline's router and its retries (the turns bypass kvc's Dispatch); undefined for `kvc`
    * policies, whose turns the router's `TurnDispatch` drives.
@@ -106,7 +109,7 @@ export function resolveRunConfig(options: RunOptions): RunConfig {
   const sampleMs = (options.sampleIntervalS ?? 5) * 1000
   checkOption(sampleMs > 0, 'sampleIntervalS must be > 0', options.sampleIntervalS)
   const faults = options.faults ?? []
-  const admitOptions = admitOptionsFor(spec)
+  const admitOptions0 = admitOptionsFor(spec)
   if (topology.kind === 'pd' && topology.prefill === 0 && policy.pathMode === 'seed') {
     throw new SimError(
       SimErrorCode.InvalidOption,
@@ -116,6 +119,17 @@ export function resolveRunConfig(options: RunOptions): RunConfig {
   }
   const capacity = resolveCapacity(cost.capacityTokens, pageSize, workload)
   const geometry = new KvGeometry(pageSize, workload.blockTokens ?? 1)
+  // A policy's own `hostTier=` replaces the run's (`null`: none).
+  const tierSpec = spec.hostTier !== undefined ? (spec.hostTier ?? undefined) : options.hostTier
+  const hostTier =
+    tierSpec === undefined
+      ? undefined
+      : resolveHostTier(tierSpec, capacity, pageSize, cost, workload.tokenScale)
+  // With a host tier the D's admission weighs a session's host-resident tokens by the cost model.
+  const admitOptions =
+    hostTier === undefined
+      ? admitOptions0
+      : { ...admitOptions0, costModel: admissionCostModel(cost, hostTier.medium) }
   const workers = planWorkers(topology, policy)
   checkFaultTargets(faults, topology, workers)
   const reaper = checkPolicySwitches(spec, policy)
@@ -151,6 +165,7 @@ export function resolveRunConfig(options: RunOptions): RunConfig {
     geometry,
     workers,
     reaper,
+    hostTier,
     gateway: policy.pathMode === 'kvc' ? undefined : gatewayRetryFor(spec.name, spec.retries),
   }
 }

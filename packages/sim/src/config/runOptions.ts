@@ -1,3 +1,4 @@
+import type { HostTierSpec } from '../hostTier/hostTier.js'
 import type { PolicySpec } from '../adapters/router.js'
 import type { EvictGranularity, EvictionPolicy } from '../adapters/sessionCache.js'
 import type { CostModel } from '../cost/costModel.js'
@@ -55,6 +56,11 @@ export interface RunOptions {
    * research prototype's replayer ran 32 (`docs/design/prototype.md#setup`).
    */
   readonly maxConcurrentSessions?: number
+  /**
+   * A host KV tier on every worker that keeps a cache (`--host-tier`): device eviction demotes
+   * pages to it, a later match loads them back over PCIe when that beats recomputing them.
+   */
+  readonly hostTier?: HostTierSpec
   /** Called as turns end: (ended, total). */
   readonly onProgress?: (ended: number, total: number) => void
 }

@@ -57,6 +57,9 @@ export interface RunCounters {
   /** D→P sync (`sync=on`): bytes sent and tokens P ingested. */
   readonly syncBytes: number
   readonly syncIngestedTokens: number
+  /** Host tier (`--host-tier`): prefills that loaded part of their prompt back, and the tokens they loaded. */
+  readonly loadBacks: number
+  readonly loadedBackTokens: number
 }
 
 /**

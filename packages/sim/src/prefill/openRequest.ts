@@ -19,20 +19,23 @@ export function openRequest(
   turn: Turn,
   withSession: boolean,
   reserve: number,
-): { req: SessionRequest; cached: number } | undefined {
+): { req: SessionRequest; cached: number; loaded: number } | undefined {
   const cache = w.cache!
   const g = config.geometry
   const prompt = turn.prompt!
   const sid = withSession ? turn.key : undefined
   let req: SessionRequest
   let cachedUnits: number
+  let loadedUnits: number
   const rid = `${turn.id}.${turn.seq}`
   const make = () => {
     if (sid !== undefined && !cache.hasSession(sid)) cache.openSession(sid)
     req = cache.createRequest(
       sid === undefined ? { rid, inputIds: prompt } : { rid, inputIds: prompt, sessionId: sid },
     )
-    cachedUnits = cache.matchPrefix(req).length
+    const m = cache.matchPrefix(req)
+    cachedUnits = m.length
+    loadedUnits = m.loadedTokens
   }
   try {
     make()
@@ -79,5 +82,5 @@ export function openRequest(
     if (isOom(err)) return undefined
     throw err
   }
-  return { req: req!, cached }
+  return { req: req!, cached, loaded: g.tokens(loadedUnits!) }
 }

@@ -5,6 +5,7 @@ import type { Job, SimWorker } from '../cluster/worker.js'
 import { prefillSeconds } from '../cost/costModel.js'
 import type { DecodeBatches } from '../decode/decodeBatches.js'
 import type { KvTransfers } from '../transfer/kvTransfers.js'
+import { tierLoadSeconds } from '../hostTier/hostTier.js'
 import { openRequest } from './openRequest.js'
 
 /**
@@ -89,13 +90,23 @@ export class PrefillServers {
     turn.cached = cachedCost
     turn.matched = opened.cached
     turn.computed = newCost
+    // Tokens loaded back from the host tier: copied over PCIe (or from disk) before the prefill.
+    const loadCost = Math.min(Math.round(opened.loaded * ctx.config.workload.tokenScale), cachedCost)
+    if (opened.loaded > 0) {
+      ctx.counters.loadBacks++
+      ctx.counters.loadedBackTokens += loadCost
+    }
     turn.stage = 'prefill'
     turn.req1 = opened.req
     this.#decode.advance(w)
     w.running = job
     w.runningReq = opened.req
     w.prefillGen++
-    w.prefillEndsMs = ctx.now + prefillSeconds(ctx.config.cost, newCost, cachedCost) * 1000
+    w.prefillEndsMs =
+      ctx.now +
+      (prefillSeconds(ctx.config.cost, newCost, cachedCost) +
+        tierLoadSeconds(ctx.config.cost, ctx.config.hostTier, loadCost)) *
+        1000
     ctx.q.push(w.prefillEndsMs, EV_PREFILL_DONE, w.idx, w.prefillGen)
     this.#decode.refresh(w)
     ctx.touch(w)

@@ -1,3 +1,4 @@
+import type { HostTierSpec } from '../hostTier/hostTier.js'
 import { type PolicySpec, parsePolicySpec } from '../adapters/router.js'
 import { runSimulation } from '../cluster/simulation.js'
 import type { RunOptions } from '../config/runOptions.js'
@@ -67,6 +68,8 @@ export interface ExperimentConfig {
   readonly evictGranularity?: RunOptions['evictGranularity']
   /** The replayer's session concurrency ({@link RunOptions.maxConcurrentSessions}); unset: none. */
   readonly maxConcurrentSessions?: number
+  /** Every worker's host KV tier ({@link RunOptions.hostTier}; a policy's `hostTier=` replaces it). */
+  readonly hostTier?: HostTierSpec
   /** The SLOs goodput is measured against (default {@link DEFAULT_SLO}: TTFT 2 s, TPOT 25 ms). */
   readonly slo?: Slo
   /** Bootstrap resamples (default 200). */
@@ -97,6 +100,7 @@ export interface RunTask {
   readonly faults: readonly FaultSpec[]
   readonly evictGranularity?: RunOptions['evictGranularity']
   readonly maxConcurrentSessions?: number
+  readonly hostTier?: HostTierSpec
 }
 
 /**
@@ -166,6 +170,7 @@ export function executeTask(task: RunTask, onProgress?: (ended: number, total: n
     ...(task.maxConcurrentSessions === undefined
       ? {}
       : { maxConcurrentSessions: task.maxConcurrentSessions }),
+    ...(task.hostTier === undefined ? {} : { hostTier: task.hostTier }),
     ...(onProgress === undefined ? {} : { onProgress }),
   })
 }
@@ -319,6 +324,8 @@ export interface ExperimentResult {
     readonly faults: string
     /** The replayer's session concurrency, when one was set. */
     readonly maxConcurrentSessions?: number
+    /** The run's host KV tier (`--host-tier`), when one was set. */
+    readonly hostTier?: HostTierSpec
     /** The SLOs of goodput. */
     readonly slo: Slo
     /** Turns of each trial, in seed order (generated workloads differ per seed). */
@@ -560,6 +567,7 @@ export function planExperiment(config: ExperimentConfig): ExperimentPlan {
         ...(config.maxConcurrentSessions === undefined
           ? {}
           : { maxConcurrentSessions: config.maxConcurrentSessions }),
+        ...(config.hostTier === undefined ? {} : { hostTier: config.hostTier }),
       })
     }
   }
@@ -699,6 +707,7 @@ export function summarizeExperiment(
       ...(config.maxConcurrentSessions === undefined
         ? {}
         : { maxConcurrentSessions: config.maxConcurrentSessions }),
+      ...(config.hostTier === undefined ? {} : { hostTier: config.hostTier }),
       slo,
       turnsPerTrial: byPolicy[0]!.map((r) => r.records.length),
       bootstrap: { resamples, unit: sessionsUnit ? 'session' : 'request', level: 0.95 },

@@ -118,6 +118,11 @@ export class KvTransfers {
       d.reservedOutputs += out
       turn.req2 = opened.req
       t.tokens = promptTokens - opened.cached
+      // A host-tier load-back on the D runs beside the transfer (PCIe, not the P→D link): counted, not timed.
+      if (opened.loaded > 0) {
+        this.#ctx.counters.loadBacks++
+        this.#ctx.counters.loadedBackTokens += Math.round(opened.loaded * config.workload.tokenScale)
+      }
     }
     if (t.leaseId !== undefined) d.leases?.release(t.leaseId)
     this.#ctx.touch(d)

@@ -401,7 +401,8 @@ export interface ResidencyFeederOptions {
   /**
    * Feed only events of these tiers (default `['device']`: a residency index of what is on the
    * GPU; a host tier's events would otherwise read as device stores and removals). Use one feeder
-   * per tier to keep one index per tier. `AllBlocksCleared` goes to every feeder.
+   * per tier to keep one index per tier (a host index is built with `tier: 'host'`).
+   * `AllBlocksCleared` goes to every feeder.
    */
   readonly tiers?: readonly KvTier[]
   /** Receives each event left out (another tier, or a medium no tier table knows). */
