@@ -237,10 +237,7 @@ const SESSION_IN_FLIGHT = /session \S+ already has a request in flight/i
  * session runs there: with several replicas, two turns of one session sent to two replicas at
  * once), or an abort.
  */
-export function classifyUpstreamError(
-  err: unknown,
-  path: 'fast' | 'local' | 'seed' | 'direct',
-): Classified {
+export function classifyUpstreamError(err: unknown, path: 'fast' | 'local' | 'seed' | 'direct'): Classified {
   let e = err
   let side: 'prefill' | 'decode' = 'decode'
   if (e instanceof WorkerBindingsError && e.code === 'PD_DISPATCH') {
