@@ -88,7 +88,6 @@ describe('pending-seed slots', () => {
       { random: () => 0.999, onDecision: (l) => decisions.push(l) },
     )
     try {
-      const t0 = performance.now()
       const results = await Promise.all(
         ['a', 'b', 'c'].map((id) =>
           new Conversation(`slot-${id}`, `Agent ${id}: ${'read the repository layout. '.repeat(2_000)}`).turn(
@@ -97,18 +96,16 @@ describe('pending-seed slots', () => {
           ),
         ),
       )
-      const elapsed = performance.now() - t0
       expect(results.map((r) => r.status)).toEqual([200, 200, 200])
       // Turns waited in line for d0’s slot (first turns over τ_append seed through p0)...
       const waited = decisions.filter((d) => (d.steps as { kind: string }[]).some((x) => x.kind === 'wait'))
       expect(waited.length).toBeGreaterThanOrEqual(1)
-      // ...and were woken when the seed before them ended, well before their 20 s backoff (a
-      // bound wide enough for a busy machine: the seeds take a second or two on an idle one).
-      expect(elapsed).toBeLessThan(10_000)
+      // ...and were woken when the seed before them ended, not by their 20 s backoff: the
+      // test's own time limit (15 s) is below the backoff.
     } finally {
       await proxy.close()
       await cluster.close()
     }
     expect(await leakedSince(baseline)).toEqual({})
-  })
+  }, 15_000)
 })

@@ -52,7 +52,7 @@ for (const { kind, available } of BACKENDS) {
       const a = await store(ns, pa.port)
       const b = await store(ns, pb.port)
       const sessions = ['s0', 's1', 's2']
-      for (const s of sessions) a.setBinding(s, binding('d0', Date.now()))
+      for (const s of sessions) a.setBinding(s, binding('d0', tick()))
       await a.flush()
       await eventually(() => {
         for (const s of sessions) expect(b.getBinding(s)?.workerId).toBe('d0')
@@ -70,13 +70,13 @@ for (const { kind, available } of BACKENDS) {
           sessionId: s,
           workerId: 'd1',
           expected: cur,
-          at: Date.now(),
+          at: tick(),
         })
         expect(claim).toMatchObject({ granted: true, confirmed: false })
-        a.setBinding(s, binding('d1', Date.now()))
+        a.setBinding(s, binding('d1', tick()))
       }
       await new Promise((r) => setTimeout(r, 10))
-      for (const s of sessions) b.setBinding(s, binding('d0', Date.now()))
+      for (const s of sessions) b.setBinding(s, binding('d0', tick()))
       // A comes back first and writes its bindings; then B.
       pa.restore()
       await eventually(() => expect(a.degraded).toBe(false), 30_000)
@@ -100,22 +100,22 @@ for (const { kind, available } of BACKENDS) {
       const [pa, pb] = [await proxy(), await proxy()]
       const a = await store(ns, pa.port)
       const b = await store(ns, pb.port)
-      a.setBinding('s', binding('d0', Date.now()))
+      a.setBinding('s', binding('d0', tick()))
       await a.flush()
       await eventually(() => expect(b.getBinding('s')?.workerId).toBe('d0'))
       pb.cut()
       await eventually(() => expect(b.degraded).toBe(true))
       // B (cut off) serves a turn on d2; later A (connected) moves the session to d1 for good.
-      b.setBinding('s', binding('d0', Date.now()))
-      const early = Date.now()
+      b.setBinding('s', binding('d0', tick()))
+      const early = tick()
       await new Promise((r) => setTimeout(r, 10))
       const cur = a.getBinding('s')
       expect(
-        await a.claim({ kind: 'binding', sessionId: 's', workerId: 'd1', expected: cur, at: Date.now() }),
+        await a.claim({ kind: 'binding', sessionId: 's', workerId: 'd1', expected: cur, at: tick() }),
       ).toMatchObject({
         granted: true,
       })
-      a.setBinding('s', binding('d1', Date.now()))
+      a.setBinding('s', binding('d1', tick()))
       await a.flush()
       expect(early).toBeLessThan(a.getBinding('s')!.updatedAt)
       pb.restore()
@@ -198,6 +198,10 @@ class ScriptedBackend implements StateBackend {
   async close(): Promise<void> {}
 }
 
+/** A logical clock for the bindings' timestamps: strictly increasing, no wall clock. */
+let clock = 0
+const tick = (): number => ++clock
+
 describe('reconcile retries until it succeeds', () => {
   it('failed and hanging reads, and a reconnect the client never reports: the store still recovers', async () => {
     const backend = new ScriptedBackend()
@@ -227,7 +231,7 @@ describe('reconcile retries until it succeeds', () => {
       expect(backend.snapshots).toBeGreaterThanOrEqual(5) // the first one, two failed, one hung, the good one
       expect(events).toContain('recovered')
       // Writes flow again.
-      store.setBinding('s', { workerId: 'd0', committedTokens: 1, verifiedBlocks: 1, updatedAt: Date.now() })
+      store.setBinding('s', { workerId: 'd0', committedTokens: 1, verifiedBlocks: 1, updatedAt: tick() })
       await store.flush(10_000)
       expect(store.metrics().pendingWrites).toBe(0)
     } finally {

@@ -11,6 +11,7 @@
  *
  * @module
  */
+import { mediumTier } from '@kvc/kvc-router'
 import type { KvEvent } from '@kvc/radix-cache'
 import { decode, encode } from '@msgpack/msgpack'
 import { WorkerBindingsError } from '../errors/workerBindingsError.js'
@@ -447,30 +448,12 @@ export type KvTier = 'device' | 'host' | 'disk' | 'external'
  */
 export const KV_TIERS: readonly KvTier[] = ['device', 'host', 'disk', 'external']
 
-const MEDIUM_TIERS: ReadonlyMap<string, KvTier> = new Map([
-  ['GPU', 'device'],
-  ['DEVICE', 'device'],
-  ['CPU', 'host'],
-  ['CPU_PINNED', 'host'],
-  ['CPU_TIER1', 'host'],
-  ['HOST', 'host'],
-  ['HOST_PINNED', 'host'],
-  ['CPU_TIER2', 'disk'],
-  ['DISK', 'disk'],
-  ['NVME', 'disk'],
-  ['STORAGE', 'disk'],
-  ['EXTERNAL', 'external'],
-  ['NETWORK', 'external'],
-  ['REMOTE', 'external'],
-  ['SHARED', 'external'],
-])
-
 /**
  * The tier of an event's `medium`, with Dynamo's table (`StorageTier::from_kv_medium`) read
  * case-insensitively: `null` (not sent) and `GPU`/`DEVICE` → `device`; `CPU`, `CPU_PINNED`,
  * `CPU_TIER1` (SGLang HiCache L2), `HOST`, `HOST_PINNED` → `host`; `CPU_TIER2` (SGLang HiCache
  * L3), `DISK`, `NVME`, `STORAGE` → `disk`; `EXTERNAL`, `NETWORK`, `REMOTE`, `SHARED` →
- * `external`. An unknown string gives `undefined` (Dynamo would count it as the device; a
+ * `external` (kvc-router's `mediumTier`, one table for both). An unknown string gives `undefined` (Dynamo would count it as the device; a
  * consumer should rather skip it and say so).
  *
  * @example
@@ -483,6 +466,5 @@ const MEDIUM_TIERS: ReadonlyMap<string, KvTier> = new Map([
  * ```
  */
 export function kvEventTier(medium: string | null | undefined): KvTier | undefined {
-  if (medium === null || medium === undefined) return 'device'
-  return MEDIUM_TIERS.get(medium.toUpperCase())
+  return mediumTier(medium)
 }
