@@ -453,8 +453,8 @@ export const KV_TIERS: readonly KvTier[] = ['device', 'host', 'disk', 'external'
  * case-insensitively: `null` (not sent) and `GPU`/`DEVICE` → `device`; `CPU`, `CPU_PINNED`,
  * `CPU_TIER1` (SGLang HiCache L2), `HOST`, `HOST_PINNED` → `host`; `CPU_TIER2` (SGLang HiCache
  * L3), `DISK`, `NVME`, `STORAGE` → `disk`; `EXTERNAL`, `NETWORK`, `REMOTE`, `SHARED` →
- * `external` (kvc-router's `mediumTier`, one table for both). An unknown string gives `undefined` (Dynamo would count it as the device; a
- * consumer should rather skip it and say so).
+ * `external` (kvc-router's `mediumTier`, one table for both). An unknown string gives
+ * `undefined` (Dynamo would count it as the device; a consumer should rather skip it and say so).
  *
  * @example
  * ```ts
