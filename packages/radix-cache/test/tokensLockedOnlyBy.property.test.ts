@@ -1,6 +1,6 @@
 import fc from 'fast-check'
 import { describe, expect, it } from 'vitest'
-import { type NodeHandle, RadixCache, RadixCacheError } from '../src/index.js'
+import { type NodeHandle, PagedAllocator, RadixCache, RadixCacheError } from '../src/index.js'
 
 /**
  * The naive count `tokensLockedOnlyBy` replaces (what `SessionCache.releasableTokens` did through
@@ -26,6 +26,7 @@ function naive(cache: RadixCache, nodes: readonly NodeHandle[]): number {
 type Step =
   | { kind: 'insert'; ns: number; tokens: number[] }
   | { kind: 'lock'; pick: number }
+  | { kind: 'lockAncestor'; pick: number; up: number }
   | { kind: 'unlock'; pick: number }
   | { kind: 'evict'; n: number }
   | { kind: 'match'; ns: number; tokens: number[] }
@@ -35,33 +36,88 @@ const tokens = fc.array(fc.integer({ min: 0, max: 3 }), { minLength: 1, maxLengt
 const step: fc.Arbitrary<Step> = fc.oneof(
   fc.record({ kind: fc.constant('insert' as const), ns: fc.nat(2), tokens }),
   fc.record({ kind: fc.constant('lock' as const), pick: fc.nat(50) }),
+  fc.record({ kind: fc.constant('lockAncestor' as const), pick: fc.nat(50), up: fc.integer({ min: 1, max: 3 }) }),
   fc.record({ kind: fc.constant('unlock' as const), pick: fc.nat(50) }),
   fc.record({ kind: fc.constant('evict' as const), n: fc.nat(8) }),
   fc.record({ kind: fc.constant('match' as const), ns: fc.nat(2), tokens }),
   fc.record({ kind: fc.constant('check' as const), picks: fc.array(fc.nat(50), { maxLength: 6 }) }),
 )
 
+/**
+ * A cache under test: the tree alone (no KV values), or with a device pool and a host tier, whose
+ * inserts allocate slots (skipped when the pool is short) and whose matches load host hits back.
+ */
+function makeCache(pageSize: number, tiered: boolean) {
+  if (!tiered) {
+    const cache = new RadixCache({ pageSize, trackValues: false, evictGranularity: 'page' })
+    return {
+      cache,
+      insert: (t: number[], extraKey: string) => cache.insert(t, undefined, { extraKey }).lastNode,
+      match: (t: number[], extraKey: string) => cache.matchPrefix(t, { extraKey }).lastNode,
+    }
+  }
+  const pool = new PagedAllocator({ size: 24 * pageSize, pageSize })
+  const cache = new RadixCache({ pageSize, allocator: pool, hostTier: { capacity: 48 * pageSize } })
+  return {
+    cache,
+    insert: (t: number[], extraKey: string) => {
+      const len = t.length - (t.length % pageSize)
+      if (pool.availableSize() < len) cache.evict(len)
+      if (pool.availableSize() < len) return undefined
+      const slots = pool.alloc(len)
+      const res = cache.insert(t.slice(0, len), slots, { extraKey })
+      if (res.prefixLen > 0) pool.free(slots.subarray(0, res.prefixLen))
+      if (res.alignedLen < len) pool.free(slots.subarray(res.alignedLen))
+      return res.lastNode
+    },
+    match: (t: number[], extraKey: string) => cache.matchPrefix(t, { extraKey, loadBack: true }).lastNode,
+  }
+}
+
 describe('tokensLockedOnlyBy agrees with the naive per-path count', () => {
-  for (const pageSize of [1, 2, 3]) {
-    it(`pageSize ${pageSize}`, () => {
+  for (const [pageSize, tiered] of [
+    [1, false],
+    [2, false],
+    [3, false],
+    [1, true],
+    [2, true],
+  ] as const) {
+    it(`pageSize ${pageSize}${tiered ? ', host tier' : ''}`, () => {
       fc.assert(
         fc.property(fc.array(step, { maxLength: 50 }), (steps) => {
-          const cache = new RadixCache({ pageSize, trackValues: false, evictGranularity: 'page' })
+          const { cache, insert, match } = makeCache(pageSize, tiered)
           const nss = ['', 'a', 'b']
           // Handles seen so far (live or not) and the locks we hold (a handle per lock).
           const seen: NodeHandle[] = []
           const locks: NodeHandle[] = []
           for (const s of steps) {
-            if (s.kind === 'insert')
-              seen.push(cache.insert(s.tokens, undefined, { extraKey: nss[s.ns]! }).lastNode)
-            else if (s.kind === 'match')
-              seen.push(cache.matchPrefix(s.tokens, { extraKey: nss[s.ns]! }).lastNode)
+            // A lone lock's count is remembered between calls: after every step, each held lock's
+            // count is the naive one (a stale entry would show here).
+            for (const h of locks) expect(cache.tokensLockedOnlyBy([h])).toBe(naive(cache, [h]))
+            if (s.kind === 'insert') {
+              const h = insert(s.tokens, nss[s.ns]!)
+              if (h !== undefined) seen.push(h)
+            } else if (s.kind === 'match') seen.push(match(s.tokens, nss[s.ns]!))
             else if (s.kind === 'lock') {
               const live = seen.filter((h) => cache.isValid(h))
               if (live.length === 0) continue
               const h = live[s.pick % live.length]!
               cache.incLockRef(h)
               locks.push(h)
+            } else if (s.kind === 'lockAncestor') {
+              // A lock on a prefix of a locked path: it moves the counts of the locks below it.
+              const live = seen.filter((h) => cache.isValid(h))
+              if (live.length === 0) continue
+              let h = live[s.pick % live.length]!
+              for (let i = 0; i < s.up; i++) {
+                const p = cache.parentOf(h)
+                if (p === undefined || cache.parentOf(p) === undefined) break // not a namespace root
+                h = p
+              }
+              if (cache.parentOf(h) === undefined) continue
+              cache.incLockRef(h)
+              locks.push(h)
+              seen.push(h)
             } else if (s.kind === 'unlock') {
               if (locks.length === 0) continue
               const [h] = locks.splice(s.pick % locks.length, 1)
@@ -80,8 +136,12 @@ describe('tokensLockedOnlyBy agrees with the naive per-path count', () => {
               expect(cache.tokensLockedOnlyBy(locks)).toBe(naive(cache, locks))
             }
           }
+          for (const h of locks) expect(cache.tokensLockedOnlyBy([h])).toBe(naive(cache, [h]))
           expect(cache.tokensLockedOnlyBy(locks)).toBe(naive(cache, locks))
-          // Releasing every lock: everything they alone protected becomes evictable.
+          // Releasing every lock: everything they alone protected becomes evictable (on the
+          // device: with a host tier, a lock also protects host-only nodes, which the device's
+          // evictable size does not count).
+          if (tiered) return
           const before = cache.evictableSize()
           const only = cache.tokensLockedOnlyBy(locks)
           for (const h of locks) cache.decLockRef(h)
