@@ -36,7 +36,11 @@ const tokens = fc.array(fc.integer({ min: 0, max: 3 }), { minLength: 1, maxLengt
 const step: fc.Arbitrary<Step> = fc.oneof(
   fc.record({ kind: fc.constant('insert' as const), ns: fc.nat(2), tokens }),
   fc.record({ kind: fc.constant('lock' as const), pick: fc.nat(50) }),
-  fc.record({ kind: fc.constant('lockAncestor' as const), pick: fc.nat(50), up: fc.integer({ min: 1, max: 3 }) }),
+  fc.record({
+    kind: fc.constant('lockAncestor' as const),
+    pick: fc.nat(50),
+    up: fc.integer({ min: 1, max: 3 }),
+  }),
   fc.record({ kind: fc.constant('unlock' as const), pick: fc.nat(50) }),
   fc.record({ kind: fc.constant('evict' as const), n: fc.nat(8) }),
   fc.record({ kind: fc.constant('match' as const), ns: fc.nat(2), tokens }),
