@@ -111,7 +111,8 @@ describe('planRetraction', () => {
         }
         const hot = new Set(s.sessions.filter((x) => !x.idle).map((x) => x.sessionId))
         if (s.requester !== undefined) hot.add(s.requester)
-        if (plan.sessions.length > 0) expect(hot.size - plan.sessions.length).toBeGreaterThanOrEqual(p.keepHot)
+        if (plan.sessions.length > 0)
+          expect(hot.size - plan.sessions.length).toBeGreaterThanOrEqual(p.keepHot)
         // Coldest first: a kept hot candidate with tokens is never colder than a retracted one.
         const gone = plan.sessions.map((id) => m.get(id)!)
         const latest = Math.max(...gone.map((x) => x.lastAccessTime))

@@ -153,7 +153,10 @@ function checkSignals(s: RetractionSignals): void {
  * plan.sessions // ['b']: the coldest hot session; 0.95 − 0.30 ≤ 0.80
  * ```
  */
-export function planRetraction(s: RetractionSignals, p: RetractionParams = DEFAULT_RETRACTION_PARAMS): RetractionPlan {
+export function planRetraction(
+  s: RetractionSignals,
+  p: RetractionParams = DEFAULT_RETRACTION_PARAMS,
+): RetractionPlan {
   checkParams(p)
   checkSignals(s)
   const before = s.tokenUsageAfter
@@ -171,7 +174,8 @@ export function planRetraction(s: RetractionSignals, p: RetractionParams = DEFAU
   if (s.requester !== undefined && !s.sessions.some((x) => !x.idle && x.sessionId === s.requester)) hot++
   cands.sort(
     (a, b) =>
-      a.lastAccessTime - b.lastAccessTime || (a.sessionId < b.sessionId ? -1 : a.sessionId > b.sessionId ? 1 : 0),
+      a.lastAccessTime - b.lastAccessTime ||
+      (a.sessionId < b.sessionId ? -1 : a.sessionId > b.sessionId ? 1 : 0),
   )
   const out: string[] = []
   let usage = before

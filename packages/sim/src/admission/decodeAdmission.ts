@@ -78,7 +78,8 @@ export class DecodeAdmission {
     }
     if (!decision.response.admitted) ctx.counters.admissionRejects++
     ctx.touch(d)
-    if (spec.retract === true && d.cache !== undefined) return this.#retract(d, state, decision.response, a.request.sessionId)
+    if (spec.retract === true && d.cache !== undefined)
+      return this.#retract(d, state, decision.response, a.request.sessionId)
     return decision.response
   }
 
