@@ -32,9 +32,9 @@ describe('retract=on (hot-session retraction)', () => {
       expect(r.accounting.balanced).toBe(true)
       expect(r.accounting.poolsBalanced).toBe(true)
     }
-    // Retracted sessions' next turns are placed on other D workers: more turns migrate.
-    const moved = (r: typeof on) => r.records.filter((x) => x.migrated).length
-    expect(moved(on)).toBeGreaterThanOrEqual(moved(off))
+    // Retracted sessions' next turns are placed on other D workers (Dispatch's tests check that
+    // each one moves; here, that some turn did).
+    expect(on.records.some((x) => x.migrated)).toBe(true)
   })
 
   it('changes nothing where no D reaches the threshold', () => {
