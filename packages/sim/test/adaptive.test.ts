@@ -5,7 +5,12 @@ import { type FaultSpec, generateAgenticWorkload, runSimulation } from '../src/i
 // mostly idle (sessions live on their D workers) while the D workers' KV fills.
 function run(policy: string, seed: number, faults: readonly FaultSpec[] = []) {
   return runSimulation({
-    workload: generateAgenticWorkload({ seed, sessions: 12, maxTurnsPerSession: 30, sharedPrefixTokens: 1024 }),
+    workload: generateAgenticWorkload({
+      seed,
+      sessions: 12,
+      maxTurnsPerSession: 30,
+      sharedPrefixTokens: 1024,
+    }),
     topology: { kind: 'pd', prefill: 2, decode: 2 },
     policy,
     seed,
@@ -16,21 +21,24 @@ function run(policy: string, seed: number, faults: readonly FaultSpec[] = []) {
 }
 
 describe('the adaptive mechanisms in the simulator', () => {
-  it.each([1, 2, 3])('seed %i: elastic=on drains an idle P and restarts it as a D; no turn is lost', (seed) => {
-    const r = run('kvc:elastic=on', seed)
-    const switches = r.adaptive?.elasticSwitches ?? []
-    expect(switches.length).toBeGreaterThan(0)
-    for (const s of switches) {
-      expect(s).toMatchObject({ from: 'prefill', to: 'decode' })
-      expect(s.switchMs).toBeGreaterThanOrEqual(s.adviseMs)
-    }
-    // minPrefill 1: the last P stays.
-    expect(r.adaptive?.finalTopology).toBe('1P3D')
-    expect(r.accounting.failed).toBe(0)
-    expect(r.accounting.balanced).toBe(true)
-    // Without elastic=on the topology stays as configured and nothing is reported.
-    expect(run('kvc', seed).adaptive?.elasticSwitches).toBeUndefined()
-  })
+  it.each([1, 2, 3])(
+    'seed %i: elastic=on drains an idle P and restarts it as a D; no turn is lost',
+    (seed) => {
+      const r = run('kvc:elastic=on', seed)
+      const switches = r.adaptive?.elasticSwitches ?? []
+      expect(switches.length).toBeGreaterThan(0)
+      for (const s of switches) {
+        expect(s).toMatchObject({ from: 'prefill', to: 'decode' })
+        expect(s.switchMs).toBeGreaterThanOrEqual(s.adviseMs)
+      }
+      // minPrefill 1: the last P stays.
+      expect(r.adaptive?.finalTopology).toBe('1P3D')
+      expect(r.accounting.failed).toBe(0)
+      expect(r.accounting.balanced).toBe(true)
+      // Without elastic=on the topology stays as configured and nothing is reported.
+      expect(run('kvc', seed).adaptive?.elasticSwitches).toBeUndefined()
+    },
+  )
 
   it.each([1, 2, 3])('seed %i: hedged admission under lost admission RPCs sends hedges, some win', (seed) => {
     const faults: FaultSpec[] = [{ kind: 'admit-timeout', probability: 0.05 }]
@@ -45,17 +53,20 @@ describe('the adaptive mechanisms in the simulator', () => {
     expect(run('kvc:pathChoice=adaptive', seed, faults).adaptive?.hedges).toBeUndefined()
   })
 
-  it.each([1, 2, 3])('seed %i: selfTune keeps τ_reject, K and the backoff base within their bounds', (seed) => {
-    const r = run('kvc:selfTune=true', seed)
-    const t = r.adaptive?.tuning
-    expect(t).toBeDefined()
-    expect(t!.tauReject).toBeGreaterThanOrEqual(2)
-    expect(t!.tauReject).toBeLessThanOrEqual(8)
-    expect(t!.pendingSeedsPerD).toBeGreaterThanOrEqual(1)
-    expect(t!.pendingSeedsPerD).toBeLessThanOrEqual(16)
-    expect(t!.backoffBaseMs).toBeGreaterThanOrEqual(5)
-    expect(t!.backoffBaseMs).toBeLessThanOrEqual(500)
-    expect(t!.updates).toBeGreaterThan(0)
-    expect(r.accounting.failed).toBe(0)
-  })
+  it.each([1, 2, 3])(
+    'seed %i: selfTune keeps τ_reject, K and the backoff base within their bounds',
+    (seed) => {
+      const r = run('kvc:selfTune=true', seed)
+      const t = r.adaptive?.tuning
+      expect(t).toBeDefined()
+      expect(t!.tauReject).toBeGreaterThanOrEqual(2)
+      expect(t!.tauReject).toBeLessThanOrEqual(8)
+      expect(t!.pendingSeedsPerD).toBeGreaterThanOrEqual(1)
+      expect(t!.pendingSeedsPerD).toBeLessThanOrEqual(16)
+      expect(t!.backoffBaseMs).toBeGreaterThanOrEqual(5)
+      expect(t!.backoffBaseMs).toBeLessThanOrEqual(500)
+      expect(t!.updates).toBeGreaterThan(0)
+      expect(r.accounting.failed).toBe(0)
+    },
+  )
 })
