@@ -640,6 +640,8 @@ export class Gateway {
   forgetSession(sessionId: string): void {
     const r = this.#router
     if (r === undefined) return
+    // A retraction pending for the session dies with it.
+    r.cluster.retractions.delete(sessionId)
     if (this.#store !== undefined) {
       const own = this.#lastTurn.get(sessionId)
       this.#lastTurn.delete(sessionId)
