@@ -95,9 +95,13 @@ describe('tokensLockedOnlyBy agrees with the naive per-path count', () => {
           const seen: NodeHandle[] = []
           const locks: NodeHandle[] = []
           for (const s of steps) {
-            // A lone lock's count is remembered between calls: after every step, each held lock's
-            // count is the naive one (a stale entry would show here).
+            // A lone lock's count is remembered between calls, and so is the last multi-holder
+            // count: after every step, each is the naive one (a stale entry would show here).
             for (const h of locks) expect(cache.tokensLockedOnlyBy([h])).toBe(naive(cache, [h]))
+            expect(cache.tokensLockedOnlyBy(locks)).toBe(naive(cache, locks))
+            // The first two held locks: the same holders across a lock move on another handle.
+            const two = locks.slice(0, 2)
+            expect(cache.tokensLockedOnlyBy(two)).toBe(naive(cache, two))
             if (s.kind === 'insert') {
               const h = insert(s.tokens, nss[s.ns]!)
               if (h !== undefined) seen.push(h)

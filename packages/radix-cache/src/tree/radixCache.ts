@@ -830,8 +830,33 @@ export class RadixCache {
     const st = this.#st
     for (let i = 0; i < nodes.length; i++) st.slotOf(nodes[i]!)
     if (nodes.length === 1) return this.#tokensLockedOnlyByOne(nodes[0]!)
-    return this.#countLockedOnlyBy(nodes)
+    // The same holders as the last call, and no lock moved since: the same count (a D's capacity
+    // report asks it for all its idle sessions, often several times between two lock moves).
+    const h = nodes.length
+    let last = this.#lastHolders
+    if (this.#lastEpoch === this.#lockEpoch && this.#lastHolderCount === h) {
+      let i = 0
+      while (i < h && last[i] === nodes[i]) i++
+      if (i === h) return this.#lastTokens
+    }
+    const tokens = this.#countLockedOnlyBy(nodes)
+    if (last.length < h) {
+      last = new Float64Array(Math.max(h, last.length * 2))
+      this.#lastHolders = last
+    }
+    for (let i = 0; i < h; i++) last[i] = nodes[i]!
+    this.#lastHolderCount = h
+    this.#lastEpoch = this.#lockEpoch
+    this.#lastTokens = tokens
+    return tokens
   }
+
+  /** Lock moves so far: what the last multi-holder count (below) was taken at. */
+  #lockEpoch = 0
+  #lastEpoch = -1
+  #lastHolders: Float64Array = new Float64Array(0)
+  #lastHolderCount = 0
+  #lastTokens = 0
 
   /**
    * `tokensLockedOnlyBy([node])`, remembered per node: a session cache asks it for every idle
@@ -871,6 +896,7 @@ export class RadixCache {
    * the node's lock count; only unlocked nodes are evicted).
    */
   #forgetOnlyCounts(start: number, delta: 1 | -1): void {
+    this.#lockEpoch++
     const of = this.#onlyOneOf
     if (of.length === 0) return
     const st = this.#st
