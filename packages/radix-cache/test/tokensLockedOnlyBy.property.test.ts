@@ -95,11 +95,11 @@ describe('tokensLockedOnlyBy agrees with the naive per-path count', () => {
           const seen: NodeHandle[] = []
           const locks: NodeHandle[] = []
           for (const s of steps) {
-            // A lone lock's count is remembered between calls, and so is the last multi-holder
-            // count: after every step, each is the naive one (a stale entry would show here).
+            // The last multi-holder count is remembered until a lock moves: after every step, each
+            // held lock's count, all of them and the first two (the same holders across a lock move
+            // on another handle) are the naive ones (a stale entry would show here).
             for (const h of locks) expect(cache.tokensLockedOnlyBy([h])).toBe(naive(cache, [h]))
             expect(cache.tokensLockedOnlyBy(locks)).toBe(naive(cache, locks))
-            // The first two held locks: the same holders across a lock move on another handle.
             const two = locks.slice(0, 2)
             expect(cache.tokensLockedOnlyBy(two)).toBe(naive(cache, two))
             if (s.kind === 'insert') {

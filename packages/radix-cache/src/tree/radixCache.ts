@@ -413,7 +413,7 @@ export class RadixCache {
   incLockRef(node: NodeHandle): number {
     const st = this.#st
     let n = st.slotOf(node)
-    this.#forgetOnlyCounts(n, 1)
+    this.#lockEpoch++
     if (this.#host !== undefined) return this.#host.incLock(n)
     const lockRef = st.lockRef
     const isRoot = st.isRoot
@@ -459,7 +459,7 @@ export class RadixCache {
         node,
       )
     }
-    this.#forgetOnlyCounts(n, -1)
+    this.#lockEpoch++
     if (this.#host !== undefined) return this.#host.decLock(n)
     const parent = st.parent
     const keys = st.keys
@@ -829,7 +829,7 @@ export class RadixCache {
   tokensLockedOnlyBy(nodes: readonly NodeHandle[]): number {
     const st = this.#st
     for (let i = 0; i < nodes.length; i++) st.slotOf(nodes[i]!)
-    if (nodes.length === 1) return this.#tokensLockedOnlyByOne(nodes[0]!)
+    if (nodes.length === 1) return this.#countLockedOnlyBy(nodes)
     // The same holders as the last call, and no lock moved since: the same count (a D's capacity
     // report asks it for all its idle sessions, often several times between two lock moves).
     const h = nodes.length
@@ -857,82 +857,6 @@ export class RadixCache {
   #lastHolders: Float64Array = new Float64Array(0)
   #lastHolderCount = 0
   #lastTokens = 0
-
-  /**
-   * `tokensLockedOnlyBy([node])`, remembered per node: a session cache asks it for every idle
-   * session at each admission, and a lone lock's count only changes when a lock operation moves
-   * a lock count on its path across 1 (see `#forgetOnlyCounts`). Nodes nothing locks are not
-   * remembered (their count is unspecified, and the walk is what the caller gets).
-   */
-  #tokensLockedOnlyByOne(node: NodeHandle): number {
-    const n = node & SLOT_MASK
-    const st = this.#st
-    if (st.lockRef[n] === 0) return this.#countLockedOnlyBy([node])
-    if (this.#onlyOneOf.length < st.capacity) {
-      const grown = new Float64Array(st.capacity).fill(-1)
-      grown.set(this.#onlyOneOf)
-      this.#onlyOneOf = grown
-      const tokens = new Float64Array(st.capacity)
-      tokens.set(this.#onlyOne)
-      this.#onlyOne = tokens
-    }
-    // The handle, not the slot, keys the entry: a freed and reused slot has a new generation.
-    if (this.#onlyOneOf[n] === node) return this.#onlyOne[n]!
-    this.#onlyOneSingle[0] = node
-    const tokens = this.#countLockedOnlyBy(this.#onlyOneSingle)
-    this.#onlyOneOf[n] = node
-    this.#onlyOne[n] = tokens
-    return tokens
-  }
-
-  /**
-   * Forget the remembered lone-lock counts a lock operation on slot `start` (`delta` +1 or -1,
-   * called before the counts move) may change. A node's count adds the own tokens of the nodes on
-   * its path whose lock count is exactly 1, so it changes only when some node on its path moves
-   * between 0, 1 and 2 locks. Those nodes lie on `start`'s path, below a highest one, `top`; the
-   * nodes whose counts change are the locked ones under `top` (`top` holds at most 2 locks after
-   * the move, so they form at most two chains) and the nodes on `start`'s path that the move
-   * unlocks. Splits, inserts and evictions change no locked node's count (a split's halves keep
-   * the node's lock count; only unlocked nodes are evicted).
-   */
-  #forgetOnlyCounts(start: number, delta: 1 | -1): void {
-    this.#lockEpoch++
-    const of = this.#onlyOneOf
-    if (of.length === 0) return
-    const st = this.#st
-    const lockRef = st.lockRef
-    const isRoot = st.isRoot
-    const parent = st.parent
-    let top = -1
-    for (let n = start; isRoot[n] === 0; n = parent[n]!) {
-      // Counts only grow towards the root: from a node that stays at 2 or more locks up, no
-      // count crosses 1.
-      if (lockRef[n]! >= (delta > 0 ? 2 : 3)) break
-      if (n < of.length) of[n] = -1
-      top = n
-    }
-    if (top < 0) return
-    // The locked nodes under `top` (after the move: `start`'s path is already forgotten).
-    const stack = this.#onlyStack
-    stack.length = 0
-    stack.push(top)
-    const children = st.children
-    const next = st.chainNext
-    while (stack.length > 0) {
-      const n = stack.pop()!
-      if (n < of.length) of[n] = -1
-      const map = children[n]
-      if (map === undefined) continue
-      for (const head of map.values()) {
-        for (let c = head; c !== -1; c = next[c]!) if (lockRef[c]! > 0) stack.push(c)
-      }
-    }
-  }
-
-  #onlyOneOf: Float64Array = new Float64Array(0)
-  #onlyOne: Float64Array = new Float64Array(0)
-  readonly #onlyOneSingle: NodeHandle[] = [0 as NodeHandle]
-  readonly #onlyStack: number[] = []
 
   #countLockedOnlyBy(nodes: readonly NodeHandle[]): number {
     const st = this.#st
