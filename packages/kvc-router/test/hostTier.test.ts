@@ -258,18 +258,25 @@ const removed = (id: number, hashes: bigint[], medium?: string): KvEvent => ({
 
 describe('HostResidency against a naive model', () => {
   const media = ['CPU_TIER1', 'CPU', 'CPU_TIER2', 'GPU', undefined, 'REMOTE'] as const
+  // Block ids as engines publish them: signed (SGLang, this project's hashers) or unsigned 64-bit,
+  // so one block may arrive as -1n or as 2^64 - 1.
+  const hash = fc.oneof(
+    fc.bigInt({ min: 1n, max: 12n }),
+    fc.constantFrom(-1n, -2n, 2n ** 64n - 1n, 2n ** 64n - 2n, -(2n ** 63n), 2n ** 63n),
+  )
+  const u64 = (h: bigint) => BigInt.asUintN(64, h)
   const op = fc.oneof(
     fc.record({
       kind: fc.constantFrom('store', 'remove'),
       worker: fc.constantFrom('d0', 'd1'),
-      hashes: fc.array(fc.bigInt({ min: 1n, max: 12n }), { maxLength: 6 }),
+      hashes: fc.array(hash, { maxLength: 6 }),
       medium: fc.constantFrom(...media),
     }),
     fc.record({ kind: fc.constant('clear'), worker: fc.constantFrom('d0', 'd1') }),
     fc.record({
       kind: fc.constant('query'),
       worker: fc.constantFrom('d0', 'd1'),
-      keys: fc.array(fc.bigInt({ min: 1n, max: 12n }), { maxLength: 10 }),
+      keys: fc.array(hash, { maxLength: 10 }),
       from: fc.integer({ min: 0, max: 10 }),
     }),
   )
@@ -294,8 +301,8 @@ describe('HostResidency against a naive model', () => {
             let i = o.from
             let host = 0
             let disk = 0
-            for (; i < o.keys.length && s.host.has(o.keys[i]!); i++) host++
-            for (; i < o.keys.length && s.disk.has(o.keys[i]!); i++) disk++
+            for (; i < o.keys.length && s.host.has(u64(o.keys[i]!)); i++) host++
+            for (; i < o.keys.length && s.disk.has(u64(o.keys[i]!)); i++) disk++
             expect(hr.runFrom(o.worker, keys, o.from)).toEqual({ host, disk })
           } else {
             const e =
@@ -304,7 +311,7 @@ describe('HostResidency against a naive model', () => {
             expect(hr.ingest(o.worker, e)).toBe(tier === 'host' || tier === 'disk')
             if (tier === 'host' || tier === 'disk') {
               const set = sets(o.worker)[tier]
-              for (const h of o.hashes) o.kind === 'store' ? set.add(h) : set.delete(h)
+              for (const h of o.hashes) o.kind === 'store' ? set.add(u64(h)) : set.delete(u64(h))
             }
           }
           // Invariant: the block count is the sum over workers and tiers, and each tier agrees.
@@ -318,6 +325,13 @@ describe('HostResidency against a naive model', () => {
       }),
       { numRuns: 200 },
     )
+  })
+  it('finds a block published with a signed id under its unsigned route key', () => {
+    const hr = new HostResidency()
+    hr.ingest('d0', stored(0, [-5n, 7n], 'CPU_TIER1'))
+    expect(hr.runFrom('d0', BlockKeys.fromHashes([2n ** 64n - 5n, 7n]), 0)).toEqual({ host: 2, disk: 0 })
+    hr.ingest('d0', removed(1, [2n ** 64n - 5n], 'CPU_TIER1'))
+    expect(hr.tierBlocks('d0')).toEqual({ host: 1, disk: 0 })
   })
   it('refuses a tier event without a hash list, changing nothing', () => {
     const hr = new HostResidency()
