@@ -524,6 +524,45 @@ describe('Admit with a host tier', () => {
       }),
     ).toBe(2_000)
   })
+  it('a released session’s host match on the tree counts like its host-resident tokens', () => {
+    // No slot for 's' on the D any more: the tree matches the system prompt on the device and
+    // the rest of its history on the host.
+    const released = { ...demotedState(0), sessions: new Map() }
+    const ctx = { now: 0, matchedTokens: 6_000 }
+    const without = admit(released, fastReq(36_500), ctx)
+    expect(without.response.reason).toBe('append_too_large')
+    const d = admit(released, fastReq(36_500), { ...ctx, hostMatchedTokens: 30_000 })
+    expect(d.response).toMatchObject({ admitted: true, needTokens: 500 + 30_000 + 512 })
+    expect(d.loadBackTokens).toBe(30_000)
+    // Never beyond the prompt; a bad value is refused, naming it.
+    expect(admit(released, fastReq(36_500), { ...ctx, hostMatchedTokens: 90_000 }).loadBackTokens).toBe(30_500)
+    expect(() => admit(released, fastReq(36_500), { ...ctx, hostMatchedTokens: -1 })).toThrow(/hostMatchedTokens/)
+  })
+  it('a host match never lengthens the append, and loads back only what planPrefix would', () => {
+    fc.assert(
+      fc.property(
+        fc.integer({ min: 0, max: 40_000 }),
+        fc.integer({ min: 0, max: 40_000 }),
+        fc.integer({ min: 500, max: 60_000 }),
+        (matched, host, prompt) => {
+          const released = { ...demotedState(0), sessions: new Map() }
+          const opts = { ...defaults(), costModel: DEFAULT_COST_MODEL }
+          const ctx = { now: 0, matchedTokens: matched }
+          const a = admit(released, fastReq(prompt), ctx, opts)
+          const b = admit(released, fastReq(prompt), { ...ctx, hostMatchedTokens: host }, opts)
+          const m = Math.min(prompt, matched)
+          const plan = planPrefix(DEFAULT_COST_MODEL, {
+            promptTokens: prompt,
+            deviceTokens: m,
+            hostTokens: Math.min(host, prompt - m),
+          })
+          expect(b.response.needTokens - b.loadBackTokens).toBeLessThanOrEqual(a.response.needTokens)
+          if (b.response.admitted) expect(b.loadBackTokens).toBe(plan.loadBackTokens)
+        },
+      ),
+      { numRuns: 200 },
+    )
+  })
   it('refuses bad host fields as INVALID_STATE', () => {
     const bad = demotedState(-1)
     expect(() => admit(bad, fastReq(10_000), { now: 0 })).toThrow(/hostResidentTokens/)
