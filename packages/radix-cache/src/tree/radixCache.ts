@@ -1,11 +1,12 @@
-import type { KvAllocator } from '../allocator/kvAllocator.js'
 import { RadixCacheError, RadixCacheErrorCode } from '../errors/radixCacheError.js'
-import type { KvEvent } from '../events/kvEvents.js'
+import { KvEventEmitter } from '../events/kvEventEmitter.js'
 import type { BlockHasher } from '../hashing/blockHasher.js'
 import { sglangBlockHasher } from '../hashing/sglangBlockHasher.js'
 import { resolveHostTier } from '../tier/config.js'
-import type { HostTierConfig, KvSlotAllocator, KvTransfer, LoadBackResult, Residency } from '../tier/types.js'
-import { EvictionHeap } from './evictionHeap.js'
+import { HostTier } from '../tier/hostTier.js'
+import type { HostTierConfig, KvSlotAllocator, LoadBackResult, Residency } from '../tier/types.js'
+import { checkInternals } from './checkInternals.js'
+import { DEV, EMPTY_INDICES, HOST, MAX_NODES, NodeStore, SLOT_MASK, SLOT_SPAN } from './nodeStore.js'
 import {
   EVICTION_POLICIES,
   type EvictGranularity,
@@ -21,24 +22,6 @@ import {
   type RadixCacheStats,
 } from './types.js'
 
-// A handle packs (generation, slot): handle = gen * 2^26 + slot. `handle & SLOT_MASK` recovers the
-// slot because ToInt32 keeps the low 32 bits of any integer below 2^53.
-const SLOT_BITS = 26
-const SLOT_SPAN = 2 ** SLOT_BITS
-const SLOT_MASK = SLOT_SPAN - 1
-const MAX_NODES = SLOT_SPAN
-
-const EMPTY_INDICES = new Int32Array(0)
-const EMPTY_TOKENS = new Uint32Array(0)
-const NO_TOKENS: readonly number[] = Object.freeze([])
-const EMPTY_U8 = new Uint8Array(0)
-
-// Where a node's KV lives (#tier bits). Without a host tier every node is DEV. Device residency is
-// closed under ancestors (a DEV node's parent is DEV or a root), so a root-to-node path is a device
-// part followed by a host-only part; every node is in at least one tier.
-const DEV = 1
-const HOST = 2
-
 const POLICY_CODE: Record<EvictionPolicy, number> = {
   lru: 0,
   lfu: 1,
@@ -48,6 +31,11 @@ const POLICY_CODE: Record<EvictionPolicy, number> = {
   priority: 5,
   slru: 6,
 }
+
+// The cache is three parts: the nodes and their device bookkeeping (`NodeStore`), the host tier
+// (`HostTier`, only with `hostTier`) and the KV events (`KvEventEmitter`, only with `onEvent`).
+// This class validates input, keeps the public API and runs the hot paths (match, insert, locks,
+// device eviction) over the node arrays.
 
 /**
  * A paged radix tree over token ids: the prefix cache of an LLM serving engine, with SGLang's
@@ -97,81 +85,10 @@ export class RadixCache {
   readonly hostTier: HostTierConfig | undefined
 
   readonly #now: () => number
-  readonly #onEvent: ((event: KvEvent) => void) | undefined
-  readonly #hasEvents: boolean
   readonly #hasher: BlockHasher | undefined
-  readonly #allocator: KvAllocator | undefined
-  readonly #policy: number
-  readonly #slruThreshold: number
-  readonly #trimPages: boolean
-  readonly #eventPerNode: boolean
-  readonly #eventTokenIds: boolean
-  // Host tier (all unused without one).
-  readonly #tiered: boolean
-  readonly #hostAlloc: KvSlotAllocator | undefined
-  readonly #onTransfer: ((transfer: KvTransfer) => void) | undefined
-  readonly #hostHeap: EvictionHeap | undefined
-  readonly #hostPolicy: number
-  readonly #hostCapacity: number
-  readonly #writeThrough: boolean
-  readonly #writeThreshold: number
-  readonly #devMedium: string | undefined
-  readonly #hostMedium: string | undefined
-
-  // Node storage: struct of arrays indexed by slot, grown by doubling.
-  #capacity: number
-  #gen: Float64Array
-  #parent: Int32Array
-  #lockRef: Int32Array
-  #childCount: Int32Array
-  #chainNext: Int32Array
-  #childKey: Float64Array
-  #pathLen: Float64Array
-  #lastAccess: Float64Array
-  #created: Float64Array
-  #accessSeq: Float64Array
-  #createSeq: Float64Array
-  #hitCount: Float64Array
-  #priority: Float64Array
-  #ns: Int32Array
-  #isRoot: Uint8Array
-  #keys: Uint32Array[]
-  #values: (Int32Array | undefined)[]
-  #children: (Map<number, number> | undefined)[]
-  #digests: (Uint8Array[] | undefined)[]
-  /** DEV / HOST bits. */
-  #tier: Uint8Array
-  /** Children that are on the device (equals `#childCount` without a host tier). */
-  #devChildren: Int32Array
-  // Host tier only (empty without one).
-  #hostRef: Int32Array
-  /** 1 when the node's tokens are counted in `#hostEvictable`. */
-  #hostCounted: Uint8Array
-  #hostValues: (Int32Array | undefined)[]
-  #freeSlots: Int32Array
-  #freeTop = 0
-  #nextSlot = 0
-  #liveNodes = 0
-
-  readonly #heap: EvictionHeap
-  #nsIds = new Map<string, number>()
-  #nsNames: string[] = []
-  #nsRoots: number[] = []
-
-  #evictable = 0
-  #protected = 0
-  #hostSize = 0
-  #hostOnly = 0
-  #hostEvictable = 0
-  #pinnedNodes = 0
-  /** Device slots of the last load-back. */
-  #lastLoad: Int32Array = EMPTY_INDICES
-  /** Tokens the last refused load-back needed. */
-  #loadNeed = 0
-  #loadScratch: Int32Array = new Int32Array(16)
-  #seq = 0
-  #eventId = 0
-  #path: Int32Array = new Int32Array(64)
+  readonly #st: NodeStore
+  readonly #host: HostTier | undefined
+  readonly #events: KvEventEmitter | undefined
 
   // Counters.
   #matchCalls = 0
@@ -179,17 +96,6 @@ export class RadixCache {
   #matchHit = 0
   #insertCalls = 0
   #insertedTokens = 0
-  #splits = 0
-  #evictCalls = 0
-  #evictedTokens = 0
-  #evictedNodes = 0
-  #eventsEmitted = 0
-  #matchHostHit = 0
-  #demotedTokens = 0
-  #discardedTokens = 0
-  #hostWriteTokens = 0
-  #hostEvictedTokens = 0
-  #loadedBackTokens = 0
 
   constructor(options: RadixCacheOptions = {}) {
     const pageSize = options.pageSize ?? 1
@@ -224,64 +130,46 @@ export class RadixCache {
     this.evictGranularity = granularity
     this.trackValues = options.trackValues ?? true
     this.#now = options.now ?? defaultNow
-    this.#onEvent = options.onEvent
-    this.#hasEvents = typeof options.onEvent === 'function'
-    this.#hasher = this.#hasEvents ? (options.blockHasher ?? sglangBlockHasher()) : options.blockHasher
-    this.#allocator = this.trackValues ? options.allocator : undefined
-    this.#policy = POLICY_CODE[policy]
-    this.#slruThreshold = slru
-    this.#trimPages = granularity === 'page'
+    const onEvent = options.onEvent
+    const hasEvents = typeof onEvent === 'function'
+    this.#hasher = hasEvents ? (options.blockHasher ?? sglangBlockHasher()) : options.blockHasher
     const batching = options.eventBatching ?? 'page'
     if (batching !== 'page' && batching !== 'node') {
       throw invalidOption(`eventBatching must be 'page' or 'node', got ${String(batching)}`, batching)
     }
-    this.#eventPerNode = batching === 'node'
-    this.#eventTokenIds = options.eventTokenIds !== false
     const tier =
       options.hostTier === undefined
         ? undefined
         : resolveHostTier(options.hostTier, pageSize, this.trackValues, options.allocator)
     this.hostTier = tier?.config
-    this.#tiered = tier !== undefined
-    this.#hostAlloc = tier?.allocator
-    this.#onTransfer = tier?.onTransfer
-    this.#hostPolicy = tier === undefined ? 0 : POLICY_CODE[tier.config.evictionPolicy]
-    this.#hostCapacity = tier?.config.capacity ?? 0
-    this.#writeThrough = tier !== undefined && tier.config.writePolicy !== 'write_back'
-    this.#writeThreshold = tier?.config.writeThroughThreshold ?? 1
-    this.#devMedium = tier?.config.deviceMedium
-    this.#hostMedium = tier?.config.hostMedium
-
-    const cap = initial
-    this.#capacity = cap
-    this.#gen = new Float64Array(cap).fill(1)
-    this.#parent = new Int32Array(cap).fill(-1)
-    this.#lockRef = new Int32Array(cap)
-    this.#childCount = new Int32Array(cap)
-    this.#chainNext = new Int32Array(cap).fill(-1)
-    this.#childKey = new Float64Array(cap)
-    this.#pathLen = new Float64Array(cap)
-    this.#lastAccess = new Float64Array(cap)
-    this.#created = new Float64Array(cap)
-    this.#accessSeq = new Float64Array(cap)
-    this.#createSeq = new Float64Array(cap)
-    this.#hitCount = new Float64Array(cap)
-    this.#priority = new Float64Array(cap)
-    this.#ns = new Int32Array(cap)
-    this.#isRoot = new Uint8Array(cap)
-    this.#keys = new Array(cap).fill(EMPTY_TOKENS)
-    this.#values = new Array(cap).fill(undefined)
-    this.#children = new Array(cap).fill(undefined)
-    this.#digests = new Array(cap).fill(undefined)
-    this.#tier = new Uint8Array(cap)
-    this.#devChildren = new Int32Array(cap)
-    this.#hostRef = this.#tiered ? new Int32Array(cap) : EMPTY_INDICES
-    this.#hostCounted = this.#tiered ? new Uint8Array(cap) : EMPTY_U8
-    this.#hostValues = this.#tiered ? new Array(cap).fill(undefined) : []
-    this.#hostHeap = this.#tiered ? new EvictionHeap(cap) : undefined
-    this.#freeSlots = new Int32Array(cap)
-    this.#heap = new EvictionHeap(cap)
-    this.#namespaceRoot('', true)
+    const st = new NodeStore({
+      pageSize,
+      trackValues: this.trackValues,
+      allocator: this.trackValues ? options.allocator : undefined,
+      policy: POLICY_CODE[policy],
+      slruThreshold: slru,
+      trimPages: granularity === 'page',
+      tiered: tier !== undefined,
+      initialCapacity: initial,
+    })
+    const events = hasEvents
+      ? new KvEventEmitter(st, {
+          onEvent,
+          hasher: this.#hasher!,
+          perNode: batching === 'node',
+          tokenIds: options.eventTokenIds !== false,
+          deviceMedium: tier?.config.deviceMedium,
+        })
+      : undefined
+    const host =
+      tier === undefined ? undefined : new HostTier(st, tier, POLICY_CODE[tier.config.evictionPolicy], events)
+    st.events = events
+    st.hasEvents = hasEvents
+    st.host = host
+    this.#st = st
+    this.#events = events
+    this.#host = host
+    st.namespaceRoot('', true)
   }
 
   // ---------------------------------------------------------------------------------------------
@@ -313,52 +201,54 @@ export class RadixCache {
       throw invalidOption(`priority must be a finite number, got ${String(priority)}`, priority)
     }
     const countHit = options?.chunked !== true
+    const st = this.#st
     this.#insertCalls++
     const ps = this.pageSize
     const total = key.length - (key.length % ps)
-    let node = this.#namespaceRoot(extraKey, true)
-    if (total === 0) return { prefixLen: 0, lastNode: this.#handle(node), alignedLen: 0 }
+    let node = st.namespaceRoot(extraKey, true)
+    if (total === 0) return { prefixLen: 0, lastNode: st.handle(node), alignedLen: 0 }
 
     const now = this.#now()
-    const keys = this.#keys
-    const tiered = this.#tiered
-    const writeThrough = this.#writeThrough && countHit
+    const keys = st.keys
+    const host = this.#host
+    const tiered = host !== undefined
+    const writeThrough = tiered && host.writeThrough && countHit
     let walked = 0
-    this.#lastAccess[node] = now
+    st.lastAccess[node] = now
     let off = 0
     // With a host tier, host-only nodes on the path take the caller's device slots (SGLang's
     // HiRadixCache does the same: the request recomputed them); they are not "already present".
     let prefixLen = -1
     while (off < total) {
-      const child = this.#findChild(node, key, off)
+      const child = st.findChild(node, key, off)
       if (child < 0) break
       const clen = keys[child]!.length
-      const m = this.#matchInChild(child, key, off, total)
+      const m = st.matchInChild(child, key, off, total)
       let next = child
-      if (m < clen) next = this.#split(child, m)
-      this.#touch(next, now)
-      if (countHit) this.#hitCount[next]!++
-      if (priority > this.#priority[next]!) this.#priority[next] = priority
+      if (m < clen) next = st.split(child, m)
+      st.touch(next, now)
+      if (countHit) st.hitCount[next]!++
+      if (priority > st.priority[next]!) st.priority[next] = priority
       if (tiered) {
-        if (this.#tier[next] === HOST) {
+        if (st.tier[next] === HOST) {
           if (prefixLen < 0) prefixLen = off
-          this.#adopt(next, vals, off)
+          host.adopt(next, vals, off)
         }
-        if (writeThrough) this.#scratchPush(walked++, next)
+        if (writeThrough) host.scratchPush(walked++, next)
       }
-      if (this.#heap.has(next)) this.#reheap(next)
+      if (st.heap.has(next)) st.reheap(next)
       node = next
       off += m
       if (m < clen) break
     }
     if (prefixLen < 0) prefixLen = off
     if (off < total) {
-      node = this.#newLeaf(node, key, off, total, vals, now, priority, countHit)
+      node = st.newLeaf(node, key, off, total, vals, now, priority, countHit)
       this.#insertedTokens += total - off
-      if (writeThrough) this.#scratchPush(walked++, node)
+      if (writeThrough) host.scratchPush(walked++, node)
     }
-    if (writeThrough) this.#writeThroughScratch(walked)
-    return { prefixLen, lastNode: this.#handle(node), alignedLen: total }
+    if (writeThrough) host.writeThroughScratch(walked)
+    return { prefixLen, lastNode: st.handle(node), alignedLen: total }
   }
 
   /**
@@ -383,7 +273,9 @@ export class RadixCache {
     }
     const readOnly = options?.readOnly === true
     const into = options?.into
-    const loadBack = options?.loadBack === true && this.#tiered
+    const host = this.#host
+    const tiered = host !== undefined
+    const loadBack = options?.loadBack === true && tiered
     if (loadBack && readOnly) throw invalidOption('loadBack cannot be combined with readOnly', options)
     const ps = this.pageSize
     const total = key.length - (key.length % ps)
@@ -393,14 +285,15 @@ export class RadixCache {
         into,
       )
     }
+    const st = this.#st
     this.#matchCalls++
     this.#matchQueried += total
     // A match never creates a namespace (salts can be unbounded): an unknown one matches nothing
     // and reports the default root as lastNode (locking a root is a no-op).
-    const nsId = this.#nsIds.get(extraKey)
-    const root = nsId === undefined ? this.#nsRoots[0]! : this.#nsRoots[nsId]!
+    const nsId = st.nsIds.get(extraKey)
+    const root = nsId === undefined ? st.nsRoots[0]! : st.nsRoots[nsId]!
     if (nsId === undefined || total === 0) {
-      const h = this.#handle(root)
+      const h = st.handle(root)
       return {
         length: 0,
         indices: EMPTY_INDICES,
@@ -411,11 +304,10 @@ export class RadixCache {
       }
     }
     const now = readOnly ? 0 : this.#now()
-    if (!readOnly) this.#lastAccess[root] = now
-    const keys = this.#keys
-    const tiered = this.#tiered
+    if (!readOnly) st.lastAccess[root] = now
+    const keys = st.keys
     let node = root
-    let path = this.#path
+    let path = st.path
     let depth = 0
     let lastTake = 0
     let off = 0
@@ -424,22 +316,22 @@ export class RadixCache {
     let devDepth = 0
     let devOff = 0
     while (off < total) {
-      const child = this.#findChild(node, key, off)
+      const child = st.findChild(node, key, off)
       if (child < 0) break
       const clen = keys[child]!.length
-      const m = this.#matchInChild(child, key, off, total)
+      const m = st.matchInChild(child, key, off, total)
       let next = child
-      if (m < clen && !readOnly) next = this.#split(child, m)
+      if (m < clen && !readOnly) next = st.split(child, m)
       if (!readOnly) {
-        this.#touch(next, now)
-        if (this.#heap.has(next)) this.#reheap(next)
-        else if (tiered && this.#hostHeap!.has(next)) this.#rehost(next)
+        st.touch(next, now)
+        if (st.heap.has(next)) st.reheap(next)
+        else if (tiered && host.heap.has(next)) host.rehost(next)
       }
-      if (depth === path.length) path = this.#growPath()
+      if (depth === path.length) path = st.growPath()
       path[depth++] = next
       lastTake = m
       off += m
-      if (!tiered || (this.#tier[next]! & DEV) !== 0) {
+      if (!tiered || (st.tier[next]! & DEV) !== 0) {
         devDepth = depth
         devOff = off
       }
@@ -448,9 +340,9 @@ export class RadixCache {
     }
     let loaded = 0
     if (tiered) {
-      this.#matchHostHit += off - devOff
-      if (loadBack && off - devOff > this.hostTier!.loadBackThreshold) {
-        const got = this.#loadBackSlots(path[depth - 1]!)
+      host.matchHostHit += off - devOff
+      if (loadBack && off - devOff > host.config.loadBackThreshold) {
+        const got = host.loadBackSlots(path[depth - 1]!)
         if (got > 0) {
           loaded = got
           devDepth = depth
@@ -463,7 +355,7 @@ export class RadixCache {
     let indices: Int32Array = EMPTY_INDICES
     if (this.trackValues && devOff > 0) {
       indices = into === undefined ? new Int32Array(devOff) : into.subarray(0, devOff)
-      const values = this.#values
+      const values = st.values
       let w = 0
       for (let d = 0; d < devDepth; d++) {
         const v = values[path[d]!]!
@@ -480,9 +372,9 @@ export class RadixCache {
     // the last node (the deepest node wholly inside the match).
     const handleNode =
       readOnly && devDepth === depth && depth > 0 && lastTake < keys[lastNode]!.length
-        ? this.#parent[lastNode]!
+        ? st.parent[lastNode]!
         : lastNode
-    const handle = this.#handle(handleNode)
+    const handle = st.handle(handleNode)
     if (devDepth === depth) {
       return {
         length: devOff,
@@ -494,13 +386,13 @@ export class RadixCache {
       }
     }
     const lastHost = path[depth - 1]!
-    const hostHandle = readOnly && lastTake < keys[lastHost]!.length ? this.#parent[lastHost]! : lastHost
+    const hostHandle = readOnly && lastTake < keys[lastHost]!.length ? st.parent[lastHost]! : lastHost
     return {
       length: devOff,
       indices,
       lastNode: handle,
       hostLength: off - devOff,
-      lastHostNode: this.#handle(hostHandle),
+      lastHostNode: st.handle(hostHandle),
       loadedTokens: loaded,
     }
   }
@@ -519,24 +411,26 @@ export class RadixCache {
    * ```
    */
   incLockRef(node: NodeHandle): number {
-    let n = this.#slotOf(node)
-    if (this.#tiered) return this.#incLockTiered(n)
-    const lockRef = this.#lockRef
-    const isRoot = this.#isRoot
-    const parent = this.#parent
-    const keys = this.#keys
+    const st = this.#st
+    let n = st.slotOf(node)
+    if (this.#host !== undefined) return this.#host.incLock(n)
+    const lockRef = st.lockRef
+    const isRoot = st.isRoot
+    const parent = st.parent
+    const keys = st.keys
+    const heap = st.heap
     let delta = 0
     while (isRoot[n] === 0) {
       if (lockRef[n] === 0) {
         const len = keys[n]!.length
         delta += len
-        if (this.#heap.has(n)) this.#heap.remove(n)
+        if (heap.has(n)) heap.remove(n)
       }
       lockRef[n]!++
       n = parent[n]!
     }
-    this.#evictable -= delta
-    this.#protected += delta
+    st.evictableTokens -= delta
+    st.protectedTokens += delta
     return delta
   }
 
@@ -553,9 +447,10 @@ export class RadixCache {
    * ```
    */
   decLockRef(node: NodeHandle): number {
-    let n = this.#slotOf(node)
-    const lockRef = this.#lockRef
-    const isRoot = this.#isRoot
+    const st = this.#st
+    let n = st.slotOf(node)
+    const lockRef = st.lockRef
+    const isRoot = st.isRoot
     if (isRoot[n] === 0 && lockRef[n] === 0) {
       throw new RadixCacheError(
         RadixCacheErrorCode.LockUnderflow,
@@ -563,23 +458,23 @@ export class RadixCache {
         node,
       )
     }
-    if (this.#tiered) return this.#decLockTiered(n)
-    const parent = this.#parent
-    const keys = this.#keys
-    const childCount = this.#childCount
+    if (this.#host !== undefined) return this.#host.decLock(n)
+    const parent = st.parent
+    const keys = st.keys
+    const childCount = st.childCount
     let delta = 0
     while (isRoot[n] === 0) {
       if (lockRef[n] === 1) {
         delta += keys[n]!.length
         lockRef[n] = 0
-        if (childCount[n] === 0) this.#pushHeap(n)
+        if (childCount[n] === 0) st.pushHeap(n)
       } else {
         lockRef[n]!--
       }
       n = parent[n]!
     }
-    this.#evictable += delta
-    this.#protected -= delta
+    st.evictableTokens += delta
+    st.protectedTokens -= delta
     return delta
   }
 
@@ -603,10 +498,11 @@ export class RadixCache {
     if (typeof numTokens !== 'number' || Number.isNaN(numTokens) || numTokens < 0) {
       throw invalidOption(`numTokens must be a non-negative number, got ${String(numTokens)}`, numTokens)
     }
-    if (this.#tiered) return this.#evictTiered(numTokens)
-    this.#evictCalls++
-    const heap = this.#heap
-    const keys = this.#keys
+    if (this.#host !== undefined) return this.#host.evictDevice(numTokens)
+    const st = this.#st
+    st.evictCalls++
+    const heap = st.heap
+    const keys = st.keys
     const ps = this.pageSize
     let evicted = 0
     let nodes = 0
@@ -614,45 +510,45 @@ export class RadixCache {
       const x = heap.peek()
       const len = keys[x]!.length
       const need = numTokens - evicted
-      if (this.#trimPages && len > need) {
+      if (st.trimPages && len > need) {
         const trim = Math.ceil(need / ps) * ps
         if (trim < len) {
-          this.#split(x, len - trim)
+          st.split(x, len - trim)
           heap.remove(x)
           // Deleting the tail makes the upper part a childless, unlocked leaf: back in the heap.
-          this.#deleteLeaf(x)
+          st.deleteLeaf(x)
           evicted += trim
           nodes++
           break
         }
       }
       heap.remove(x)
-      this.#deleteLeaf(x)
+      st.deleteLeaf(x)
       evicted += len
       nodes++
     }
-    this.#evictedTokens += evicted
-    this.#evictedNodes += nodes
+    st.evictedTokens += evicted
+    st.evictedNodes += nodes
     return { evictedTokens: evicted, evictedNodes: nodes }
   }
 
   /** Tokens in the tree (`evictableSize() + protectedSize()`). */
   totalSize(): number {
-    return this.#evictable + this.#protected
+    return this.#st.evictableTokens + this.#st.protectedTokens
   }
 
   /** Tokens in unlocked nodes. */
   evictableSize(): number {
-    return this.#evictable
+    return this.#st.evictableTokens
   }
 
   /** Tokens in locked nodes. */
   protectedSize(): number {
-    return this.#protected
+    return this.#st.protectedTokens
   }
 
   // ---------------------------------------------------------------------------------------------
-  // Host tier
+  // Host tier (the work is `HostTier`'s)
 
   /**
    * Host tier capacity in tokens (0 without a host tier).
@@ -663,7 +559,7 @@ export class RadixCache {
    * ```
    */
   hostCapacity(): number {
-    return this.#hostCapacity
+    return this.#host === undefined ? 0 : this.#host.capacity
   }
 
   /**
@@ -678,7 +574,7 @@ export class RadixCache {
    * ```
    */
   hostSize(): number {
-    return this.#hostSize
+    return this.#host === undefined ? 0 : this.#host.size
   }
 
   /**
@@ -693,7 +589,7 @@ export class RadixCache {
    * ```
    */
   hostOnlySize(): number {
-    return this.#hostOnly
+    return this.#host === undefined ? 0 : this.#host.hostOnly
   }
 
   /**
@@ -710,7 +606,7 @@ export class RadixCache {
    * ```
    */
   hostEvictableSize(): number {
-    return this.#hostEvictable
+    return this.#host === undefined ? 0 : this.#host.evictable
   }
 
   /**
@@ -725,7 +621,7 @@ export class RadixCache {
    * ```
    */
   hostAvailableSize(): number {
-    return this.#tiered ? this.#hostFree() : 0
+    return this.#host === undefined ? 0 : this.#host.free()
   }
 
   /**
@@ -742,14 +638,15 @@ export class RadixCache {
    * ```
    */
   residencyOf(node: NodeHandle): Residency {
-    let n = this.#slotOf(node)
+    const st = this.#st
+    let n = st.slotOf(node)
     let host = 0
-    const tier = this.#tier
+    const tier = st.tier
     while (tier[n] === HOST) {
-      host += this.#keys[n]!.length
-      n = this.#parent[n]!
+      host += st.keys[n]!.length
+      n = st.parent[n]!
     }
-    return { deviceTokens: this.#pathLen[n]!, hostTokens: host }
+    return { deviceTokens: st.pathLen[n]!, hostTokens: host }
   }
 
   /**
@@ -764,8 +661,8 @@ export class RadixCache {
    * ```
    */
   hostRefOf(node: NodeHandle): number {
-    const s = this.#slotOf(node)
-    return this.#tiered ? this.#hostRef[s]! : 0
+    const s = this.#st.slotOf(node)
+    return this.#host === undefined ? 0 : this.#host.hostRef[s]!
   }
 
   /**
@@ -784,20 +681,11 @@ export class RadixCache {
    * ```
    */
   evictHost(numTokens: number): EvictResult {
-    this.#requireTier('evictHost')
+    const host = this.#requireTier('evictHost')
     if (typeof numTokens !== 'number' || Number.isNaN(numTokens) || numTokens < 0) {
       throw invalidOption(`numTokens must be a non-negative number, got ${String(numTokens)}`, numTokens)
     }
-    const heap = this.#hostHeap!
-    let evicted = 0
-    let nodes = 0
-    while (evicted < numTokens && heap.size > 0) {
-      const y = heap.peek()
-      evicted += this.#keys[y]!.length
-      this.#evictHostLeaf(y)
-      nodes++
-    }
-    return { evictedTokens: evicted, evictedNodes: nodes }
+    return host.evictHost(numTokens)
   }
 
   /**
@@ -822,17 +710,18 @@ export class RadixCache {
    * ```
    */
   loadBack(node: NodeHandle): LoadBackResult {
-    this.#requireTier('loadBack')
-    const s = this.#slotOf(node)
-    const got = this.#loadBackSlots(s)
+    const host = this.#requireTier('loadBack')
+    const st = this.#st
+    const s = st.slotOf(node)
+    const got = host.loadBackSlots(s)
     if (got < 0) {
       throw new RadixCacheError(
         RadixCacheErrorCode.OutOfMemory,
-        `loadBack needs ${this.#loadNeed} device slots: ${(this.#allocator as KvSlotAllocator).availableSize()} free + ${this.#evictable} evictable`,
-        this.#loadNeed,
+        `loadBack needs ${host.loadNeed} device slots: ${(st.allocator as KvSlotAllocator).availableSize()} free + ${st.evictableTokens} evictable`,
+        host.loadNeed,
       )
     }
-    return { loadedTokens: got, indices: got > 0 ? this.#lastLoad : EMPTY_INDICES }
+    return { loadedTokens: got, indices: got > 0 ? host.lastLoad : EMPTY_INDICES }
   }
 
   /**
@@ -856,34 +745,8 @@ export class RadixCache {
    * ```
    */
   protectHost(node: NodeHandle): number {
-    this.#requireTier('protectHost')
-    const s = this.#slotOf(node)
-    const isRoot = this.#isRoot
-    const parent = this.#parent
-    const hostRef = this.#hostRef
-    const tier = this.#tier
-    let need = 0
-    for (let n = s; isRoot[n] === 0; n = parent[n]!) {
-      if (hostRef[n]!++ === 0) {
-        this.#pinnedNodes++
-        if (tier[n] === HOST) this.#syncHost(n)
-      }
-      if ((tier[n]! & HOST) === 0) need += this.#keys[n]!.length
-    }
-    if (need === 0) return 0
-    if (this.#hostFree() + this.#hostEvictable < need) {
-      const free = this.#hostFree()
-      const evictable = this.#hostEvictable
-      this.#unpin(s)
-      throw new RadixCacheError(
-        RadixCacheErrorCode.HostOutOfMemory,
-        `protectHost needs ${need} host slots: ${free} free + ${evictable} evictable`,
-        need,
-      )
-    }
-    this.#reserveHost(need)
-    for (let n = s; isRoot[n] === 0; n = parent[n]!) if ((tier[n]! & HOST) === 0) this.#writeHost(n)
-    return need
+    const host = this.#requireTier('protectHost')
+    return host.protect(this.#st.slotOf(node))
   }
 
   /**
@@ -902,19 +765,19 @@ export class RadixCache {
    * ```
    */
   releaseHost(node: NodeHandle): number {
-    this.#requireTier('releaseHost')
-    const s = this.#slotOf(node)
-    if (this.#isRoot[s] === 1) return 0
-    if (this.#hostRef[s] === 0) {
+    const host = this.#requireTier('releaseHost')
+    const s = this.#st.slotOf(node)
+    if (this.#st.isRoot[s] === 1) return 0
+    if (host.hostRef[s] === 0) {
       throw new RadixCacheError(
         RadixCacheErrorCode.HostRefUnderflow,
         `releaseHost on node ${node} whose host reference count is already 0`,
         node,
       )
     }
-    const before = this.#hostEvictable
-    this.#unpin(s)
-    return this.#hostEvictable - before
+    const before = host.evictable
+    host.unpin(s)
+    return host.evictable - before
   }
 
   /**
@@ -927,18 +790,18 @@ export class RadixCache {
    * ```
    */
   tokensUnder(node: NodeHandle): number {
-    return this.#pathLen[this.#slotOf(node)]!
+    return this.#st.pathLen[this.#st.slotOf(node)]!
   }
 
   /** Lock count of `node` (cheap; {@link RadixCache.nodeInfo} copies the node's arrays). */
   lockRefOf(node: NodeHandle): number {
-    return this.#lockRef[this.#slotOf(node)]!
+    return this.#st.lockRef[this.#st.slotOf(node)]!
   }
 
   /** Parent of `node`, `undefined` for a namespace root (cheap). */
   parentOf(node: NodeHandle): NodeHandle | undefined {
-    const p = this.#parent[this.#slotOf(node)]!
-    return p < 0 ? undefined : this.#handle(p)
+    const p = this.#st.parent[this.#st.slotOf(node)]!
+    return p < 0 ? undefined : this.#st.handle(p)
   }
 
   /**
@@ -962,16 +825,17 @@ export class RadixCache {
    * ```
    */
   tokensLockedOnlyBy(nodes: readonly NodeHandle[]): number {
-    for (let i = 0; i < nodes.length; i++) this.#slotOf(nodes[i]!)
-    if (this.#onlyCount.length < this.#capacity) {
-      this.#onlyCount = new Int32Array(this.#capacity)
-      this.#onlyDead = new Uint8Array(this.#capacity)
+    const st = this.#st
+    for (let i = 0; i < nodes.length; i++) st.slotOf(nodes[i]!)
+    if (this.#onlyCount.length < st.capacity) {
+      this.#onlyCount = new Int32Array(st.capacity)
+      this.#onlyDead = new Uint8Array(st.capacity)
     }
     const count = this.#onlyCount
     const dead = this.#onlyDead
-    const parent = this.#parent
-    const isRoot = this.#isRoot
-    const lockRef = this.#lockRef
+    const parent = st.parent
+    const isRoot = st.isRoot
+    const lockRef = st.lockRef
     let seen = this.#onlySeen
     let k = 0
     const h = nodes.length
@@ -997,7 +861,7 @@ export class RadixCache {
         }
       }
     }
-    const keys = this.#keys
+    const keys = st.keys
     let tokens = 0
     for (let i = 0; i < k; i++) {
       const n = seen[i]!
@@ -1015,8 +879,9 @@ export class RadixCache {
   /** Whether `node` is a live handle of this cache. */
   isValid(node: NodeHandle): boolean {
     if (typeof node !== 'number' || !Number.isInteger(node) || node < 0) return false
+    const st = this.#st
     const slot = node & SLOT_MASK
-    return slot < this.#nextSlot && this.#gen[slot] === Math.floor(node / SLOT_SPAN) && this.#isLive(slot)
+    return slot < st.nextSlot && st.gen[slot] === Math.floor(node / SLOT_SPAN) && st.isLive(slot)
   }
 
   /**
@@ -1026,115 +891,67 @@ export class RadixCache {
    * SGLang's `/flush_cache`, which is refused while requests run).
    */
   reset(): void {
-    let locked = this.#protected
-    if (this.#tiered) {
-      // Host-only locked nodes and host references count too (locks and protections alike).
-      for (let s = 0; s < this.#nextSlot && locked === 0; s++) {
-        if (this.#isLive(s) && this.#isRoot[s] === 0 && (this.#lockRef[s]! > 0 || this.#hostRef[s]! > 0))
-          locked = this.#keys[s]!.length
-      }
-    }
+    const st = this.#st
+    const host = this.#host
+    let locked = st.protectedTokens
+    // Host-only locked nodes and host references count too (locks and protections alike).
+    if (host !== undefined && locked === 0 && host.anyHeld()) locked = 1
     if (locked > 0) {
       throw new RadixCacheError(
         RadixCacheErrorCode.ResetWhileLocked,
-        `reset() while ${this.#protected} device tokens are locked${this.#tiered ? ' (or host tokens locked or protected)' : ''}`,
-        this.#protected,
+        `reset() while ${st.protectedTokens} device tokens are locked${host !== undefined ? ' (or host tokens locked or protected)' : ''}`,
+        st.protectedTokens,
       )
     }
-    if (this.#allocator !== undefined) {
-      for (let s = 0; s < this.#nextSlot; s++) {
-        const v = this.#values[s]
-        if (this.#isLive(s) && this.#isRoot[s] === 0 && v !== undefined && v.length > 0)
-          this.#allocator.free(v)
+    const allocator = st.allocator
+    if (allocator !== undefined) {
+      for (let s = 0; s < st.nextSlot; s++) {
+        const v = st.values[s]
+        if (st.isLive(s) && st.isRoot[s] === 0 && v !== undefined && v.length > 0) allocator.free(v)
       }
     }
-    if (this.#tiered) {
-      const hostAlloc = this.#hostAlloc
-      for (let s = 0; s < this.#nextSlot; s++) {
-        const hv = this.#hostValues[s]
-        if (hostAlloc !== undefined && this.#isLive(s) && hv !== undefined && hv.length > 0)
-          hostAlloc.free(hv)
-        this.#hostValues[s] = undefined
-        this.#hostRef[s] = 0
-        this.#hostCounted[s] = 0
-      }
-      this.#hostHeap!.clear()
-      this.#hostSize = 0
-      this.#hostOnly = 0
-      this.#hostEvictable = 0
-      this.#pinnedNodes = 0
-      this.#matchHostHit = 0
-      this.#demotedTokens = 0
-      this.#discardedTokens = 0
-      this.#hostWriteTokens = 0
-      this.#hostEvictedTokens = 0
-      this.#loadedBackTokens = 0
-    }
-    this.#heap.clear()
+    if (host !== undefined) host.reset()
     // Namespace roots survive a reset (so handles to them stay valid); every other node goes.
-    this.#freeTop = 0
-    this.#liveNodes = 0
-    for (let s = 0; s < this.#nextSlot; s++) {
-      this.#children[s] = undefined
-      this.#childCount[s] = 0
-      this.#devChildren[s] = 0
-      this.#digests[s] = undefined
-      this.#chainNext[s] = -1
-      if (this.#isRoot[s] === 1) {
-        this.#liveNodes++
-        continue
-      }
-      if (this.#parent[s]! >= 0) this.#gen[s]!++
-      this.#keys[s] = EMPTY_TOKENS
-      this.#values[s] = undefined
-      this.#parent[s] = -1
-      this.#lockRef[s] = 0
-      this.#tier[s] = 0
-      this.#freeSlots[this.#freeTop++] = s
-    }
-    this.#evictable = 0
-    this.#protected = 0
+    st.clearNodes()
     this.#matchCalls = 0
     this.#matchQueried = 0
     this.#matchHit = 0
     this.#insertCalls = 0
     this.#insertedTokens = 0
-    this.#splits = 0
-    this.#evictCalls = 0
-    this.#evictedTokens = 0
-    this.#evictedNodes = 0
-    if (this.#hasEvents) this.#emit({ type: 'AllBlocksCleared', eventId: this.#eventId++ })
+    if (this.#events !== undefined) this.#events.cleared()
   }
 
   /** Counters since construction or the last reset. */
   stats(): RadixCacheStats {
+    const st = this.#st
+    const host = this.#host
     return {
       totalSize: this.totalSize(),
-      evictableSize: this.#evictable,
-      protectedSize: this.#protected,
-      nodeCount: this.#liveNodes - this.#nsRoots.length,
-      evictableLeaves: this.#heap.size,
+      evictableSize: st.evictableTokens,
+      protectedSize: st.protectedTokens,
+      nodeCount: st.liveNodes - st.nsRoots.length,
+      evictableLeaves: st.heap.size,
       matchCalls: this.#matchCalls,
       matchQueriedTokens: this.#matchQueried,
       matchHitTokens: this.#matchHit,
       hitRatio: this.#matchQueried > 0 ? this.#matchHit / this.#matchQueried : 0,
       insertCalls: this.#insertCalls,
       insertedTokens: this.#insertedTokens,
-      splits: this.#splits,
-      evictCalls: this.#evictCalls,
-      evictedTokens: this.#evictedTokens,
-      evictedNodes: this.#evictedNodes,
-      eventsEmitted: this.#eventsEmitted,
-      hostCapacity: this.#hostCapacity,
-      hostSize: this.#hostSize,
-      hostOnlySize: this.#hostOnly,
-      hostEvictableSize: this.#hostEvictable,
-      matchHostHitTokens: this.#matchHostHit,
-      demotedTokens: this.#demotedTokens,
-      discardedTokens: this.#discardedTokens,
-      hostWriteTokens: this.#hostWriteTokens,
-      hostEvictedTokens: this.#hostEvictedTokens,
-      loadedBackTokens: this.#loadedBackTokens,
+      splits: st.splits,
+      evictCalls: st.evictCalls,
+      evictedTokens: st.evictedTokens,
+      evictedNodes: st.evictedNodes,
+      eventsEmitted: this.#events === undefined ? 0 : this.#events.emitted,
+      hostCapacity: host === undefined ? 0 : host.capacity,
+      hostSize: host === undefined ? 0 : host.size,
+      hostOnlySize: host === undefined ? 0 : host.hostOnly,
+      hostEvictableSize: host === undefined ? 0 : host.evictable,
+      matchHostHitTokens: host === undefined ? 0 : host.matchHostHit,
+      demotedTokens: host === undefined ? 0 : host.demotedTokens,
+      discardedTokens: host === undefined ? 0 : host.discardedTokens,
+      hostWriteTokens: host === undefined ? 0 : host.hostWriteTokens,
+      hostEvictedTokens: host === undefined ? 0 : host.hostEvictedTokens,
+      loadedBackTokens: host === undefined ? 0 : host.loadedBackTokens,
     }
   }
 
@@ -1143,52 +960,55 @@ export class RadixCache {
 
   /** The root of a namespace (`''`, the default, always exists). `undefined` if never used. */
   rootNode(extraKey = ''): NodeHandle | undefined {
-    const id = this.#nsIds.get(extraKey)
-    return id === undefined ? undefined : this.#handle(this.#nsRoots[id]!)
+    const id = this.#st.nsIds.get(extraKey)
+    return id === undefined ? undefined : this.#st.handle(this.#st.nsRoots[id]!)
   }
 
   /** Namespaces that have a root (the default `''` first). */
   namespaces(): string[] {
-    return this.#nsNames.slice()
+    return this.#st.nsNames.slice()
   }
 
   /** Children of `node`, in insertion order of their first pages. */
   childrenOf(node: NodeHandle): NodeHandle[] {
-    const s = this.#slotOf(node)
+    const st = this.#st
+    const s = st.slotOf(node)
     const out: NodeHandle[] = []
-    const map = this.#children[s]
+    const map = st.children[s]
     if (map === undefined) return out
     for (const head of map.values()) {
-      for (let c = head; c !== -1; c = this.#chainNext[c]!) out.push(this.#handle(c))
+      for (let c = head; c !== -1; c = st.chainNext[c]!) out.push(st.handle(c))
     }
     return out
   }
 
   /** A read-only snapshot of one node. */
   nodeInfo(node: NodeHandle): NodeInfo {
-    const s = this.#slotOf(node)
-    const v = this.#values[s]
-    const p = this.#parent[s]!
+    const st = this.#st
+    const host = this.#host
+    const s = st.slotOf(node)
+    const v = st.values[s]
+    const p = st.parent[s]!
     return {
       handle: node,
-      parent: p < 0 ? undefined : this.#handle(p),
-      isRoot: this.#isRoot[s] === 1,
-      extraKey: this.#nsNames[this.#ns[s]!]!,
-      tokens: this.#keys[s]!.slice(),
+      parent: p < 0 ? undefined : st.handle(p),
+      isRoot: st.isRoot[s] === 1,
+      extraKey: st.nsNames[st.ns[s]!]!,
+      tokens: st.keys[s]!.slice(),
       values: v === undefined ? undefined : v.slice(),
-      pathLength: this.#pathLen[s]!,
-      lockRef: this.#lockRef[s]!,
-      lastAccessTime: this.#lastAccess[s]!,
-      creationTime: this.#created[s]!,
-      hitCount: this.#hitCount[s]!,
-      priority: this.#priority[s]!,
-      childCount: this.#childCount[s]!,
-      evictableLeaf: this.#heap.has(s),
-      onDevice: (this.#tier[s]! & DEV) !== 0,
-      onHost: (this.#tier[s]! & HOST) !== 0,
-      hostValues: this.#tiered ? this.#hostValues[s]?.slice() : undefined,
-      hostRef: this.#tiered ? this.#hostRef[s]! : 0,
-      hostEvictableLeaf: this.#tiered && this.#hostHeap!.has(s),
+      pathLength: st.pathLen[s]!,
+      lockRef: st.lockRef[s]!,
+      lastAccessTime: st.lastAccess[s]!,
+      creationTime: st.created[s]!,
+      hitCount: st.hitCount[s]!,
+      priority: st.priority[s]!,
+      childCount: st.childCount[s]!,
+      evictableLeaf: st.heap.has(s),
+      onDevice: (st.tier[s]! & DEV) !== 0,
+      onHost: (st.tier[s]! & HOST) !== 0,
+      hostValues: host === undefined ? undefined : host.hostValues[s]?.slice(),
+      hostRef: host === undefined ? 0 : host.hostRef[s]!,
+      hostEvictableLeaf: host === undefined ? false : host.heap.has(s),
     }
   }
 
@@ -1197,8 +1017,8 @@ export class RadixCache {
    * its `BlockStored` events. Empty unless the cache emits events.
    */
   blockHashesOf(node: NodeHandle): bigint[] {
-    const s = this.#slotOf(node)
-    const d = this.#digests[s]
+    const s = this.#st.slotOf(node)
+    const d = this.#st.digests[s]
     if (d === undefined || this.#hasher === undefined) return []
     const hasher = this.#hasher
     return d.map((x) => hasher.blockId(x))
@@ -1209,7 +1029,7 @@ export class RadixCache {
    * it lets a consumer that lost events resynchronize (the router's `ResidencyIndex.resync`).
    */
   lastEventId(): number {
-    return this.#eventId - 1
+    return (this.#events === undefined ? 0 : this.#events.eventId) - 1
   }
 
   /**
@@ -1229,15 +1049,16 @@ export class RadixCache {
       throw invalidOption(`tier must be 'device' or 'host', got ${String(tier)}`, tier)
     const out: bigint[] = []
     const hasher = this.#hasher
+    const st = this.#st
     const bit = tier === 'device' ? DEV : HOST
-    if (hasher !== undefined && this.#hasEvents) {
-      for (let s = 0; s < this.#nextSlot; s++) {
-        if (this.#isRoot[s] === 1 || this.#parent[s]! < 0 || (this.#tier[s]! & bit) === 0) continue
-        const d = this.#digests[s]
+    if (hasher !== undefined && this.#events !== undefined) {
+      for (let s = 0; s < st.nextSlot; s++) {
+        if (st.isRoot[s] === 1 || st.parent[s]! < 0 || (st.tier[s]! & bit) === 0) continue
+        const d = st.digests[s]
         if (d !== undefined) for (let i = 0; i < d.length; i++) out.push(hasher.blockId(d[i]!))
       }
     }
-    return { blockHashes: out, lastEventId: this.#eventId - 1 }
+    return { blockHashes: out, lastEventId: this.lastEventId() }
   }
 
   /**
@@ -1246,122 +1067,22 @@ export class RadixCache {
    * @internal
    */
   _checkInternals(): string[] {
-    const problems: string[] = []
-    let leaves = 0
-    let evictable = 0
-    let prot = 0
-    let hostSize = 0
-    let hostOnly = 0
-    let hostEvictable = 0
-    let hostLeaves = 0
-    let pinned = 0
-    const tiered = this.#tiered
-    for (let s = 0; s < this.#nextSlot; s++) {
-      if (!this.#isLive(s) || this.#isRoot[s] === 1) continue
-      const len = this.#keys[s]!.length
-      const t = this.#tier[s]!
-      const dev = (t & DEV) !== 0
-      const p = this.#parent[s]!
-      if (t === 0 || (!tiered && t !== DEV)) problems.push(`node ${s}: tier bits ${t}`)
-      if (dev && this.#isRoot[p] === 0 && (this.#tier[p]! & DEV) === 0)
-        problems.push(`node ${s} is on the device under host-only parent ${p}`)
-      if (dev) {
-        if (this.#lockRef[s] === 0) evictable += len
-        else prot += len
-      }
-      if (len === 0 || len % this.pageSize !== 0) problems.push(`node ${s} has length ${len}`)
-      const isLeaf = dev && this.#lockRef[s] === 0 && this.#devChildren[s] === 0
-      if (isLeaf) leaves++
-      if (isLeaf !== this.#heap.has(s))
-        problems.push(`node ${s}: evictable leaf ${isLeaf}, in heap ${!isLeaf}`)
-      if (this.#pathLen[s] !== this.#pathLen[p]! + len) problems.push(`node ${s}: pathLen mismatch`)
-      if (this.trackValues && dev && this.#values[s]?.length !== len)
-        problems.push(`node ${s}: values length`)
-      if (!dev && this.#values[s] !== undefined)
-        problems.push(`node ${s}: host-only node keeps device values`)
-      let count = 0
-      let devCount = 0
-      const map = this.#children[s]
-      if (map !== undefined)
-        for (const h of map.values())
-          for (let c = h; c !== -1; c = this.#chainNext[c]!) {
-            count++
-            if ((this.#tier[c]! & DEV) !== 0) devCount++
-          }
-      if (count !== this.#childCount[s])
-        problems.push(`node ${s}: childCount ${this.#childCount[s]} != ${count}`)
-      if (devCount !== this.#devChildren[s])
-        problems.push(`node ${s}: device children ${this.#devChildren[s]} != ${devCount}`)
-      const pos = this.#heap.positionOf(s)
-      if (pos >= 0) {
-        const par = (pos - 1) >> 1
-        if (pos > 0 && this.#heap.less(s, this.#heap.at(par))) problems.push(`heap order broken at ${pos}`)
-      }
-      if (!tiered) continue
-      const onHost = (t & HOST) !== 0
-      const ref = this.#hostRef[s]!
-      if (onHost) hostSize += len
-      if (onHost && !dev) hostOnly += len
-      if (ref > 0) pinned++
-      if (ref > 0 && !onHost) problems.push(`node ${s} is host-protected without a host copy`)
-      if (this.#isRoot[p] === 0 && this.#hostRef[p]! < ref)
-        problems.push(`node ${s}: host reference ${ref} above its parent's ${this.#hostRef[p]}`)
-      if (this.trackValues && onHost !== (this.#hostValues[s]?.length === len))
-        problems.push(`node ${s}: host values do not match its host copy`)
-      const hostEv = onHost && !dev && this.#lockRef[s] === 0 && ref === 0
-      if (hostEv) hostEvictable += len
-      if ((this.#hostCounted[s] === 1) !== hostEv) problems.push(`node ${s}: host-evictable flag`)
-      const hostLeaf = hostEv && count === 0
-      if (hostLeaf) hostLeaves++
-      if (hostLeaf !== this.#hostHeap!.has(s))
-        problems.push(`node ${s}: host leaf ${hostLeaf}, in host heap ${this.#hostHeap!.has(s)}`)
-      const hp = this.#hostHeap!.positionOf(s)
-      if (hp > 0 && this.#hostHeap!.less(s, this.#hostHeap!.at((hp - 1) >> 1)))
-        problems.push(`host heap order broken at ${hp}`)
-    }
-    if (leaves !== this.#heap.size)
-      problems.push(`heap size ${this.#heap.size} != evictable leaves ${leaves}`)
-    if (evictable !== this.#evictable) problems.push(`evictableSize ${this.#evictable} != ${evictable}`)
-    if (prot !== this.#protected) problems.push(`protectedSize ${this.#protected} != ${prot}`)
-    if (tiered) {
-      if (hostSize !== this.#hostSize) problems.push(`hostSize ${this.#hostSize} != ${hostSize}`)
-      if (hostOnly !== this.#hostOnly) problems.push(`hostOnlySize ${this.#hostOnly} != ${hostOnly}`)
-      if (hostEvictable !== this.#hostEvictable)
-        problems.push(`hostEvictableSize ${this.#hostEvictable} != ${hostEvictable}`)
-      if (hostLeaves !== this.#hostHeap!.size)
-        problems.push(`host heap size ${this.#hostHeap!.size} != host leaves ${hostLeaves}`)
-      if (pinned !== this.#pinnedNodes)
-        problems.push(`protected node count ${this.#pinnedNodes} != ${pinned}`)
-      if (hostSize > this.#hostCapacity)
-        problems.push(`host holds ${hostSize} > capacity ${this.#hostCapacity}`)
-    }
-    return problems
+    return checkInternals(this.#st, this.#host)
   }
 
   // ---------------------------------------------------------------------------------------------
   // Internals
 
-  #handle(slot: number): NodeHandle {
-    return (this.#gen[slot]! * SLOT_SPAN + slot) as NodeHandle
-  }
-
-  #isLive(slot: number): boolean {
-    return this.#isRoot[slot] === 1 || this.#parent[slot]! >= 0
-  }
-
-  #slotOf(node: NodeHandle): number {
-    if (typeof node !== 'number' || !Number.isInteger(node) || node < 0) {
-      throw new RadixCacheError(RadixCacheErrorCode.UnknownNode, `not a node handle: ${String(node)}`, node)
-    }
-    const slot = node & SLOT_MASK
-    if (slot >= this.#nextSlot || this.#gen[slot] !== Math.floor(node / SLOT_SPAN) || !this.#isLive(slot)) {
+  #requireTier(what: string): HostTier {
+    const host = this.#host
+    if (host === undefined) {
       throw new RadixCacheError(
-        RadixCacheErrorCode.UnknownNode,
-        `node handle ${node} is not a live node of this cache (evicted, reset, or from another cache)`,
-        node,
+        RadixCacheErrorCode.NoHostTier,
+        `${what} needs a host tier (create the cache with the hostTier option)`,
+        what,
       )
     }
-    return slot
+    return host
   }
 
   #checkValues(key: Uint32Array, values: ArrayLike<number> | undefined): Int32Array | undefined {
@@ -1404,878 +1125,10 @@ export class RadixCache {
     }
     return out
   }
-
-  #pageKey(key: Uint32Array, off: number): number {
-    const ps = this.pageSize
-    if (ps === 1) return key[off]!
-    let h = 0x811c9dc5 ^ ps
-    for (let i = 0; i < ps; i++) h = Math.imul(h ^ key[off + i]!, 0x01000193)
-    return h & 0x3fffffff
-  }
-
-  #findChild(node: number, key: Uint32Array, off: number): number {
-    const map = this.#children[node]
-    if (map === undefined) return -1
-    let c = map.get(this.#pageKey(key, off))
-    if (c === undefined) return -1
-    const ps = this.pageSize
-    const keys = this.#keys
-    const next = this.#chainNext
-    while (c !== -1) {
-      const ck = keys[c]!
-      let i = 0
-      while (i < ps && ck[i] === key[off + i]) i++
-      if (i === ps) return c
-      c = next[c]!
-    }
-    return -1
-  }
-
-  /**
-   * Page-aligned length of the match between `child`'s edge and `key[off:total)`; at least one
-   * page, since `#findChild` already compared the first page.
-   */
-  #matchInChild(child: number, key: Uint32Array, off: number, total: number): number {
-    const ckey = this.#keys[child]!
-    const ps = this.pageSize
-    const i = commonPrefix(ckey, key, off, ps, Math.min(ckey.length, total - off))
-    return i - (i % ps)
-  }
-
-  #touch(node: number, now: number): void {
-    this.#lastAccess[node] = now
-    this.#accessSeq[node] = ++this.#seq
-  }
-
-  #orderKeys(n: number, policy: number): void {
-    // Fills the heap's sort keys for node n according to the policy.
-    let a: number
-    let b: number
-    let c: number
-    const la = this.#lastAccess[n]!
-    const as = this.#accessSeq[n]!
-    switch (policy) {
-      case 0: // lru
-        a = la
-        b = as
-        c = 0
-        break
-      case 1: // lfu
-        a = this.#hitCount[n]!
-        b = la
-        c = as
-        break
-      case 2: // fifo
-        a = this.#created[n]!
-        b = this.#createSeq[n]!
-        c = 0
-        break
-      case 3: // mru
-        a = -la
-        b = -as
-        c = 0
-        break
-      case 4: // filo
-        a = -this.#created[n]!
-        b = -this.#createSeq[n]!
-        c = 0
-        break
-      case 5: // priority
-        a = this.#priority[n]!
-        b = la
-        c = as
-        break
-      default: // slru
-        a = this.#hitCount[n]! >= this.#slruThreshold ? 1 : 0
-        b = la
-        c = as
-        break
-    }
-    this.#ka = a
-    this.#kb = b
-    this.#kc = c
-  }
-
-  #ka = 0
-  #kb = 0
-  #kc = 0
-
-  #pushHeap(n: number): void {
-    this.#orderKeys(n, this.#policy)
-    this.#heap.push(n, this.#ka, this.#kb, this.#kc)
-  }
-
-  #reheap(n: number): void {
-    this.#orderKeys(n, this.#policy)
-    this.#heap.update(n, this.#ka, this.#kb, this.#kc)
-  }
-
-  #growPath(): Int32Array {
-    const p = new Int32Array(this.#path.length * 2)
-    p.set(this.#path)
-    this.#path = p
-    return p
-  }
-
-  #allocSlot(): number {
-    if (this.#freeTop > 0) return this.#freeSlots[--this.#freeTop]!
-    if (this.#nextSlot === this.#capacity) this.#grow()
-    return this.#nextSlot++
-  }
-
-  #grow(): void {
-    const cap = this.#capacity
-    if (cap >= MAX_NODES) {
-      throw new RadixCacheError(RadixCacheErrorCode.OutOfMemory, `more than ${MAX_NODES} tree nodes`, cap)
-    }
-    const n = Math.min(MAX_NODES, cap * 2)
-    this.#gen = growF64(this.#gen, n, 1)
-    this.#parent = growI32(this.#parent, n, -1)
-    this.#lockRef = growI32(this.#lockRef, n, 0)
-    this.#childCount = growI32(this.#childCount, n, 0)
-    this.#chainNext = growI32(this.#chainNext, n, -1)
-    this.#childKey = growF64(this.#childKey, n, 0)
-    this.#pathLen = growF64(this.#pathLen, n, 0)
-    this.#lastAccess = growF64(this.#lastAccess, n, 0)
-    this.#created = growF64(this.#created, n, 0)
-    this.#accessSeq = growF64(this.#accessSeq, n, 0)
-    this.#createSeq = growF64(this.#createSeq, n, 0)
-    this.#hitCount = growF64(this.#hitCount, n, 0)
-    this.#priority = growF64(this.#priority, n, 0)
-    this.#ns = growI32(this.#ns, n, 0)
-    this.#isRoot = growU8(this.#isRoot, n)
-    this.#tier = growU8(this.#tier, n)
-    this.#devChildren = growI32(this.#devChildren, n, 0)
-    for (let i = cap; i < n; i++) {
-      this.#keys.push(EMPTY_TOKENS)
-      this.#values.push(undefined)
-      this.#children.push(undefined)
-      this.#digests.push(undefined)
-    }
-    if (this.#tiered) {
-      this.#hostRef = growI32(this.#hostRef, n, 0)
-      this.#hostCounted = growU8(this.#hostCounted, n)
-      for (let i = cap; i < n; i++) this.#hostValues.push(undefined)
-      this.#hostHeap!.growNodes(n)
-    }
-    this.#freeSlots = growI32(this.#freeSlots, n, 0)
-    this.#heap.growNodes(n)
-    this.#capacity = n
-  }
-
-  #namespaceRoot(extraKey: string, create: boolean): number {
-    const id = this.#nsIds.get(extraKey)
-    if (id !== undefined) return this.#nsRoots[id]!
-    if (!create) return this.#nsRoots[0]!
-    const s = this.#allocSlot()
-    const nsId = this.#nsNames.length
-    this.#nsIds.set(extraKey, nsId)
-    this.#nsNames.push(extraKey)
-    this.#nsRoots.push(s)
-    this.#isRoot[s] = 1
-    this.#parent[s] = -1
-    this.#lockRef[s] = 0
-    this.#childCount[s] = 0
-    this.#devChildren[s] = 0
-    this.#tier[s] = DEV
-    this.#pathLen[s] = 0
-    this.#ns[s] = nsId
-    this.#keys[s] = EMPTY_TOKENS
-    this.#values[s] = this.trackValues ? EMPTY_INDICES : undefined
-    this.#children[s] = undefined
-    this.#digests[s] = undefined
-    this.#liveNodes++
-    return s
-  }
-
-  #linkChild(parent: number, child: number, ck: number): void {
-    let map = this.#children[parent]
-    if (map === undefined) {
-      map = new Map()
-      this.#children[parent] = map
-    }
-    const head = map.get(ck)
-    this.#chainNext[child] = head === undefined ? -1 : head
-    map.set(ck, child)
-    this.#childKey[child] = ck
-    this.#childCount[parent]!++
-    if ((this.#tier[child]! & DEV) !== 0) this.#devChildren[parent]!++
-  }
-
-  #unlinkChild(parent: number, child: number): void {
-    const map = this.#children[parent]!
-    const ck = this.#childKey[child]!
-    const head = map.get(ck)!
-    const next = this.#chainNext
-    if (head === child) {
-      if (next[child] === -1) map.delete(ck)
-      else map.set(ck, next[child]!)
-    } else {
-      let p = head
-      while (next[p] !== child) p = next[p]!
-      next[p] = next[child]!
-    }
-    next[child] = -1
-    this.#childCount[parent]!--
-    if ((this.#tier[child]! & DEV) !== 0) this.#devChildren[parent]!--
-  }
-
-  /** Replace `oldChild` by `newChild` at the same place of `parent`'s child chain. */
-  #replaceChild(parent: number, oldChild: number, newChild: number): void {
-    const map = this.#children[parent]!
-    const ck = this.#childKey[oldChild]!
-    const next = this.#chainNext
-    if (map.get(ck) === oldChild) map.set(ck, newChild)
-    else {
-      let p = map.get(ck)!
-      while (next[p] !== oldChild) p = next[p]!
-      next[p] = newChild
-    }
-    next[newChild] = next[oldChild]!
-    next[oldChild] = -1
-    this.#childKey[newChild] = ck
-  }
-
-  /**
-   * Split `child` at `m` tokens (a page multiple, 0 < m < len): a new upper node takes the first
-   * `m` tokens and inherits the lock count and order attributes; `child` keeps the suffix (and its
-   * identity). Sizes do not change.
-   */
-  #split(child: number, m: number): number {
-    const up = this.#allocSlot()
-    const p = this.#parent[child]!
-    const ckey = this.#keys[child]!
-    this.#keys[up] = ckey.subarray(0, m)
-    this.#keys[child] = ckey.subarray(m)
-    const v = this.#values[child]
-    if (v !== undefined) {
-      this.#values[up] = v.subarray(0, m)
-      this.#values[child] = v.subarray(m)
-    } else this.#values[up] = undefined
-    const d = this.#digests[child]
-    if (d !== undefined) {
-      const pages = m / this.pageSize
-      this.#digests[up] = d.slice(0, pages)
-      this.#digests[child] = d.slice(pages)
-    } else this.#digests[up] = undefined
-    this.#parent[up] = p
-    this.#isRoot[up] = 0
-    this.#ns[up] = this.#ns[child]!
-    this.#lockRef[up] = this.#lockRef[child]!
-    this.#pathLen[up] = this.#pathLen[child]! - (ckey.length - m)
-    this.#lastAccess[up] = this.#lastAccess[child]!
-    this.#created[up] = this.#created[child]!
-    this.#accessSeq[up] = this.#accessSeq[child]!
-    this.#createSeq[up] = this.#createSeq[child]!
-    this.#hitCount[up] = this.#hitCount[child]!
-    this.#priority[up] = this.#priority[child]!
-    this.#tier[up] = this.#tier[child]!
-    if (this.#tiered) {
-      const hv = this.#hostValues[child]
-      if (hv !== undefined) {
-        this.#hostValues[up] = hv.subarray(0, m)
-        this.#hostValues[child] = hv.subarray(m)
-      } else this.#hostValues[up] = undefined
-      this.#hostRef[up] = this.#hostRef[child]!
-      if (this.#hostRef[up]! > 0) this.#pinnedNodes++
-      this.#hostCounted[up] = this.#hostCounted[child]!
-    }
-    this.#replaceChild(p, child, up)
-    this.#children[up] = undefined
-    this.#childCount[up] = 0
-    this.#devChildren[up] = 0
-    this.#parent[child] = up
-    this.#linkChild(up, child, this.#pageKey(this.#keys[child]!, 0))
-    this.#liveNodes++
-    this.#splits++
-    return up
-  }
-
-  #newLeaf(
-    parent: number,
-    key: Uint32Array,
-    from: number,
-    to: number,
-    vals: Int32Array | undefined,
-    now: number,
-    priority: number,
-    countHit: boolean,
-  ): number {
-    const s = this.#allocSlot()
-    const len = to - from
-    this.#keys[s] = key.slice(from, to)
-    this.#values[s] = vals === undefined ? undefined : vals.slice(from, to)
-    this.#parent[s] = parent
-    this.#isRoot[s] = 0
-    this.#ns[s] = this.#ns[parent]!
-    this.#lockRef[s] = 0
-    this.#pathLen[s] = this.#pathLen[parent]! + len
-    this.#lastAccess[s] = now
-    this.#created[s] = now
-    this.#accessSeq[s] = ++this.#seq
-    this.#createSeq[s] = this.#seq
-    this.#hitCount[s] = countHit ? 1 : 0
-    this.#priority[s] = priority
-    this.#children[s] = undefined
-    this.#childCount[s] = 0
-    this.#devChildren[s] = 0
-    this.#tier[s] = DEV
-    if (this.#tiered) {
-      this.#hostValues[s] = undefined
-      this.#hostRef[s] = 0
-      this.#hostCounted[s] = 0
-    }
-    const parentWasLeaf = this.#heap.has(parent)
-    this.#linkChild(parent, s, this.#pageKey(key, from))
-    if (parentWasLeaf) this.#heap.remove(parent)
-    this.#liveNodes++
-    this.#evictable += len
-    this.#pushHeap(s)
-    if (this.#hasEvents) this.#storeEvents(s, parent)
-    else this.#digests[s] = undefined
-    return s
-  }
-
-  #storeEvents(s: number, parent: number): void {
-    const hasher = this.#hasher!
-    const ps = this.pageSize
-    const key = this.#keys[s]!
-    const pages = key.length / ps
-    const nsName = this.#nsNames[this.#ns[s]!]!
-    const extraKey = nsName === '' ? undefined : nsName
-    const pd = this.#digests[parent]
-    let prev: Uint8Array | undefined =
-      this.#isRoot[parent] === 1 || pd === undefined ? undefined : pd[pd.length - 1]
-    const digests: Uint8Array[] = new Array(pages)
-    for (let p = 0; p < pages; p++) {
-      const d = hasher.hashBlock(prev, key.subarray(p * ps, (p + 1) * ps), extraKey)
-      digests[p] = d
-      prev = d
-    }
-    this.#digests[s] = digests
-    this.#emitStored(s, this.#devMedium)
-  }
-
-  #emit(event: KvEvent): void {
-    this.#eventsEmitted++
-    this.#onEvent!(event)
-  }
-
-  // ---------------------------------------------------------------------------------------------
-  // Host tier internals. Every state change of a node goes through these, which keep the device
-  // heap (DEV, unlocked, no DEV child), the host heap (host-only, unlocked, unprotected, no child)
-  // and the size counters exact.
-
-  #requireTier(what: string): void {
-    if (!this.#tiered) {
-      throw new RadixCacheError(
-        RadixCacheErrorCode.NoHostTier,
-        `${what} needs a host tier (create the cache with the hostTier option)`,
-        what,
-      )
-    }
-  }
-
-  #hostFree(): number {
-    const free = this.#hostCapacity - this.#hostSize
-    const a = this.#hostAlloc
-    return a === undefined ? free : Math.min(free, a.availableSize())
-  }
-
-  #emitTransfer(direction: KvTransfer['direction'], n: number): void {
-    const f = this.#onTransfer
-    if (f === undefined) return
-    f({
-      direction,
-      tokens: this.#keys[n]!.length,
-      deviceIndices: this.#values[n] ?? EMPTY_INDICES,
-      hostIndices: this.#hostValues[n] ?? EMPTY_INDICES,
-    })
-  }
-
-  /** Bring `n`'s host-evictable count and host-heap membership up to date. */
-  #syncHost(n: number): void {
-    const want = this.#tier[n] === HOST && this.#lockRef[n] === 0 && this.#hostRef[n] === 0 ? 1 : 0
-    if (want !== this.#hostCounted[n]) {
-      const len = this.#keys[n]!.length
-      this.#hostEvictable += want === 1 ? len : -len
-      this.#hostCounted[n] = want
-    }
-    const heap = this.#hostHeap!
-    const leaf = want === 1 && this.#childCount[n] === 0
-    if (leaf !== heap.has(n)) {
-      if (leaf) {
-        this.#orderKeys(n, this.#hostPolicy)
-        heap.push(n, this.#ka, this.#kb, this.#kc)
-      } else heap.remove(n)
-    }
-  }
-
-  #rehost(n: number): void {
-    this.#orderKeys(n, this.#hostPolicy)
-    this.#hostHeap!.update(n, this.#ka, this.#kb, this.#kc)
-  }
-
-  /** Push `n` on the device heap when it is an unlocked device leaf. */
-  #maybePushDevice(n: number): void {
-    if (
-      this.#isRoot[n] === 0 &&
-      (this.#tier[n]! & DEV) !== 0 &&
-      this.#lockRef[n] === 0 &&
-      this.#devChildren[n] === 0 &&
-      !this.#heap.has(n)
-    ) {
-      this.#pushHeap(n)
-    }
-  }
-
-  #incLockTiered(start: number): number {
-    const lockRef = this.#lockRef
-    const isRoot = this.#isRoot
-    const parent = this.#parent
-    const tier = this.#tier
-    let delta = 0
-    for (let n = start; isRoot[n] === 0; n = parent[n]!) {
-      if (lockRef[n]!++ === 0) {
-        if ((tier[n]! & DEV) !== 0) {
-          delta += this.#keys[n]!.length
-          if (this.#heap.has(n)) this.#heap.remove(n)
-        } else this.#syncHost(n)
-      }
-    }
-    this.#evictable -= delta
-    this.#protected += delta
-    return delta
-  }
-
-  #decLockTiered(start: number): number {
-    const lockRef = this.#lockRef
-    const isRoot = this.#isRoot
-    const parent = this.#parent
-    const tier = this.#tier
-    let delta = 0
-    for (let n = start; isRoot[n] === 0; n = parent[n]!) {
-      if (--lockRef[n]! === 0) {
-        if ((tier[n]! & DEV) !== 0) {
-          delta += this.#keys[n]!.length
-          if (this.#devChildren[n] === 0) this.#pushHeap(n)
-        } else this.#syncHost(n)
-      }
-    }
-    this.#evictable += delta
-    this.#protected -= delta
-    return delta
-  }
-
-  /** Drop one host reference along the path `start` → root. */
-  #unpin(start: number): void {
-    const isRoot = this.#isRoot
-    const parent = this.#parent
-    const hostRef = this.#hostRef
-    for (let n = start; isRoot[n] === 0; n = parent[n]!) {
-      if (--hostRef[n]! === 0) {
-        this.#pinnedNodes--
-        if (this.#tier[n] === HOST) this.#syncHost(n)
-      }
-    }
-  }
-
-  #evictTiered(numTokens: number): EvictResult {
-    this.#evictCalls++
-    const heap = this.#heap
-    const keys = this.#keys
-    const ps = this.pageSize
-    let evicted = 0
-    let nodes = 0
-    while (evicted < numTokens && heap.size > 0) {
-      const x = heap.peek()
-      const len = keys[x]!.length
-      const need = numTokens - evicted
-      if (this.#trimPages && len > need) {
-        const trim = Math.ceil(need / ps) * ps
-        if (trim < len) {
-          // The tail `trim` tokens leave the device; the upper part becomes the next device leaf.
-          this.#split(x, len - trim)
-          heap.remove(x)
-          this.#evictDeviceNode(x)
-          evicted += trim
-          nodes++
-          break
-        }
-      }
-      heap.remove(x)
-      this.#evictDeviceNode(x)
-      evicted += len
-      nodes++
-    }
-    this.#evictedTokens += evicted
-    this.#evictedNodes += nodes
-    return { evictedTokens: evicted, evictedNodes: nodes }
-  }
-
-  /**
-   * `x` (an unlocked device leaf, out of the device heap) leaves the device: to the host when it
-   * has a copy or `write_back` can make room for one, otherwise it is discarded.
-   */
-  #evictDeviceNode(x: number): void {
-    const len = this.#keys[x]!.length
-    if ((this.#tier[x]! & HOST) === 0) {
-      if (this.#writeThrough || !this.#reserveHost(len)) {
-        this.#discard(x)
-        return
-      }
-      this.#writeHost(x)
-    }
-    this.#demotedTokens += len
-    this.#dropDevice(x)
-  }
-
-  /** Copy device node `n` (no host copy yet) to the host; the room is reserved. */
-  #writeHost(n: number): void {
-    const len = this.#keys[n]!.length
-    if (this.#hostAlloc !== undefined) this.#hostValues[n] = this.#hostAlloc.alloc(len)
-    this.#emitTransfer('deviceToHost', n)
-    this.#tier[n] = DEV | HOST
-    this.#hostSize += len
-    this.#hostWriteTokens += len
-    if (this.#hasEvents) this.#emitStored(n, this.#hostMedium)
-  }
-
-  /** Free the device copy of `n` (unlocked, no DEV child, has a host copy). */
-  #dropDevice(x: number): void {
-    const len = this.#keys[x]!.length
-    const v = this.#values[x]
-    if (this.#allocator !== undefined && v !== undefined && v.length > 0) this.#allocator.free(v)
-    this.#values[x] = undefined
-    this.#tier[x] = HOST
-    this.#evictable -= len
-    this.#hostOnly += len
-    if (this.#hasEvents) this.#emitRemoved(x, this.#devMedium)
-    const p = this.#parent[x]!
-    this.#devChildren[p]!--
-    this.#maybePushDevice(p)
-    this.#syncHost(x)
-  }
-
-  /** Make `len` host slots free by host eviction; `false` (nothing evicted) when impossible. */
-  #reserveHost(len: number): boolean {
-    if (this.#hostFree() >= len) return true
-    if (this.#hostFree() + this.#hostEvictable < len) return false
-    const heap = this.#hostHeap!
-    while (this.#hostFree() < len && heap.size > 0) this.#evictHostLeaf(heap.peek())
-    return this.#hostFree() >= len
-  }
-
-  /** Remove host leaf `y` (host-only, unlocked, unprotected, childless) from the tree. */
-  #evictHostLeaf(y: number): void {
-    const len = this.#keys[y]!.length
-    this.#hostHeap!.remove(y)
-    this.#hostCounted[y] = 0
-    this.#hostEvictable -= len
-    this.#hostEvictedTokens += len
-    this.#removeHostCopy(y)
-    const p = this.#parent[y]!
-    this.#unlinkChild(p, y)
-    this.#freeSlot(y)
-    if (this.#tier[p] === HOST) this.#syncHost(p)
-  }
-
-  /** Free `n`'s host slots and emit the host removal (sizes of a host-only node). */
-  #removeHostCopy(n: number): void {
-    const len = this.#keys[n]!.length
-    const hv = this.#hostValues[n]
-    if (this.#hostAlloc !== undefined && hv !== undefined && hv.length > 0) this.#hostAlloc.free(hv)
-    this.#hostValues[n] = undefined
-    if (this.#hasEvents) this.#emitRemoved(n, this.#hostMedium)
-    this.#hostSize -= len
-    this.#hostOnly -= len
-  }
-
-  /**
-   * Discard device leaf `x` (unlocked, no host copy) and its host-only subtree, which no match can
-   * reach once `x` is gone.
-   */
-  #discard(x: number): void {
-    const len = this.#keys[x]!.length
-    if (this.#childCount[x]! > 0) {
-      const stack: number[] = [x]
-      const order: number[] = []
-      while (stack.length > 0) {
-        const n = stack.pop()!
-        const map = this.#children[n]
-        if (map === undefined) continue
-        for (const h of map.values()) {
-          for (let c = h; c !== -1; c = this.#chainNext[c]!) {
-            order.push(c)
-            stack.push(c)
-          }
-        }
-      }
-      // Children before parents.
-      for (let i = order.length - 1; i >= 0; i--) {
-        const c = order[i]!
-        const clen = this.#keys[c]!.length
-        if (this.#hostHeap!.has(c)) this.#hostHeap!.remove(c)
-        if (this.#hostCounted[c] === 1) {
-          this.#hostEvictable -= clen
-          this.#hostCounted[c] = 0
-        }
-        this.#hostEvictedTokens += clen
-        this.#removeHostCopy(c)
-        this.#unlinkChild(this.#parent[c]!, c)
-        this.#freeSlot(c)
-      }
-    }
-    const v = this.#values[x]
-    if (this.#allocator !== undefined && v !== undefined && v.length > 0) this.#allocator.free(v)
-    if (this.#hasEvents) this.#emitRemoved(x, this.#devMedium)
-    this.#evictable -= len
-    this.#discardedTokens += len
-    const p = this.#parent[x]!
-    this.#unlinkChild(p, x)
-    this.#freeSlot(x)
-    this.#maybePushDevice(p)
-  }
-
-  /** Host-only `n` on an insert path takes the caller's device slots `vals[off:)`. */
-  #adopt(n: number, vals: Int32Array | undefined, off: number): void {
-    const len = this.#keys[n]!.length
-    if (vals !== undefined) this.#values[n] = vals.slice(off, off + len)
-    this.#tier[n] = DEV | HOST
-    this.#hostOnly -= len
-    this.#syncHost(n)
-    if (this.#lockRef[n] === 0) this.#evictable += len
-    else this.#protected += len
-    const p = this.#parent[n]!
-    this.#devChildren[p]!++
-    if (this.#heap.has(p)) this.#heap.remove(p)
-    this.#maybePushDevice(n)
-    if (this.#hasEvents) this.#emitStored(n, this.#devMedium)
-  }
-
-  #scratchPush(i: number, n: number): void {
-    if (i === this.#loadScratch.length) {
-      const g = new Int32Array(i * 2)
-      g.set(this.#loadScratch)
-      this.#loadScratch = g
-    }
-    this.#loadScratch[i] = n
-  }
-
-  /** Write-through after an insert: copy the walked nodes whose hit count reached the threshold. */
-  #writeThroughScratch(count: number): void {
-    const scratch = this.#loadScratch
-    for (let i = 0; i < count; i++) {
-      const n = scratch[i]!
-      if ((this.#tier[n]! & HOST) !== 0 || this.#hitCount[n]! < this.#writeThreshold) continue
-      if (this.#reserveHost(this.#keys[n]!.length)) this.#writeHost(n)
-    }
-  }
-
-  /**
-   * Load the host-only part of the path root → `start` onto device slots (kept locked meanwhile).
-   * Returns the tokens loaded, or -1 when the device cannot get the slots (nothing changed).
-   */
-  #loadBackSlots(start: number): number {
-    const tier = this.#tier
-    const keys = this.#keys
-    let need = 0
-    let count = 0
-    for (let n = start; tier[n] === HOST; n = this.#parent[n]!) {
-      need += keys[n]!.length
-      this.#scratchPush(count++, n)
-    }
-    if (need === 0) return 0
-    this.#incLockTiered(start)
-    let slots: Int32Array | undefined
-    if (this.trackValues) {
-      const dev = this.#allocator as KvSlotAllocator
-      const avail = dev.availableSize()
-      if (avail < need) {
-        if (avail + this.#evictable < need) {
-          this.#decLockTiered(start)
-          this.#loadNeed = need
-          return -1
-        }
-        this.#evictTiered(need - avail)
-        if (dev.availableSize() < need) {
-          this.#decLockTiered(start)
-          this.#loadNeed = need
-          return -1
-        }
-      }
-      slots = dev.alloc(need)
-    }
-    // Top-down: parents first, so every step keeps device residency closed under ancestors. (Read
-    // the node arrays again: the eviction above may have split nodes and grown them.)
-    const scratch = this.#loadScratch
-    const tierNow = this.#tier
-    let off = 0
-    for (let i = count - 1; i >= 0; i--) {
-      const n = scratch[i]!
-      const len = keys[n]!.length
-      if (slots !== undefined) this.#values[n] = slots.subarray(off, off + len)
-      off += len
-      tierNow[n] = DEV | HOST
-      this.#emitTransfer('hostToDevice', n)
-      this.#hostOnly -= len
-      this.#syncHost(n)
-      this.#protected += len // locked by this call
-      const p = this.#parent[n]!
-      this.#devChildren[p]!++
-      if (this.#heap.has(p)) this.#heap.remove(p)
-      if (this.#hasEvents) this.#emitStored(n, this.#devMedium)
-    }
-    this.#loadedBackTokens += need
-    this.#lastLoad = slots ?? EMPTY_INDICES
-    this.#decLockTiered(start)
-    return need
-  }
-
-  /** Emit `BlockStored` for the pages of `n` (hashes already computed) on `medium`. */
-  #emitStored(n: number, medium: string | undefined): void {
-    const d = this.#digests[n]
-    if (d === undefined) return
-    const hasher = this.#hasher!
-    const ps = this.pageSize
-    const key = this.#keys[n]!
-    const ns = this.#nsNames[this.#ns[n]!]!
-    const extraKey = ns === '' ? null : ns
-    const p = this.#parent[n]!
-    const pd = this.#digests[p]
-    const parentId =
-      this.#isRoot[p] === 1 || pd === undefined || pd.length === 0 ? null : hasher.blockId(pd[pd.length - 1]!)
-    const ids = d.map((x) => hasher.blockId(x))
-    if (this.#eventPerNode) {
-      this.#emit(
-        withMedium(
-          {
-            type: 'BlockStored',
-            eventId: this.#eventId++,
-            blockHashes: ids,
-            parentBlockHash: parentId,
-            tokenIds: this.#eventTokenIds ? Array.from(key) : NO_TOKENS,
-            blockSize: ps,
-            extraKey,
-          },
-          medium,
-        ),
-      )
-      return
-    }
-    for (let i = 0; i < ids.length; i++) {
-      this.#emit(
-        withMedium(
-          {
-            type: 'BlockStored',
-            eventId: this.#eventId++,
-            blockHashes: [ids[i]!],
-            parentBlockHash: i === 0 ? parentId : ids[i - 1]!,
-            tokenIds: this.#eventTokenIds ? Array.from(key.subarray(i * ps, (i + 1) * ps)) : NO_TOKENS,
-            blockSize: ps,
-            extraKey,
-          },
-          medium,
-        ),
-      )
-    }
-  }
-
-  /** Emit `BlockRemoved` for the pages of `n` on `medium`. */
-  #emitRemoved(n: number, medium: string | undefined): void {
-    const d = this.#digests[n]
-    if (d === undefined) return
-    const hasher = this.#hasher!
-    const ns = this.#nsNames[this.#ns[n]!]!
-    const extraKey = ns === '' ? null : ns
-    if (this.#eventPerNode) {
-      const ids: bigint[] = new Array(d.length)
-      for (let i = 0; i < d.length; i++) ids[i] = hasher.blockId(d[i]!)
-      this.#emit(
-        withMedium({ type: 'BlockRemoved', eventId: this.#eventId++, blockHashes: ids, extraKey }, medium),
-      )
-      return
-    }
-    for (let i = 0; i < d.length; i++) {
-      this.#emit(
-        withMedium(
-          { type: 'BlockRemoved', eventId: this.#eventId++, blockHashes: [hasher.blockId(d[i]!)], extraKey },
-          medium,
-        ),
-      )
-    }
-  }
-
-  /** Return a removed node's slot to the free list. */
-  #freeSlot(x: number): void {
-    this.#keys[x] = EMPTY_TOKENS
-    this.#values[x] = undefined
-    this.#children[x] = undefined
-    this.#digests[x] = undefined
-    this.#parent[x] = -1
-    this.#tier[x] = 0
-    if (this.#tiered) {
-      this.#hostValues[x] = undefined
-      this.#hostRef[x] = 0
-      this.#hostCounted[x] = 0
-    }
-    this.#gen[x]!++
-    this.#freeSlots[this.#freeTop++] = x
-    this.#liveNodes--
-  }
-
-  /** Remove an unlocked, childless node (already out of the heap). */
-  #deleteLeaf(x: number): void {
-    const p = this.#parent[x]!
-    const len = this.#keys[x]!.length
-    const v = this.#values[x]
-    if (this.#allocator !== undefined && v !== undefined && v.length > 0) this.#allocator.free(v)
-    if (this.#hasEvents) this.#emitRemoved(x, undefined)
-    this.#unlinkChild(p, x)
-    this.#evictable -= len
-    this.#freeSlot(x)
-    if (this.#isRoot[p] === 0 && this.#childCount[p] === 0 && this.#lockRef[p] === 0) this.#pushHeap(p)
-  }
-}
-
-/**
- * Length of the common prefix of `a[start:lim)` and `b[off + start:)`, starting at `start`.
- * Eight tokens per step with one branch (XOR is 0 only for equal words): cached prefixes are
- * long equal runs, so this runs at the speed of a plain same-index loop whatever `off` is.
- */
-function commonPrefix(a: Uint32Array, b: Uint32Array, off: number, start: number, lim: number): number {
-  let i = start
-  let j = off + start
-  const lim8 = lim - 7
-  while (i < lim8) {
-    if (
-      (a[i]! ^ b[j]!) |
-      (a[i + 1]! ^ b[j + 1]!) |
-      (a[i + 2]! ^ b[j + 2]!) |
-      (a[i + 3]! ^ b[j + 3]!) |
-      (a[i + 4]! ^ b[j + 4]!) |
-      (a[i + 5]! ^ b[j + 5]!) |
-      (a[i + 6]! ^ b[j + 6]!) |
-      (a[i + 7]! ^ b[j + 7]!)
-    ) {
-      break
-    }
-    i += 8
-    j += 8
-  }
-  while (i < lim && a[i] === b[j]) {
-    i++
-    j++
-  }
-  return i
 }
 
 function defaultNow(): number {
   return performance.now()
-}
-
-function withMedium<E extends KvEvent>(event: E, medium: string | undefined): E {
-  return medium === undefined ? event : { ...event, medium }
 }
 
 function invalidOption(message: string, value: unknown): RadixCacheError {
@@ -2309,24 +1162,4 @@ export function toTokenArray(tokens: ArrayLike<number>): Uint32Array {
     out[i] = t
   }
   return out
-}
-
-function growI32(a: Int32Array, n: number, fill: number): Int32Array {
-  const b = new Int32Array(n)
-  if (fill !== 0) b.fill(fill, a.length)
-  b.set(a)
-  return b
-}
-
-function growU8(a: Uint8Array, n: number): Uint8Array {
-  const b = new Uint8Array(n)
-  b.set(a)
-  return b
-}
-
-function growF64(a: Float64Array, n: number, fill: number): Float64Array {
-  const b = new Float64Array(n)
-  if (fill !== 0) b.fill(fill, a.length)
-  b.set(a)
-  return b
 }
