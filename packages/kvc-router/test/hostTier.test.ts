@@ -535,8 +535,12 @@ describe('Admit with a host tier', () => {
     expect(d.response).toMatchObject({ admitted: true, needTokens: 500 + 30_000 + 512 })
     expect(d.loadBackTokens).toBe(30_000)
     // Never beyond the prompt; a bad value is refused, naming it.
-    expect(admit(released, fastReq(36_500), { ...ctx, hostMatchedTokens: 90_000 }).loadBackTokens).toBe(30_500)
-    expect(() => admit(released, fastReq(36_500), { ...ctx, hostMatchedTokens: -1 })).toThrow(/hostMatchedTokens/)
+    expect(admit(released, fastReq(36_500), { ...ctx, hostMatchedTokens: 90_000 }).loadBackTokens).toBe(
+      30_500,
+    )
+    expect(() => admit(released, fastReq(36_500), { ...ctx, hostMatchedTokens: -1 })).toThrow(
+      /hostMatchedTokens/,
+    )
   })
   it('a host match never lengthens the append, and loads back only what planPrefix would', () => {
     fc.assert(

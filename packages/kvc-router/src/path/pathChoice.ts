@@ -245,7 +245,15 @@ export function estimateLocal(s: PathSignals, p: PathParams): PathEstimate {
       const impactS = pf * s.runningDecodes
       const costS = ttftS + p.stallWeight * impactS
       const newTokens = plan.recomputeTokens
-      return { site: 'local', newTokens, loadBackTokens: plan.loadBackTokens, ttftS, stallS: pf, impactS, costS }
+      return {
+        site: 'local',
+        newTokens,
+        loadBackTokens: plan.loadBackTokens,
+        ttftS,
+        stallS: pf,
+        impactS,
+        costS,
+      }
     }
   }
   const n = s.promptTokens - held
