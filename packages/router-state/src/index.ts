@@ -18,11 +18,7 @@ export type {
   StateBackend,
   Versioned,
 } from './store/backend.js'
-export {
-  ReplicatedStateStore,
-  type ReplicatedStoreMetrics,
-  type ReplicatedStoreOptions,
-  type StoreEvent,
-} from './store/replicatedStore.js'
+export { ReplicatedStateStore } from './store/replicatedStore.js'
+export type { ReplicatedStoreMetrics, ReplicatedStoreOptions, StoreEvent } from './store/storeOptions.js'
 export { NatsStateBackend, connectNatsStore, type NatsStoreOptions } from './nats/natsStore.js'
 export { RedisStateBackend, connectRedisStore, type RedisStoreOptions } from './redis/redisStore.js'

@@ -3,6 +3,7 @@ import { PagedAllocator } from '../allocator/pagedAllocator.js'
 import { RadixCacheError } from '../errors/radixCacheError.js'
 import { RadixCache } from '../tree/radixCache.js'
 import type { EvictGranularity, EvictionPolicy, NodeHandle } from '../tree/types.js'
+import { checkEvictCount, checkLockDelta, commandInputs, describeCall, fail } from './commandKit.js'
 import { cachedPages, checkRadixInvariants } from './invariants.js'
 import { RadixReferenceModel } from './referenceModel.js'
 
@@ -38,10 +39,6 @@ export interface RadixModelConfig {
 /** A command of a radix-cache model run. */
 export type RadixCommand = fc.Command<RadixModelState, RadixRealState>
 type Cmd = RadixCommand
-
-function fail(message: string): never {
-  throw new Error(message)
-}
 
 /** Check everything that must hold after any command. */
 function checkAll(m: RadixModelState, r: RadixRealState): void {
@@ -105,7 +102,7 @@ class InsertCommand implements Cmd {
     checkAll(m, r)
   }
   toString(): string {
-    return `insert([${this.tokens.join(',')}], ns=${JSON.stringify(this.ns)})`
+    return describeCall('insert', this.tokens, this.ns)
   }
 }
 
@@ -132,7 +129,7 @@ class MatchCommand implements Cmd {
     checkAll(m, r)
   }
   toString(): string {
-    return `match([${this.tokens.join(',')}], ns=${JSON.stringify(this.ns)}${this.readOnly ? ', readOnly' : ''})`
+    return describeCall('match', this.tokens, this.ns, this.readOnly ? ', readOnly' : '')
   }
 }
 
@@ -149,13 +146,13 @@ class LockCommand implements Cmd {
     const evictableBefore = m.model.sizes().evictable
     const delta = r.cache.incLockRef(res.lastNode)
     m.model.lock(this.tokens, res.length, this.ns, 1)
-    if (evictableBefore - m.model.sizes().evictable !== delta) fail(`incLockRef returned ${delta}`)
+    checkLockDelta('incLockRef', evictableBefore - m.model.sizes().evictable, delta)
     r.handles.push(res.lastNode)
     m.locks.push({ tokens: this.tokens, ns: this.ns, length: res.length })
     checkAll(m, r)
   }
   toString(): string {
-    return `lock([${this.tokens.join(',')}], ns=${JSON.stringify(this.ns)})`
+    return describeCall('lock', this.tokens, this.ns)
   }
 }
 
@@ -171,7 +168,7 @@ class UnlockCommand implements Cmd {
     const evictableBefore = m.model.sizes().evictable
     const delta = r.cache.decLockRef(handle)
     m.model.lock(lock.tokens, lock.length, lock.ns, -1)
-    if (m.model.sizes().evictable - evictableBefore !== delta) fail(`decLockRef returned ${delta}`)
+    checkLockDelta('decLockRef', m.model.sizes().evictable - evictableBefore, delta)
     m.locks.splice(i, 1)
     r.handles.splice(i, 1)
     checkAll(m, r)
@@ -213,16 +210,10 @@ class EvictCommand implements Cmd {
     return true
   }
   run(m: RadixModelState, r: RadixRealState): void {
-    const ps = r.cache.pageSize
     const evictable = r.cache.evictableSize()
     const res = r.cache.evict(this.numTokens)
     syncEviction(m, r, res.evictedTokens)
-    const want = Math.min(this.numTokens, evictable)
-    if (res.evictedTokens < want) fail(`evict(${this.numTokens}) freed ${res.evictedTokens} of ${evictable}`)
-    if (r.cache.evictGranularity === 'page') {
-      const exact = Math.min(Math.ceil(this.numTokens / ps) * ps, evictable)
-      if (res.evictedTokens !== exact) fail(`page eviction freed ${res.evictedTokens}, expected ${exact}`)
-    }
+    checkEvictCount(r.cache, this.numTokens, evictable, res.evictedTokens)
     checkAll(m, r)
   }
   toString(): string {
@@ -281,10 +272,7 @@ export interface RadixCommandsOptions {
  * ```
  */
 export function radixCommands(options: RadixCommandsOptions = {}): fc.Arbitrary<Iterable<Cmd>> {
-  const namespaces = options.namespaces ?? ['', 'lora-a']
-  const alphabet = options.alphabet ?? [0, 1, 2, 0xffffffff]
-  const tokens = fc.array(fc.constantFrom(...alphabet), { maxLength: options.maxTokens ?? 20 })
-  const ns = fc.constantFrom(...namespaces)
+  const { tokens, ns } = commandInputs(options, [0, 1, 2, 0xffffffff])
   return fc.commands(
     [
       fc.tuple(tokens, ns).map(([t, n]) => new InsertCommand(t, n)),

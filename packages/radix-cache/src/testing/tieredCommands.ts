@@ -5,6 +5,7 @@ import type { KvEvent } from '../events/kvEvents.js'
 import type { HostWritePolicy } from '../tier/types.js'
 import { RadixCache } from '../tree/radixCache.js'
 import type { EvictGranularity, EvictionPolicy, NodeHandle } from '../tree/types.js'
+import { checkEvictCount, checkLockDelta, commandInputs, describeCall, fail } from './commandKit.js'
 import { checkRadixInvariants, tieredPages } from './invariants.js'
 import { type TierChangeCounts, type TierChangeRules, TieredReferenceModel } from './tieredReferenceModel.js'
 
@@ -98,10 +99,6 @@ export interface TieredRealState {
  */
 export type TieredCommand = fc.Command<TieredModelState, TieredRealState>
 type Cmd = TieredCommand
-
-function fail(message: string): never {
-  throw new Error(message)
-}
 
 function deviceFree(r: TieredRealState): number {
   return r.pool !== undefined ? r.pool.availableSize() : r.poolSize - r.cache.totalSize()
@@ -314,7 +311,7 @@ class InsertCommand implements Cmd {
     checkAll(m, r)
   }
   toString(): string {
-    return `insert([${this.tokens.join(',')}], ns=${JSON.stringify(this.ns)}${this.chunked ? ', chunked' : ''})`
+    return describeCall('insert', this.tokens, this.ns, this.chunked ? ', chunked' : '')
   }
 }
 
@@ -349,7 +346,7 @@ class MatchCommand implements Cmd {
     checkAll(m, r)
   }
   toString(): string {
-    return `match([${this.tokens.join(',')}], ns=${JSON.stringify(this.ns)}${this.readOnly ? ', readOnly' : ''})`
+    return describeCall('match', this.tokens, this.ns, this.readOnly ? ', readOnly' : '')
   }
 }
 
@@ -430,7 +427,7 @@ class LoadBackCommand implements Cmd {
     checkAll(m, r)
   }
   toString(): string {
-    return `loadBack([${this.tokens.join(',')}], ns=${JSON.stringify(this.ns)}${this.viaMatch ? ', via match' : ''})`
+    return describeCall('loadBack', this.tokens, this.ns, this.viaMatch ? ', via match' : '')
   }
 }
 
@@ -450,14 +447,14 @@ class LockCommand implements Cmd {
     const before = m.model.sizes()
     const delta = r.cache.incLockRef(node)
     m.model.lock(this.tokens, length, this.ns, 1)
-    if (before.evictable - m.model.sizes().evictable !== delta) fail(`incLockRef returned ${delta}`)
+    checkLockDelta('incLockRef', before.evictable - m.model.sizes().evictable, delta)
     r.lockHandles.push(node)
     m.locks.push({ tokens: this.tokens, ns: this.ns, length })
     sync(m, r, {})
     checkAll(m, r)
   }
   toString(): string {
-    return `lock([${this.tokens.join(',')}], ns=${JSON.stringify(this.ns)}${this.withHost ? ', with host part' : ''})`
+    return describeCall('lock', this.tokens, this.ns, this.withHost ? ', with host part' : '')
   }
 }
 
@@ -472,7 +469,7 @@ class UnlockCommand implements Cmd {
     const before = m.model.sizes().evictable
     const delta = r.cache.decLockRef(r.lockHandles[i]!)
     m.model.lock(lock.tokens, lock.length, lock.ns, -1)
-    if (m.model.sizes().evictable - before !== delta) fail(`decLockRef returned ${delta}`)
+    checkLockDelta('decLockRef', m.model.sizes().evictable - before, delta)
     m.locks.splice(i, 1)
     r.lockHandles.splice(i, 1)
     sync(m, r, {})
@@ -489,19 +486,13 @@ class EvictCommand implements Cmd {
     return true
   }
   run(m: TieredModelState, r: TieredRealState): void {
-    const ps = r.cache.pageSize
     const evictable = r.cache.evictableSize()
     const before = snapshotTiers(r)
     const room = hostRoom(r)
     const res = r.cache.evict(this.numTokens)
     const counts = sync(m, r, { deviceEviction: true, hostWrites: 'demotion' })
     checkEviction(r, before, room, counts, res.evictedTokens)
-    if (res.evictedTokens < Math.min(this.numTokens, evictable))
-      fail(`evict(${this.numTokens}) freed ${res.evictedTokens} of ${evictable}`)
-    if (r.cache.evictGranularity === 'page') {
-      const exact = Math.min(Math.ceil(this.numTokens / ps) * ps, evictable)
-      if (res.evictedTokens !== exact) fail(`page eviction freed ${res.evictedTokens}, expected ${exact}`)
-    }
+    checkEvictCount(r.cache, this.numTokens, evictable, res.evictedTokens)
     checkAll(m, r)
   }
   toString(): string {
@@ -559,7 +550,7 @@ class ProtectCommand implements Cmd {
     checkAll(m, r)
   }
   toString(): string {
-    return `protectHost([${this.tokens.join(',')}], ns=${JSON.stringify(this.ns)})`
+    return describeCall('protectHost', this.tokens, this.ns)
   }
 }
 
@@ -666,10 +657,7 @@ export interface TieredCommandsOptions {
  * ```
  */
 export function tieredCommands(options: TieredCommandsOptions = {}): fc.Arbitrary<Iterable<Cmd>> {
-  const namespaces = options.namespaces ?? ['', 'lora-a']
-  const alphabet = options.alphabet ?? [0, 1, 2]
-  const tokens = fc.array(fc.constantFrom(...alphabet), { maxLength: options.maxTokens ?? 20 })
-  const ns = fc.constantFrom(...namespaces)
+  const { tokens, ns } = commandInputs(options, [0, 1, 2])
   return fc.commands(
     [
       fc.tuple(tokens, ns, fc.boolean()).map(([t, n, c]) => new InsertCommand(t, n, c)),

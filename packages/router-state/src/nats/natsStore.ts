@@ -20,12 +20,8 @@ import type {
   Versioned,
 } from '../store/backend.js'
 import { applyFlagOp, decodeJson, encodeKey, decodeKey, sumSeeds } from '../store/codec.js'
-import {
-  ReplicatedStateStore,
-  type ReplicatedStoreOptions,
-  STORE_DEFAULTS,
-  checkStoreOptions,
-} from '../store/replicatedStore.js'
+import { ReplicatedStateStore } from '../store/replicatedStore.js'
+import { type ReplicatedStoreOptions, STORE_DEFAULTS, checkStoreOptions } from '../store/storeOptions.js'
 
 /**
  * Options of {@link connectNatsStore}.

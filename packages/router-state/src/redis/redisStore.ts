@@ -12,11 +12,8 @@ import type {
   Versioned,
 } from '../store/backend.js'
 import { decodeJson, decodeKey, encodeKey } from '../store/codec.js'
-import {
-  ReplicatedStateStore,
-  type ReplicatedStoreOptions,
-  checkStoreOptions,
-} from '../store/replicatedStore.js'
+import { ReplicatedStateStore } from '../store/replicatedStore.js'
+import { type ReplicatedStoreOptions, checkStoreOptions } from '../store/storeOptions.js'
 
 /**
  * Options of {@link connectRedisStore}.

@@ -1,5 +1,3 @@
-import { randomBytes } from 'node:crypto'
-import { hostname } from 'node:os'
 import {
   type ClaimOutcome,
   type ClusterStateStore,
@@ -10,7 +8,7 @@ import {
   type WorkerLoad,
   checkLoadDelta as checkRouterLoadDelta,
 } from '@kvc/kvc-router'
-import { RouterStateError, checkOption, describeValue } from '../errors/routerStateError.js'
+import { RouterStateError } from '../errors/routerStateError.js'
 import type {
   BackendEvents,
   BindingValue,
@@ -21,177 +19,28 @@ import type {
   StateBackend,
   Versioned,
 } from './backend.js'
-
-/**
- * Options shared by the NATS and Redis stores.
- *
- * @example
- * ```ts
- * import type { ReplicatedStoreOptions } from '@kvc/router-state'
- * const o: ReplicatedStoreOptions = { replicaId: 'router-a', bindingTtlMs: 600_000, replicaTtlMs: 5_000 }
- * ```
- */
-export interface ReplicatedStoreOptions {
-  /** Unique per replica (default: host name, process id and random bytes). */
-  readonly replicaId?: string
-  /** Idle TTL of a session binding and of its flags: refreshed by every write (default 10 min). */
-  readonly bindingTtlMs?: number
-  /** A replica not heard from for this long is dead: its load and seed slots stop counting (default 5 s). */
-  readonly replicaTtlMs?: number
-  /** How often a replica publishes its whole load (its liveness signal; default 1 s). */
-  readonly heartbeatMs?: number
-  /** A server operation slower than this counts as failed: the store goes degraded (default 500 ms). */
-  readonly opTimeoutMs?: number
-  /** Wall clock for TTLs and liveness (default `Date.now`; not the router's injected clock). */
-  readonly now?: () => number
-  /** Called on degraded / recovered / conflict / serverStateLost / error (for logs). */
-  readonly onEvent?: (event: StoreEvent) => void
-}
-
-/**
- * Something a log should say about a replicated store.
- *
- * | type | meaning |
- * |---|---|
- * | `degraded` | the server is unreachable or slow: the replica routes on its last view |
- * | `recovered` | reconnected and reconciled with the server |
- * | `conflict` | a binding this replica wrote lost to another replica's (the other one is kept) |
- * | `serverStateLost` | the server came back empty (no persistence): replicas republished their view |
- * | `error` | an operation failed (the detail says which); it is retried |
- *
- * @example
- * ```ts
- * import type { StoreEvent } from '@kvc/router-state'
- * const log = (e: StoreEvent) => console.log(`[router-state] ${e.type}: ${e.detail}`)
- * ```
- */
-export interface StoreEvent {
-  readonly type: 'degraded' | 'recovered' | 'conflict' | 'serverStateLost' | 'error'
-  readonly detail: string
-  /** For `conflict`: the session, the D its binding stays on, and the D this replica had written. */
-  readonly conflict?: { readonly sessionId: string; readonly kept: string; readonly dropped: string }
-}
-
-/**
- * A snapshot of a replicated store's health, for metrics (see {@link ReplicatedStateStore.metricsText}).
- *
- * @example
- * ```ts
- * import type { ReplicatedStoreMetrics } from '@kvc/router-state'
- * const alert = (m: ReplicatedStoreMetrics) => m.degraded && m.degradedMs > 30_000
- * ```
- */
-export interface ReplicatedStoreMetrics {
-  readonly replicaId: string
-  readonly backend: string
-  readonly connected: boolean
-  /** Routing on the last view (server unreachable, slow, or not yet reconciled). */
-  readonly degraded: boolean
-  readonly degradedEpisodes: number
-  /** Total time spent degraded, the current episode included. */
-  readonly degradedMs: number
-  /** Other replicas heard from within the replica TTL. */
-  readonly liveReplicas: number
-  /** Live bindings in the local view. */
-  readonly bindings: number
-  readonly bindingClaimsGranted: number
-  readonly bindingClaimsLost: number
-  readonly seedClaimsGranted: number
-  readonly seedClaimsDenied: number
-  /** Claims decided on the last view while degraded (reconciled later). */
-  readonly claimsUnconfirmed: number
-  /** Binding writes of this replica that lost to another replica's binding. */
-  readonly bindingConflicts: number
-  readonly reconciles: number
-  readonly serverStateLost: number
-  /** Writes waiting for the server. */
-  readonly pendingWrites: number
-  readonly writeErrors: number
-  /** Load contributions of dead replicas dropped after the replica TTL. */
-  readonly expiredReplicas: number
-}
-
-interface LocalBinding {
-  b: SessionBinding
-  exp: number
-  /** When the local view last took it from the server (for reconciles racing with updates). */
-  at: number
-  /** Written locally and not yet on the server (`b.revision` is the server version it replaces). */
-  dirty: boolean
-  /** The newest server version announced while the entry was dirty (applied once it is written). */
-  seen?: { readonly value: BindingValue; readonly revision: number } | undefined
-  /**
-   * Decided on the last view while degraded (an unconfirmed claim, or a success written during an
-   * outage): when it meets another binding on the server, the one for the later turn wins.
-   */
-  unconfirmed?: boolean
-}
-
-interface Flags {
-  rejects: Map<string, number>
-  excluded: Set<string>
-  exp: number
-}
-
-interface MutableLoad {
-  turns: number
-  pendingSeeds: number
-  prefillTokens: number
-  decodeBlocks: number
-}
-
-interface Peer {
-  seen: number
-  loads: Map<string, readonly [number, number, number, number]>
-}
+import {
+  type Flags,
+  type LocalBinding,
+  type LocalView,
+  type MutableLoad,
+  type Peer,
+  toBinding,
+  withoutRevision,
+} from './localView.js'
+import { formatStoreMetrics } from './metricsText.js'
+import { applySnapshot, nextRetryMs, readSnapshot } from './recovery.js'
+import {
+  type ReplicatedStoreMetrics,
+  type ReplicatedStoreOptions,
+  STORE_DEFAULTS,
+  type StoreEvent,
+  checkStoreOptions,
+  defaultReplicaId,
+} from './storeOptions.js'
 
 const ZERO: WorkerLoad = Object.freeze({ turns: 0, pendingSeeds: 0, prefillTokens: 0, decodeBlocks: 0 })
 const TIMEOUT = Symbol('timeout')
-
-/** @internal */
-export const STORE_DEFAULTS = {
-  bindingTtlMs: 600_000,
-  replicaTtlMs: 5_000,
-  heartbeatMs: 1_000,
-  opTimeoutMs: 500,
-} as const
-
-/** @internal Refuses bad options (before any connection is opened). */
-export function checkStoreOptions(o: ReplicatedStoreOptions): void {
-  checkOption(typeof o === 'object' && o !== null, `options must be an object, got ${describeValue(o)}`, o)
-  const pos = (name: string, v: unknown) =>
-    checkOption(
-      v === undefined || (typeof v === 'number' && Number.isFinite(v) && v > 0),
-      `${name} must be a finite number > 0, got ${describeValue(v)}`,
-      v,
-    )
-  pos('bindingTtlMs', o.bindingTtlMs)
-  pos('replicaTtlMs', o.replicaTtlMs)
-  pos('heartbeatMs', o.heartbeatMs)
-  pos('opTimeoutMs', o.opTimeoutMs)
-  const hb = o.heartbeatMs ?? STORE_DEFAULTS.heartbeatMs
-  checkOption(
-    hb < (o.replicaTtlMs ?? STORE_DEFAULTS.replicaTtlMs),
-    `heartbeatMs must be < replicaTtlMs (${o.replicaTtlMs ?? STORE_DEFAULTS.replicaTtlMs}), got ${hb}`,
-    hb,
-  )
-  const id = o.replicaId
-  checkOption(
-    id === undefined || (typeof id === 'string' && id.length > 0 && id.length <= 200),
-    `replicaId must be a string of 1 to 200 characters, got ${describeValue(id)}`,
-    id,
-  )
-  checkOption(
-    o.now === undefined || typeof o.now === 'function',
-    `now must be a function, got ${describeValue(o.now)}`,
-    o.now,
-  )
-  checkOption(
-    o.onEvent === undefined || typeof o.onEvent === 'function',
-    `onEvent must be a function, got ${describeValue(o.onEvent)}`,
-    o.onEvent,
-  )
-}
 
 /** kvc-router's one check of a load delta, its refusal reported as this package's error. */
 function checkLoadDelta(workerId: unknown, delta: LoadDelta): void {
@@ -201,10 +50,6 @@ function checkLoadDelta(workerId: unknown, delta: LoadDelta): void {
     if (e instanceof RouterError) throw new RouterStateError('INVALID_OPTION', e.message, e.value)
     throw e
   }
-}
-
-function defaultReplicaId(): string {
-  return `${hostname()}-${process.pid}-${randomBytes(3).toString('hex')}`
 }
 
 /**
@@ -263,6 +108,8 @@ export class ReplicatedStateStore implements ClusterStateStore {
   readonly #dirtySeeds = new Set<string>()
   readonly #dirtyLoads = new Set<string>()
   readonly #seedChains = new Map<string, Promise<unknown>>()
+  /** The maps above, as a reconcile rewrites them. */
+  readonly #view: LocalView
 
   #connected = false
   #degraded = true
@@ -320,6 +167,18 @@ export class ReplicatedStateStore implements ClusterStateStore {
     this.#now = o.now ?? Date.now
     this.#onEvent = o.onEvent
     this.#degradedSince = this.#now()
+    this.#view = {
+      replicaId: id,
+      bindings: this.#bindings,
+      flags: this.#flags,
+      flagOps: this.#flagOps,
+      own: this.#own,
+      peers: this.#peers,
+      seeds: this.#seeds,
+      dirtyBindings: this.#dirtyBindings,
+      dirtySeeds: this.#dirtySeeds,
+      setFlags: (s, v) => this.#setFlags(s, v),
+    }
   }
 
   /**
@@ -877,34 +736,7 @@ export class ReplicatedStateStore implements ClusterStateStore {
    * ```
    */
   metricsText(prefix = 'kvc_router_state'): string {
-    const m = this.metrics()
-    const labels = `{replica="${m.replicaId.replace(/["\\\n]/g, '_')}",backend="${m.backend}"}`
-    const rows: [string, 'gauge' | 'counter', number, string][] = [
-      ['connected', 'gauge', m.connected ? 1 : 0, 'connected to the state server'],
-      ['degraded', 'gauge', m.degraded ? 1 : 0, 'routing on the last view'],
-      ['degraded_episodes_total', 'counter', m.degradedEpisodes, 'times the replica went degraded'],
-      ['degraded_seconds_total', 'counter', m.degradedMs / 1000, 'time spent degraded'],
-      ['live_replicas', 'gauge', m.liveReplicas, 'other replicas heard from within the replica TTL'],
-      ['bindings', 'gauge', m.bindings, 'live bindings in the local view'],
-      ['binding_claims_granted_total', 'counter', m.bindingClaimsGranted, 'binding claims granted'],
-      ['binding_claims_lost_total', 'counter', m.bindingClaimsLost, 'binding claims lost to another replica'],
-      ['seed_claims_granted_total', 'counter', m.seedClaimsGranted, 'pending-seed slots granted'],
-      ['seed_claims_denied_total', 'counter', m.seedClaimsDenied, 'pending-seed slots denied (budget)'],
-      ['claims_unconfirmed_total', 'counter', m.claimsUnconfirmed, 'claims decided on the last view'],
-      ['binding_conflicts_total', 'counter', m.bindingConflicts, 'binding writes that lost'],
-      ['reconciles_total', 'counter', m.reconciles, 'reconciliations with the server'],
-      ['server_state_lost_total', 'counter', m.serverStateLost, 'times the server came back empty'],
-      ['pending_writes', 'gauge', m.pendingWrites, 'writes waiting for the server'],
-      ['write_errors_total', 'counter', m.writeErrors, 'failed server operations (retried)'],
-      ['expired_replicas_total', 'counter', m.expiredReplicas, 'dead replicas whose load expired'],
-    ]
-    return rows
-      .map(
-        ([n, t, v, h]) =>
-          `# HELP ${prefix}_${n} ${h}\n# TYPE ${prefix}_${n} ${t}\n${prefix}_${n}${labels} ${v}`,
-      )
-      .join('\n')
-      .concat('\n')
+    return formatStoreMetrics(this.metrics(), prefix)
   }
 
   /**
@@ -1274,62 +1106,15 @@ export class ReplicatedStateStore implements ClusterStateStore {
 
   async #reconcile(): Promise<void> {
     const started = this.#now()
-    // A snapshot interrupted by another outage may never end: give up and retry.
-    let timer: NodeJS.Timeout | undefined
-    const snap = await Promise.race([
-      this.#backend.snapshot(),
-      new Promise<never>((_, reject) => {
-        timer = setTimeout(
-          () => reject(new Error('reading the server state timed out')),
-          Math.max(2_000, 10 * this.#opTimeout),
-        )
-      }),
-    ]).finally(() => clearTimeout(timer))
+    const snap = await readSnapshot(this.#backend, this.#opTimeout)
     const now = this.#now()
     // On the first reconcile an empty server is just a new cluster.
-    if (snap.lost && this.#m.reconciles > 0) {
+    const republish = snap.lost && this.#m.reconciles > 0
+    if (republish) {
       this.#m.serverStateLost++
       this.#emit('serverStateLost', 'the server came back without state: republishing the local view')
-      for (const [s, e] of this.#bindings) {
-        if (e.exp <= now && !e.dirty) continue
-        e.b = withoutRevision(e.b)
-        e.dirty = true
-        this.#dirtyBindings.add(s)
-      }
-      for (const [s, f] of this.#flags) {
-        if (this.#flagOps.has(s)) continue
-        const ops: FlagOp[] = []
-        for (const [d, n] of f.rejects) for (let i = 0; i < n; i++) ops.push({ t: 'reject', d })
-        for (const d of f.excluded) ops.push({ t: 'exclude', d })
-        if (ops.length > 0) this.#flagOps.set(s, ops)
-      }
-    } else {
-      for (const [s, v] of snap.bindings) {
-        // A pending local write is settled by the flusher, against the server's version; an
-        // update that arrived while the snapshot was read is newer than the snapshot.
-        const e = this.#bindings.get(s)
-        if (e?.dirty || (e?.b.revision !== undefined && e.b.revision >= v.revision)) continue
-        this.#bindings.set(s, {
-          b: toBinding(v.value, v.revision),
-          exp: now + this.#ttl,
-          at: now,
-          dirty: false,
-        })
-      }
-      for (const [s, e] of this.#bindings) {
-        if (!e.dirty && e.at < started && !snap.bindings.has(s)) this.#bindings.delete(s)
-      }
-      for (const s of [...this.#flags.keys()]) {
-        if (!this.#flagOps.has(s) && !snap.flags.has(s)) this.#flags.delete(s)
-      }
-      for (const [s, v] of snap.flags) if (!this.#flagOps.has(s)) this.#setFlags(s, v)
     }
-    for (const [d, entries] of snap.seeds) this.#seeds.set(d, entries)
-    for (const [d, o] of this.#own) {
-      const onServer = this.#seeds.get(d)?.[this.replicaId] ?? 0
-      if (onServer !== o.pendingSeeds || snap.lost) this.#dirtySeeds.add(d)
-    }
-    for (const p of this.#peers.values()) p.seen = now // we could not hear them: a fresh grace
+    applySnapshot(this.#view, snap, { started, now, ttl: this.#ttl, republish })
     this.#graceUntil = now + this.#replicaTtl
     this.#m.reconciles++
     this.#setDegraded(false, 'reconciled')
@@ -1346,7 +1131,7 @@ export class ReplicatedStateStore implements ClusterStateStore {
         .catch((err) => {
           this.#m.writeErrors++
           this.#emit('error', `reconcile: ${(err as Error).message}`)
-          this.#retryMs = Math.min(2_000, Math.max(50, this.#retryMs * 2))
+          this.#retryMs = nextRetryMs(this.#retryMs)
         })
         .finally(() => {
           this.#reconciling = undefined
@@ -1382,7 +1167,7 @@ export class ReplicatedStateStore implements ClusterStateStore {
   #fault(why: string): void {
     if (this.#closed) return
     this.#setDegraded(true, why)
-    this.#retryMs = Math.min(2_000, Math.max(50, this.#retryMs * 2))
+    this.#retryMs = nextRetryMs(this.#retryMs)
     this.#scheduleReconcile(this.#retryMs)
   }
 
@@ -1479,18 +1264,5 @@ export class ReplicatedStateStore implements ClusterStateStore {
 
   #open(): void {
     if (this.#closed) throw new RouterStateError('CLOSED', 'the store is closed', this.replicaId)
-  }
-}
-
-function toBinding(v: BindingValue, revision: number): SessionBinding {
-  return { workerId: v.w, committedTokens: v.c, verifiedBlocks: v.v, updatedAt: v.u, revision }
-}
-
-function withoutRevision(b: SessionBinding): SessionBinding {
-  return {
-    workerId: b.workerId,
-    committedTokens: b.committedTokens,
-    verifiedBlocks: b.verifiedBlocks,
-    updatedAt: b.updatedAt,
   }
 }

@@ -19,6 +19,7 @@ import type {
   SessionSlot,
   SessionStatus,
 } from './types.js'
+import { ceilPage, demoteSlot, heldBySlot, poolAccounting, slotResidency, slotStatus } from './residency.js'
 import { EMPTY_I32, RequestState, Slot } from './state.js'
 import { fail, startsWith, toTokens } from './tokens.js'
 
@@ -272,7 +273,7 @@ export class SessionCache {
     this.#slots.set(sessionId, slot)
     this.#released.delete(sessionId)
     this.#sessionsOpened++
-    return this.#status(slot)
+    return slotStatus(this.cache, slot, this.#legacy, this.pageSize)
   }
 
   /**
@@ -324,7 +325,7 @@ export class SessionCache {
    */
   getSessionStatus(sessionId: string): SessionStatus | undefined {
     const slot = this.#slots.get(sessionId)
-    return slot === undefined ? undefined : this.#status(slot)
+    return slot === undefined ? undefined : slotStatus(this.cache, slot, this.#legacy, this.pageSize)
   }
 
   /**
@@ -337,7 +338,8 @@ export class SessionCache {
    */
   listSessionStatuses(): SessionStatus[] {
     const out: SessionStatus[] = []
-    for (const slot of this.#slots.values()) out.push(this.#status(slot))
+    for (const slot of this.#slots.values())
+      out.push(slotStatus(this.cache, slot, this.#legacy, this.pageSize))
     return out
   }
 
@@ -494,7 +496,7 @@ export class SessionCache {
     for (const s of one === undefined ? this.#slots.values() : [one]) {
       if (s.activeRid !== undefined || (idleMs !== undefined && now - s.lastAccessTime < idleMs)) continue
       if (s.pinned) continue // a demoted session locks nothing on the device
-      tokens += this.#heldBySlot(s)
+      tokens += heldBySlot(s, this.#legacy, this.pageSize)
       if (s.lastNode !== undefined) holders.push(s.lastNode)
     }
     if (holders.length === 0) return tokens
@@ -856,7 +858,7 @@ export class SessionCache {
       const aligned = res.alignedLen
       if (r.kvAllocatedLen > aligned) {
         this.pool.free(r.reqToToken.subarray(aligned, r.kvAllocatedLen))
-        freed += this.#ceilPage(r.kvAllocatedLen) - aligned
+        freed += ceilPage(r.kvAllocatedLen, this.pageSize) - aligned
       }
       if (slot !== undefined) {
         // A turn that ends before computing what its session retains (a demoted session whose
@@ -908,7 +910,7 @@ export class SessionCache {
       this.#requestsAborted++
       return
     }
-    const from = r.restored ? this.#ceilPage(r.slotAllocated) : r.cacheProtectedLen
+    const from = r.restored ? ceilPage(r.slotAllocated, this.pageSize) : r.cacheProtectedLen
     if (r.kvAllocatedLen > from) this.pool.free(r.reqToToken.subarray(from, r.kvAllocatedLen))
     this.cache.decLockRef(r.lastNode!)
     if (r.sessionId !== undefined) {
@@ -994,33 +996,7 @@ export class SessionCache {
    * ```
    */
   poolAccounting(): PoolAccounting {
-    let requestOwned = 0
-    for (const r of this.#requests.values()) {
-      requestOwned += this.#ceilPage(r.kvAllocatedLen) - r.cacheProtectedLen
-    }
-    let sessionHeld = 0
-    for (const s of this.#slots.values()) sessionHeld += this.#heldBySlot(s)
-    const free = this.pool.availableSize()
-    const evictable = this.cache.evictableSize()
-    const prot = this.cache.protectedSize()
-    const poolSize = this.pool.size
-    const hostCapacity = this.cache.hostCapacity()
-    const hostFree = this.cache.hostAvailableSize()
-    const hostUsed = this.cache.hostSize()
-    return {
-      poolSize,
-      free,
-      evictable,
-      protected: prot,
-      requestOwned,
-      sessionHeld,
-      hostCapacity,
-      hostFree,
-      hostUsed,
-      balanced:
-        free + evictable + prot + requestOwned + sessionHeld === poolSize &&
-        hostFree + hostUsed === hostCapacity,
-    }
+    return poolAccounting(this.pool, this.cache, this.#requests.values(), this.#slots.values(), this.#legacy)
   }
 
   /**
@@ -1039,7 +1015,7 @@ export class SessionCache {
     let hostResident = 0
     let demotedNow = 0
     for (const s of this.#slots.values()) {
-      const t = this.#residency(s)
+      const t = slotResidency(this.cache, s, this.#legacy)
       perSession.set(s.sessionId, t.device)
       resident += t.device
       hostResident += t.host
@@ -1071,11 +1047,6 @@ export class SessionCache {
 
   // ---------------------------------------------------------------------------------------------
   // Internals
-
-  #ceilPage(n: number): number {
-    const ps = this.pageSize
-    return Math.ceil(n / ps) * ps
-  }
 
   #requireRequest(req: SessionRequest, allowCreated: boolean): RequestState {
     if (req === null || typeof req !== 'object' || !this.#created.has(req)) {
@@ -1228,37 +1199,6 @@ export class SessionCache {
     slot.lastNode = node
   }
 
-  #heldBySlot(s: Slot): number {
-    if (!this.#legacy || s.row === undefined || s.activeRid !== undefined) return 0
-    return this.#ceilPage(s.allocatedLen) - s.protectedLen
-  }
-
-  /** Device and host-only tokens the session retains. */
-  #residency(s: Slot): { device: number; host: number } {
-    if (this.#legacy) return { device: s.row === undefined ? 0 : s.committed.length, host: 0 }
-    if (s.lastNode === undefined) return { device: 0, host: 0 }
-    if (!s.pinned) return { device: this.cache.tokensUnder(s.lastNode), host: 0 }
-    const r = this.cache.residencyOf(s.lastNode)
-    return { device: r.deviceTokens, host: r.hostTokens }
-  }
-
-  #status(s: Slot): SessionStatus {
-    const { device: residentTokens, host } = this.#residency(s)
-    return {
-      sessionId: s.sessionId,
-      resident: residentTokens > 0,
-      residentTokens,
-      hostResidentTokens: host,
-      retainedTokens: residentTokens + host,
-      demoted: s.pinned,
-      committedTokens: s.committed.length,
-      heldTokens: this.#heldBySlot(s),
-      lastAccessTime: s.lastAccessTime,
-      active: s.activeRid !== undefined,
-      turns: s.turns,
-    }
-  }
-
   /**
    * Drop a slot: release its lock, and in session mode free its tail. Does not run the `extra`
    * hook (callers run it once the cache is consistent). Returns the slots freed.
@@ -1267,7 +1207,7 @@ export class SessionCache {
     let freed = 0
     if (this.#legacy && slot.row !== undefined && slot.allocatedLen > slot.protectedLen) {
       this.pool.free(slot.row.subarray(slot.protectedLen, slot.allocatedLen))
-      freed = this.#ceilPage(slot.allocatedLen) - slot.protectedLen
+      freed = ceilPage(slot.allocatedLen, this.pageSize) - slot.protectedLen
     }
     if (slot.lastNode !== undefined) {
       if (slot.pinned) this.cache.releaseHost(slot.lastNode)
@@ -1351,7 +1291,8 @@ export class SessionCache {
    * it when the host can retain its KV; otherwise release it (an eviction). Returns slots freed.
    */
   #shed(v: Slot, demoted: string[], released: string[], dropped: Slot[]): number {
-    if (this.#tiered && !this.#legacy && this.#demote(v)) {
+    if (this.#tiered && !this.#legacy && demoteSlot(this.cache, v)) {
+      this.#sessionsDemoted++
       demoted.push(v.sessionId)
       return 0
     }
@@ -1359,24 +1300,6 @@ export class SessionCache {
     released.push(v.sessionId)
     dropped.push(v)
     return freed
-  }
-
-  /**
-   * Demote an idle block-mode session: keep its path on the host (`protectHost`, copying what has
-   * no host copy yet), then drop its device lock, so the tree may move its pages off the device
-   * without losing them. `false` (nothing changed) when the host cannot hold the path.
-   */
-  #demote(v: Slot): boolean {
-    try {
-      this.cache.protectHost(v.lastNode!)
-    } catch (e) {
-      if (e instanceof RadixCacheError && e.code === 'HOST_OUT_OF_MEMORY') return false
-      throw e
-    }
-    this.cache.decLockRef(v.lastNode!)
-    v.pinned = true
-    this.#sessionsDemoted++
-    return true
   }
 
   #evictTree(numTokens: number): number {
