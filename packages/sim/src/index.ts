@@ -31,6 +31,7 @@ export {
   generateAgenticWorkload,
   sampleQuantiles,
 } from './workload/agentic.js'
+export { SCENARIOS, type Scenario, type ScenarioName, scenarioByName } from './workload/scenarios.js'
 export { expandBlockIds, mix32, type TextTokenizer, tokenizeText, uniqueTokens } from './workload/tokens.js'
 export { loadMooncakeTrace, type MooncakeTraceOptions, parseMooncakeTrace } from './workload/mooncake.js'
 export { type LmcacheTraceOptions, loadLmcacheTrace, parseLmcacheTrace } from './workload/lmcache.js'

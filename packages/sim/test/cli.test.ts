@@ -4,6 +4,7 @@ import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { describe, expect, it } from 'vitest'
 import { runCli } from '../src/cli/main.js'
+import { SCENARIOS, generateAgenticWorkload } from '../src/index.js'
 import { REPO_ROOT } from './helpers.js'
 
 function capture() {
@@ -205,6 +206,36 @@ describe('kvc-sim command line', () => {
       '2P2D',
     ])
     expect(c.out.join('\n')).toMatch(/^1P3D\s+kvc/m)
+  })
+
+  it('--scenario dynamo-agentic sets the workload and cluster; flags given replace its values', async () => {
+    const out = join(tmp, 'scenario')
+    const c = capture()
+    const argv = ['run', '--scenario', 'dynamo-agentic', '--sessions', '3', '--turns-per-session', '4']
+    const rest = ['--seeds', '1', '--bootstrap', '0', '--jobs', '1', '--no-progress', '--out', out]
+    expect(await runCli([...argv, ...rest], c.io)).toBe(0)
+    const json = JSON.parse(readFileSync(join(out, 'results.json'), 'utf8'))
+    expect(json.config.maxConcurrentSessions).toBe(1024)
+    expect(json.config.capacityTokens).toBe(16_384 * 64)
+    expect(json.config.pageSize).toBe(64)
+    expect(json.config.turnsPerTrial).toEqual([12])
+    expect(json.config.workload.turnsPerSession.max).toBe(4)
+    // The scenario's generator options under the given flags: the same turns as generated directly.
+    const w = generateAgenticWorkload({
+      ...SCENARIOS['dynamo-agentic'].workload,
+      sessions: 3,
+      turnsPerSession: 4,
+      seed: 1,
+    })
+    const mean = (xs: number[]) => xs.reduce((a, b) => a + b, 0) / xs.length
+    expect(json.config.workload.inputTokens.mean).toBeCloseTo(mean(w.turns.map((t) => t.inputLength)), 1)
+    expect(json.config.workload.outputTokens.mean).toBeCloseTo(mean(w.turns.map((t) => t.outputLength)), 1)
+    expect(c.out.join('\n')).toMatch(/12 turns per trial in 3 sessions/)
+    const bad = capture()
+    expect(await runCli(['run', '--scenario', 'dynamo-agentic', '--trace', 'x.jsonl', ...rest], bad.io)).toBe(
+      2,
+    )
+    expect(bad.err.join('\n')).toMatch(/--scenario applies to the built-in workload only/)
   })
 
   it('run --records writes every turn', async () => {

@@ -7,7 +7,9 @@ import {
   parseAzureTrace,
   parseLmcacheTrace,
   parseMooncakeTrace,
+  SCENARIOS,
   SimError,
+  scenarioByName,
   sampleQuantiles,
   tokenizeText,
 } from '../src/index.js'
@@ -63,6 +65,65 @@ describe('built-in agentic workload (calibrated to the research prototype’s SW
   it('validates options', () => {
     expect(() => generateAgenticWorkload({ seed: 1, sessions: 0 })).toThrow(SimError)
     expect(() => generateAgenticWorkload({ seed: 1, peakInputMin: 10, peakInputMax: 5 })).toThrow(/peakInput/)
+  })
+})
+
+describe('fixed-shape agentic sessions (turnsPerSession) and the dynamo-agentic scenario', () => {
+  const opts = { ...SCENARIOS['dynamo-agentic'].workload, sessions: 30 }
+  const w = generateAgenticWorkload({ ...opts, seed: 5 })
+  it('gives every session exactly the stated number of turns, in order, prompts extending prompt and output', () => {
+    expect(w.sessions).toBe(30)
+    expect(w.turns.length).toBe(30 * 20)
+    const perSession = new Map<number, number[]>()
+    for (const t of w.turns) perSession.set(t.session, [...(perSession.get(t.session) ?? []), t.turnIndex])
+    expect(perSession.size).toBe(30)
+    for (const idx of perSession.values()) expect(idx).toEqual(Array.from({ length: 20 }, (_, i) => i))
+    for (const t of w.turns) {
+      if (t.turnIndex === 0) continue
+      const prev = w.turns[t.id - 1]!
+      const p = w.promptTokens(t.id)
+      expect(p.length).toBe(t.inputLength)
+      expect(t.inputLength).toBe(prev.inputLength + prev.outputLength + t.appendTokens)
+      expect(Array.from(p.subarray(0, prev.inputLength))).toEqual(Array.from(w.promptTokens(prev.id)))
+    }
+  })
+  it('starts every session at time 0, shares the 2,000-token system prompt, outputs of ≈ 225 tokens on average', () => {
+    expect(w.turns.filter((t) => t.turnIndex === 0).every((t) => t.arrivalMs === 0)).toBe(true)
+    const a = w.promptTokens(0)
+    const b = w.promptTokens(w.turns.find((t) => t.session === 7)!.id)
+    expect(Array.from(a.subarray(0, 2000))).toEqual(Array.from(b.subarray(0, 2000)))
+    expect(a[2000]).not.toBe(b[2000])
+    const mean = w.turns.reduce((s, t) => s + t.outputLength, 0) / w.turns.length
+    expect(mean).toBeGreaterThan(180)
+    expect(mean).toBeLessThan(280)
+  })
+  it('is deterministic per seed: the same seed gives the same turns and tokens, another seed others', () => {
+    const again = generateAgenticWorkload({ ...opts, seed: 5 })
+    expect(again.turns).toEqual(w.turns)
+    for (const id of [0, 19, 321, 599]) {
+      expect(Array.from(again.promptTokens(id))).toEqual(Array.from(w.promptTokens(id)))
+      expect(Array.from(again.outputTokens(id)!)).toEqual(Array.from(w.outputTokens(id)!))
+    }
+    const other = generateAgenticWorkload({ ...opts, seed: 6 })
+    expect(other.turns.length).toBe(600)
+    expect(other.turns).not.toEqual(w.turns)
+  })
+  it('does not end a session at its peak when the turn count is fixed, and validates the count', () => {
+    const long = generateAgenticWorkload({ seed: 1, sessions: 2, turnsPerSession: 500, peakInputMax: 30_000 })
+    expect(long.turns.length).toBe(1000)
+    expect(() => generateAgenticWorkload({ seed: 1, turnsPerSession: 0 })).toThrow(/turnsPerSession/)
+    expect(() => generateAgenticWorkload({ seed: 1, turnsPerSession: 2.5 })).toThrow(SimError)
+  })
+  it('names the scenario settings and refuses an unknown scenario', () => {
+    const s = scenarioByName('dynamo-agentic')
+    expect([s.workload.sessions, s.workload.turnsPerSession, s.capacityTokens, s.pageSize]).toEqual([
+      2200,
+      20,
+      16_384 * 64,
+      64,
+    ])
+    expect(s.maxConcurrentSessions).toBe(1024)
+    expect(() => scenarioByName('toString')).toThrow(/unknown scenario "toString"/)
   })
 })
 

@@ -22,6 +22,7 @@ import { renderComparisonTable, renderSweepTable } from '../report/table.js'
 import { experimentVerdict, sweepVerdict, verdictText } from '../report/verdict.js'
 import { type SimGranularity, autoGranularity } from '../granularity/kvGeometry.js'
 import { TRACE_FORMATS, type TraceFormat, detectTraceFormat, loadTrace } from '../workload/loadTrace.js'
+import { scenarioByName, SCENARIOS } from '../workload/scenarios.js'
 import { computeTraceStats } from '../workload/stats.js'
 import { parseHostTier } from '../hostTier/hostTier.js'
 import { parseCapacity, parseCount, parsePositive, parseSeeds, parseSlo } from './args.js'
@@ -49,6 +50,8 @@ interface CommonOpts {
   out: string
   pageSize?: string
   sessions?: string
+  turnsPerSession?: string
+  scenario?: string
   sharedPrefix?: string
   maxConcurrentSessions?: string
   hostTier: string
@@ -82,7 +85,17 @@ function addCommon(cmd: Command, defaults: { seeds: string }): Command {
     )
     .option('--out <dir>', 'output folder for report.html and results.json', 'kvc-sim-out')
     .option('--page-size <tokens>', 'KV page size (default: 512 for Mooncake traces, else 16)')
+    .addOption(
+      new Option(
+        '--scenario <name>',
+        'a named setting of the built-in workload and cluster (dynamo-agentic: 2,200 sessions × 20 turns, 8 workers of 16,384 × 64-token blocks, 1,024 sessions at once); flags given replace its values',
+      ).choices(Object.keys(SCENARIOS)),
+    )
     .option('--sessions <n>', 'sessions of the built-in workload (default 52)')
+    .option(
+      '--turns-per-session <n>',
+      'every session of the built-in workload has exactly n turns (default: a session ends at its drawn peak input)',
+    )
     .option(
       '--shared-prefix <tokens>',
       'tokens of the system prompt every session of the built-in workload starts with (default 6000)',
@@ -105,7 +118,40 @@ function addCommon(cmd: Command, defaults: { seeds: string }): Command {
     .option('--no-progress', 'no progress bar')
 }
 
-function buildConfig(o: CommonOpts, policies: readonly string[]): ExperimentConfig {
+/**
+ * `o` with a `--scenario`'s values for the flags not given on the command line (`given` says
+ * whether a flag was).
+ */
+function applyScenario(o: CommonOpts, given: (flag: keyof CommonOpts) => boolean): CommonOpts {
+  if (o.scenario === undefined) return o
+  if (o.trace !== undefined) {
+    throw new SimError(
+      'INVALID_OPTION',
+      '--scenario applies to the built-in workload only, not to --trace',
+      o.scenario,
+    )
+  }
+  const s = scenarioByName(o.scenario)
+  const out: Record<string, unknown> = { ...o }
+  const set = (flag: keyof CommonOpts, v: number | string | undefined) => {
+    if (!given(flag) && v !== undefined) out[flag] = String(v)
+  }
+  set('topology', s.topology)
+  set('capacity', s.capacityTokens)
+  set('pageSize', s.pageSize)
+  set('maxConcurrentSessions', s.maxConcurrentSessions)
+  set('sessions', s.workload.sessions)
+  set('turnsPerSession', s.workload.turnsPerSession)
+  set('sharedPrefix', s.workload.sharedPrefixTokens)
+  return out as unknown as CommonOpts
+}
+
+function buildConfig(
+  o0: CommonOpts,
+  policies: readonly string[],
+  given: (flag: keyof CommonOpts) => boolean = () => true,
+): ExperimentConfig {
+  const o = applyScenario(o0, given)
   const topology = parseTopology(o.topology)
   for (const p of policies) parsePolicySpec(p)
   const seeds = parseSeeds(o.seeds)
@@ -130,6 +176,7 @@ function buildConfig(o: CommonOpts, policies: readonly string[]): ExperimentConf
   }
   for (const [flag, v] of [
     ['--sessions', o.sessions],
+    ['--turns-per-session', o.turnsPerSession],
     ['--shared-prefix', o.sharedPrefix],
   ] as const) {
     if (o.trace !== undefined && v !== undefined) {
@@ -140,11 +187,18 @@ function buildConfig(o: CommonOpts, policies: readonly string[]): ExperimentConf
     o.trace === undefined
       ? {
           kind: 'agentic',
-          ...(o.sessions === undefined && o.sharedPrefix === undefined
+          ...(o.sessions === undefined &&
+          o.sharedPrefix === undefined &&
+          o.turnsPerSession === undefined &&
+          o.scenario === undefined
             ? {}
             : {
                 options: {
+                  ...(o.scenario === undefined ? {} : scenarioByName(o.scenario).workload),
                   ...(o.sessions === undefined ? {} : { sessions: parseCount('--sessions', o.sessions, 1) }),
+                  ...(o.turnsPerSession === undefined
+                    ? {}
+                    : { turnsPerSession: parseCount('--turns-per-session', o.turnsPerSession, 1) }),
                   ...(o.sharedPrefix === undefined
                     ? {}
                     : { sharedPrefixTokens: parseCount('--shared-prefix', o.sharedPrefix) }),
@@ -180,6 +234,11 @@ function buildConfig(o: CommonOpts, policies: readonly string[]): ExperimentConf
       ? {}
       : { maxConcurrentSessions: parseCount('--max-concurrent-sessions', o.maxConcurrentSessions, 1) }),
   }
+}
+
+/** Whether a flag of `cmd` was given on the command line (not its default). */
+function givenOn(cmd: Command): (flag: keyof CommonOpts) => boolean {
+  return (flag) => cmd.getOptionValueSource(flag) === 'cli'
 }
 
 function jobsOf(o: CommonOpts): number {
@@ -360,9 +419,9 @@ export function buildProgram(io: Io = defaultIo): Command {
         "a kvc-sim sweep's sweep.json: its crossovers join the verdict (same workload and policies)",
       ),
     { seeds: '3' },
-  ).action(async (o: CommonOpts & { policies: string; sweep?: string }) => {
+  ).action(async (o: CommonOpts & { policies: string; sweep?: string }, cmd: Command) => {
     const started = performance.now()
-    const config = buildConfig(o, splitList(o.policies))
+    const config = buildConfig(o, splitList(o.policies), givenOn(cmd))
     const sweep = o.sweep === undefined ? undefined : readSweep(o.sweep, config.policies)
     prepareOutDir(o.out)
     const result = await execute(o, config, io)
@@ -389,8 +448,8 @@ export function buildProgram(io: Io = defaultIo): Command {
         DEFAULT_COMPARE_POLICIES.join(','),
       ),
     { seeds: '3' },
-  ).action(async (o: CommonOpts & { policies: string; axis: SweepAxis; values?: string }) => {
-    const config = buildConfig(o, splitList(o.policies))
+  ).action(async (o: CommonOpts & { policies: string; axis: SweepAxis; values?: string }, cmd: Command) => {
+    const config = buildConfig(o, splitList(o.policies), givenOn(cmd))
     const values = sweepValues(o.axis, o.values, o.topology)
     prepareOutDir(o.out)
     const tasks = values.length * config.policies.length * config.seeds.length
@@ -435,9 +494,9 @@ export function buildProgram(io: Io = defaultIo): Command {
       )
       .option('--records', 'also write every turn of every run to records.jsonl'),
     { seeds: '1' },
-  ).action(async (o: CommonOpts & { policy: string; records?: boolean }) => {
+  ).action(async (o: CommonOpts & { policy: string; records?: boolean }, cmd: Command) => {
     const started = performance.now()
-    const config = buildConfig(o, [o.policy])
+    const config = buildConfig(o, [o.policy], givenOn(cmd))
     prepareOutDir(o.out)
     let runs: readonly RunResult[] = []
     const result = await execute(o, config, io, (r) => {

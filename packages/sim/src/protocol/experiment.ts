@@ -124,7 +124,16 @@ export type Runner = (
 const workloadCache = new Map<string, Workload>()
 
 /**
- * The workload of a task (traces are loaded once per process; the generator runs per seed).
+ * The generated workloads this thread built last, newest first (a workload is immutable: runs
+ * only read it). The policies of a comparison run on the same trials, so a thread that runs
+ * several of them generates each trial's workload once.
+ */
+const recentGenerated: { key: string; workload: Workload }[] = []
+const RECENT_GENERATED = 3
+
+/**
+ * The workload of a task (traces are loaded once per process; the generator runs per seed, its
+ * last few workloads reused).
  *
  * @example
  * ```ts
@@ -133,7 +142,15 @@ const workloadCache = new Map<string, Workload>()
  * ```
  */
 export function buildWorkload(source: WorkloadSource, seed: number): Workload {
-  if (source.kind === 'agentic') return generateAgenticWorkload({ ...source.options, seed })
+  if (source.kind === 'agentic') {
+    const key = `${seed} ${JSON.stringify(source.options ?? {})}`
+    const i = recentGenerated.findIndex((r) => r.key === key)
+    const hit = i < 0 ? undefined : recentGenerated.splice(i, 1)[0]!
+    const workload = hit?.workload ?? generateAgenticWorkload({ ...source.options, seed })
+    recentGenerated.unshift({ key, workload })
+    if (recentGenerated.length > RECENT_GENERATED) recentGenerated.length = RECENT_GENERATED
+    return workload
+  }
   const { kind: _k, path, ...opts } = source
   const key = JSON.stringify(source)
   let w = workloadCache.get(key)

@@ -40,6 +40,12 @@ export interface AgenticWorkloadOptions {
   /** Hard cap on turns per session (default 400). */
   readonly maxTurnsPerSession?: number
   /**
+   * Every session has exactly this many turns (a fixed-shape benchmark such as 2,200 sessions ×
+   * 20 turns); the peak input and `maxTurnsPerSession` then do not end a session. Default: unset,
+   * sessions end at their drawn peak.
+   */
+  readonly turnsPerSession?: number
+  /**
    * Think time between turns, seconds, as an inverse CDF: `[quantile, seconds]` points,
    * interpolated log-linearly (default `[[0, 0.8], [0.1, 1.6], [0.5, 2.5], [0.9, 7.8], [0.99, 25.1], [1, 261]]`).
    */
@@ -140,6 +146,8 @@ export function generateAgenticWorkload(options: AgenticWorkloadOptions): Worklo
   intOpt('sharedPrefixTokens', o.sharedPrefixTokens, 0)
   intOpt('maxTurnsPerSession', o.maxTurnsPerSession, 1)
   intOpt('vocabSize', o.vocabSize, 2)
+  const fixedTurns = options.turnsPerSession
+  if (fixedTurns !== undefined) intOpt('turnsPerSession', fixedTurns, 1)
   checkOption(
     o.peakInputMin > 0 && o.peakInputMax >= o.peakInputMin,
     'agentic workload: need 0 < peakInputMin <= peakInputMax',
@@ -195,7 +203,12 @@ export function generateAgenticWorkload(options: AgenticWorkloadOptions): Worklo
       outputs.push(out)
       gaps.push(sampleQuantiles(o.gapQuantiles, rng.next()) * 1000)
       const next = clampRound(rng.lognormal(o.appendMedian, o.appendSigma), o.appendMin, o.appendMax)
-      if (appends.length >= o.maxTurnsPerSession || len + out + next > peak) break
+      if (
+        fixedTurns === undefined
+          ? appends.length >= o.maxTurnsPerSession || len + out + next > peak
+          : appends.length >= fixedTurns
+      )
+        break
       len += out + next
       appends.push(next)
     }
