@@ -151,6 +151,12 @@ export interface ProxyConfig {
   }
   /** Polling of `/v1/loads` for capacity reports (0 disables it). */
   readonly loads: { readonly intervalMs: number }
+  /**
+   * Sampling of the workers for the elastic topology advice (`GET /topology/advice`, the
+   * `kvc_proxy_topology_*` metrics): every `sampleIntervalMs` (0 disables it), averaged over the
+   * last `windowSamples` samples.
+   */
+  readonly topology: { readonly sampleIntervalMs: number; readonly windowSamples: number }
   /** KV events of the D workers, unless a worker says otherwise. */
   readonly kvEvents: 'auto' | 'off'
   /** Worker calls: idle timeout of a generation (ms between chunks). */
@@ -177,6 +183,7 @@ export interface ProxyConfigInput {
   readonly defaultSloClass?: string
   readonly health?: Partial<ProxyConfig['health']>
   readonly loads?: Partial<ProxyConfig['loads']>
+  readonly topology?: Partial<ProxyConfig['topology']>
   readonly kvEvents?: string
   readonly upstreamTimeoutMs?: number
   readonly decisionLog?: string
@@ -225,6 +232,7 @@ export const DEFAULT_CONFIG: DefaultConfig = Object.freeze({
   defaultSloClass: 'interactive',
   health: { intervalMs: 2_000, timeoutMs: 1_000, failureThreshold: 3 },
   loads: { intervalMs: 1_000 },
+  topology: { sampleIntervalMs: 1_000, windowSamples: 60 },
   kvEvents: 'auto',
   upstreamTimeoutMs: 120_000,
   decisionLog: 'stdout',
@@ -397,6 +405,7 @@ export function resolveConfig(input: ProxyConfigInput): ProxyConfig {
     'defaultSloClass',
     'health',
     'loads',
+    'topology',
     'kvEvents',
     'upstreamTimeoutMs',
     'decisionLog',
@@ -511,6 +520,17 @@ export function resolveConfig(input: ProxyConfigInput): ProxyConfig {
   const loads = {
     intervalMs: intOr('loads.intervalMs', loIn.intervalMs, 0, d.loads.intervalMs),
   }
+  const toIn = obj('topology', i.topology)
+  checkKeys('topology', toIn, ['sampleIntervalMs', 'windowSamples'])
+  const topology = {
+    sampleIntervalMs: intOr(
+      'topology.sampleIntervalMs',
+      toIn.sampleIntervalMs,
+      0,
+      d.topology.sampleIntervalMs,
+    ),
+    windowSamples: intOr('topology.windowSamples', toIn.windowSamples, 1, d.topology.windowSamples),
+  }
   const kvEvents = i.kvEvents === undefined ? d.kvEvents : i.kvEvents
   if (kvEvents !== 'auto' && kvEvents !== 'off') fail('kvEvents', "must be 'auto' or 'off'", kvEvents)
   const tenantDefaults = resolveTenantDefaults(i.tenantDefaults)
@@ -533,6 +553,7 @@ export function resolveConfig(input: ProxyConfigInput): ProxyConfig {
     defaultSloClass: slo as SloClass,
     health,
     loads,
+    topology,
     kvEvents,
     upstreamTimeoutMs,
     decisionLog,

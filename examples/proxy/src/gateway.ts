@@ -36,6 +36,7 @@ import { ProxyError } from './errors.js'
 import { isDeadline } from './limits/deadlines.js'
 import { maskUrl } from './tenancy/authConfig.js'
 import { ProxyMetrics } from './metrics.js'
+import { TopologySampler } from './topology/topologyAdvice.js'
 import { SLOW_TIMEOUT_FACTOR, type WorkerHandle, WorkerPool } from './workers.js'
 
 /** One turn as the gateway dispatches it. */
@@ -286,6 +287,9 @@ export class Gateway {
   readonly config: ProxyConfig
   readonly workers: WorkerPool
   readonly metrics: ProxyMetrics
+  /** The elastic topology advice over the router's view (`GET /topology/advice`, metrics). */
+  readonly topology: TopologySampler
+  #topologyTimer: NodeJS.Timeout | undefined
   readonly #options: GatewayOptions
   readonly #log: DecisionLog
   readonly #now: () => number
@@ -323,7 +327,13 @@ export class Gateway {
         ))
     this.#warn = warn
     this.workers = new WorkerPool(config, { onWarning: warn })
+    this.topology = new TopologySampler({
+      router: () => this.#router,
+      now: this.#now,
+      windowSamples: config.topology.windowSamples,
+    })
     this.metrics = new ProxyMetrics({
+      topology: () => this.topology.advice(),
       router: () => this.#router,
       workers: this.workers,
       sessions: options.sessions ?? (() => this.#router?.cluster.store.bindingCount() ?? 0),
@@ -423,6 +433,11 @@ export class Gateway {
     this.#driver = new TurnDriver(router)
     this.#router = router
     await this.workers.start(router)
+    const every = this.config.topology.sampleIntervalMs
+    if (every > 0 && !this.#closing) {
+      this.#topologyTimer = setInterval(() => this.topology.sample(), every)
+      this.#topologyTimer.unref()
+    }
   }
 
   /**
@@ -625,6 +640,8 @@ export class Gateway {
   forgetSession(sessionId: string): void {
     const r = this.#router
     if (r === undefined) return
+    // A retraction pending for the session dies with it.
+    r.cluster.retractions.delete(sessionId)
     if (this.#store !== undefined) {
       const own = this.#lastTurn.get(sessionId)
       this.#lastTurn.delete(sessionId)
@@ -667,6 +684,8 @@ export class Gateway {
    */
   async close(): Promise<void> {
     this.#closing = true
+    clearInterval(this.#topologyTimer)
+    this.#topologyTimer = undefined
     for (const c of this.#running)
       c.abort(new ProxyError('SHUTTING_DOWN', 'the proxy is shutting down', undefined, 503))
     await this.workers.close()

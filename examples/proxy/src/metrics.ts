@@ -1,5 +1,6 @@
 import type { Router } from '@kvc/kvc-router'
 import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client'
+import type { TopologyAdviceReport } from './topology/topologyAdvice.js'
 import type { WorkerPool } from './workers.js'
 
 const LATENCY_BUCKETS = [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2, 4, 8, 16, 32, 64, 128]
@@ -31,6 +32,8 @@ export class ProxyMetrics {
     readonly processMetrics: boolean
     /** More exposition text appended at scrape time (the shared state store's metrics). */
     readonly extraText?: () => string
+    /** The elastic topology advice at scrape time (`kvc_proxy_topology_*`; absent: none). */
+    readonly topology?: () => TopologyAdviceReport | undefined
   }) {
     this.#extraText = options.extraText
     const registers = [this.registry]
@@ -163,6 +166,60 @@ export class ProxyMetrics {
         for (const w of workers.all()) if (w.role === 'decode') this.inc({ worker: w.id }, w.kvEventsReceived)
       },
     })
+    const topology = options.topology
+    if (topology !== undefined) {
+      const advice = topology
+      new Gauge({
+        name: 'kvc_proxy_topology_advised_workers',
+        help: 'Workers the elastic topology advisor recommends per role (prefill|decode).',
+        labelNames: ['role'],
+        registers,
+        collect() {
+          this.reset()
+          const a = advice()
+          if (a === undefined) return
+          this.set({ role: 'prefill' }, a.prefill)
+          this.set({ role: 'decode' }, a.decode)
+        },
+      })
+      new Gauge({
+        name: 'kvc_proxy_topology_switch_advised',
+        help: 'A role switch the advisor recommends (1): drain the worker, restart it in role `to`.',
+        labelNames: ['worker', 'from', 'to'],
+        registers,
+        collect() {
+          this.reset()
+          for (const sw of advice()?.switches ?? [])
+            this.set({ worker: sw.workerId, from: sw.from, to: sw.to }, 1)
+        },
+      })
+      const figure = (name: string, help: string, value: (a: TopologyAdviceReport) => number) =>
+        new Gauge({
+          name,
+          help,
+          registers,
+          collect() {
+            this.reset()
+            const a = advice()
+            if (a !== undefined) this.set(value(a))
+          },
+        })
+      figure(
+        'kvc_proxy_topology_prefill_utilization',
+        'Mean share of the sampling window the P workers spent prefilling (the advisor’s input).',
+        (a) => a.prefillUtilization,
+      )
+      figure(
+        'kvc_proxy_topology_prefill_queue_seconds',
+        'Mean prefill work queued on the P workers, seconds (the advisor’s input).',
+        (a) => a.prefillQueueS,
+      )
+      figure(
+        'kvc_proxy_topology_decode_kv_pressure',
+        'Mean KV pressure of the D workers (the advisor’s input).',
+        (a) => a.decodePressure,
+      )
+    }
     if (options.processMetrics) collectDefaultMetrics({ register: this.registry, prefix: 'kvc_proxy_' })
   }
 

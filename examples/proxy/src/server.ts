@@ -71,6 +71,7 @@ const ROUTES: Record<string, readonly string[]> = {
   '/health': ['GET'],
   '/ready': ['GET'],
   '/metrics': ['GET'],
+  '/topology/advice': ['GET'],
   '/v1/models': ['GET'],
   '/v1/chat/completions': ['POST'],
   '/v1/completions': ['POST'],
@@ -251,6 +252,43 @@ export async function createProxy(config: ProxyConfig, options: ProxyOptions = {
         const text = await gateway.metrics.text()
         res.writeHead(200, { 'content-type': gateway.metrics.contentType })
         res.end(text)
+        return
+      }
+      case '/topology/advice': {
+        req.resume()
+        // Worker ids and loads: an admin's, when keys are on.
+        if (registry.enabled) requireAdmin(req, path)
+        const a = gateway.topology.advice()
+        if (a === undefined) {
+          sendJson(
+            res,
+            404,
+            errorBody(
+              'no P/D topology to advise on (no prefill or no decode worker)',
+              'not_found_error',
+              'no_topology',
+            ),
+          )
+          return
+        }
+        sendJson(res, 200, {
+          prefill: a.prefill,
+          decode: a.decode,
+          switches: a.switches,
+          prefill_utilization: a.prefillUtilization,
+          prefill_queue_s: a.prefillQueueS,
+          decode_kv_pressure: a.decodePressure,
+          reason: a.reason,
+          samples: a.samples,
+          workers: a.workers.map((w) => ({
+            id: w.id,
+            role: w.role,
+            prefill_busy: w.prefillBusy,
+            prefill_queue_s: w.prefillQueueS,
+            kv_pressure: w.kvPressure,
+            transfer_queue_depth: w.transferQueueDepth ?? 0,
+          })),
+        })
         return
       }
       case '/v1/models': {

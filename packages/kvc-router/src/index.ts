@@ -79,6 +79,14 @@ export {
   type PrefillSite,
 } from './path/pathChoice.js'
 export {
+  DEFAULT_RETRACTION_PARAMS,
+  planRetraction,
+  type RetractionParams,
+  type RetractionPlan,
+  type RetractionSession,
+  type RetractionSignals,
+} from './retraction/planRetraction.js'
+export {
   DEFAULT_TOPOLOGY_PARAMS,
   adviseTopology,
   type RoleSwitch,

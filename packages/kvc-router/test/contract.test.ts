@@ -79,6 +79,11 @@ describe('the admission wire contract', () => {
     expect(codeOf(() => parseAdmitResponse({ ...res, releasedSessions: [1] }))).toContain('releasedSessions')
     expect(codeOf(() => parseAdmitResponse({ ...res, releasableTokens: -1 }))).toContain('releasableTokens')
     expect(parseAdmitResponse({ ...res, releasableTokens: 7 }).releasableTokens).toBe(7)
+    expect(codeOf(() => parseAdmitResponse({ ...res, retractedSessions: 's3' }))).toContain(
+      'retractedSessions',
+    )
+    expect(parseAdmitResponse({ ...res, retractedSessions: ['s3'] }).retractedSessions).toEqual(['s3'])
+    expect('retractedSessions' in parseAdmitResponse(res)).toBe(false)
   })
 
   it('the JSON schemas list the same enums and required fields as the validators', () => {

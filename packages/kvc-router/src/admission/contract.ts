@@ -193,6 +193,11 @@ export interface AdmitResponse {
   /** Sessions whose locks the worker released (idle, least recently used first) to make room. */
   readonly releasedSessions?: readonly string[]
   /**
+   * Hot sessions the worker retracts under memory pressure (`planRetraction`): each finishes its
+   * running turn, then its lock goes; the router places its next turn on another worker.
+   */
+  readonly retractedSessions?: readonly string[]
+  /**
    * Tokens idle sessions still hold that the worker would release on demand; `tokenUsageAfter`
    * already counts them as available. Lets the router keep them apart (absent: 0).
    */
@@ -211,6 +216,16 @@ function str(o: Record<string, unknown>, k: string, where: string): string {
   const v = o[k]
   if (typeof v !== 'string' || v.length === 0) bad(`${where}.${k}`, 'must be a non-empty string', v)
   return v
+}
+
+/** An optional array of strings (copied). */
+function strings(o: Record<string, unknown>, k: string, where: string): string[] | undefined {
+  const v = o[k]
+  if (v === undefined) return undefined
+  if (!Array.isArray(v) || v.some((s) => typeof s !== 'string')) {
+    bad(`${where}.${k}`, 'must be an array of strings', v)
+  }
+  return v.slice() as string[]
 }
 
 function count(o: Record<string, unknown>, k: string, where: string, optional: boolean): number | undefined {
@@ -310,14 +325,8 @@ export function parseAdmitResponse(x: unknown): AdmitResponse {
   const recommendedPauseMs = count(x, 'recommendedPauseMs', where, false)!
   const leaseMs = count(x, 'leaseMs', where, true)
   const releasableTokens = count(x, 'releasableTokens', where, true)
-  const rs = x.releasedSessions
-  let releasedSessions: string[] | undefined
-  if (rs !== undefined) {
-    if (!Array.isArray(rs) || rs.some((s) => typeof s !== 'string')) {
-      bad(`${where}.releasedSessions`, 'must be an array of strings', rs)
-    }
-    releasedSessions = rs.slice() as string[]
-  }
+  const releasedSessions = strings(x, 'releasedSessions', where)
+  const retractedSessions = strings(x, 'retractedSessions', where)
   return {
     requestId,
     admitted,
@@ -330,6 +339,7 @@ export function parseAdmitResponse(x: unknown): AdmitResponse {
     recommendedPauseMs,
     ...(leaseMs === undefined ? {} : { leaseMs }),
     ...(releasedSessions === undefined ? {} : { releasedSessions }),
+    ...(retractedSessions === undefined ? {} : { retractedSessions }),
     ...(releasableTokens === undefined ? {} : { releasableTokens }),
   }
 }
@@ -398,6 +408,7 @@ export const admitResponseJsonSchema = {
     recommendedPauseMs: { type: 'integer', minimum: 0 },
     leaseMs: { type: 'integer', minimum: 0 },
     releasedSessions: { type: 'array', items: { type: 'string' } },
+    retractedSessions: { type: 'array', items: { type: 'string' } },
     releasableTokens: { type: 'integer', minimum: 0 },
   },
 } as const

@@ -249,6 +249,11 @@ export class ClusterView {
   readonly admissionLatency = new LatencyWindow(256)
   /** Hedged admissions: second RPCs sent, and those whose D admitted first. */
   readonly hedging = { sent: 0, won: 0 }
+  /**
+   * Sessions a D retracted (`AdmitResponse.retractedSessions`) → that D: the exclusion is applied
+   * again once the session's running turn there ends (its success would otherwise lift it).
+   */
+  readonly retractions = new Map<string, string>()
   readonly #now: () => number
   readonly #workers = new Map<string, WorkerState>()
   #decodeIds: string[] = []

@@ -610,7 +610,7 @@ export class TurnDispatch {
     const top = decision.candidates[0]
     if (top === undefined || top.fast) return undefined
     const s = this.#turn.sessionId
-    if (cluster.store.rejects(s, b) > 0) return undefined
+    if (cluster.store.rejects(s, b) > 0 || cluster.store.isExcluded(s, b)) return undefined
     const now = cluster.now()
     const until = paused.until + this.#ctx.random() * params.backoffBaseMs
     if (until >= this.#deadline) return undefined
@@ -1028,6 +1028,7 @@ export class TurnDispatch {
     if (out.type === 'admitResult') {
       const res = out.response
       if (cluster.has(d)) cluster.applyAdmission(d, res)
+      if (res.retractedSessions !== undefined) this.#retracted(d, res.retractedSessions)
       this.#ctx.tuning?.tuner.transferQueue(res.transferQueueDepth)
       if (res.admitted) {
         this.#step(
@@ -1053,6 +1054,22 @@ export class TurnDispatch {
     this.#count('admission_timeouts')
     this.#step('admit', d, undefined, out.type === 'admitTimeout' ? 'timed out' : 'error')
     return undefined
+  }
+
+  /**
+   * `d` retracts these hot sessions (memory pressure, `planRetraction`): each is excluded from
+   * `d`, so that its next turn is placed on another D (an exclusion ends with the session's next
+   * success, `resetOnSuccess`), and stops waiting for `d`'s pauses.
+   */
+  #retracted(d: string, sessions: readonly string[]): void {
+    const cluster = this.#ctx.cluster
+    if (!cluster.has(d)) return
+    for (const s of sessions) {
+      cluster.retractions.set(s, d)
+      if (cluster.store.isExcluded(s, d)) continue
+      cluster.store.exclude(s, d)
+      this.#step('exclude', d, undefined, `${d} retracts session ${s} (memory pressure): its next turn moves`)
+    }
   }
 
   *#sendFast(
@@ -1168,6 +1185,13 @@ export class TurnDispatch {
       if (k > 0) tuning.tuner.recovered(k)
     }
     if (params.resetOnSuccess) store.resetSession(s)
+    const retractedBy = cluster.retractions.get(s)
+    if (retractedBy !== undefined) {
+      // The session's D retracted it while this turn ran: its next turn moves (unless this one
+      // already did).
+      cluster.retractions.delete(s)
+      if (retractedBy === d) store.exclude(s, d)
+    }
     this.#policy.onSuccess?.(this.#ctx, this.#turn, d, p)
     this.#step(
       'done',

@@ -55,7 +55,13 @@ export class ManualClock {
  * ```
  */
 export type AdmitAnswer =
-  | { readonly kind: 'admit'; readonly pauseMs?: number; readonly usageAfter?: number }
+  | {
+      readonly kind: 'admit'
+      readonly pauseMs?: number
+      readonly usageAfter?: number
+      /** Hot sessions the D retracts in this answer (`AdmitResponse.retractedSessions`). */
+      readonly retracted?: readonly string[]
+    }
   | { readonly kind: 'reject'; readonly reason: Exclude<AdmitReason, 'ok'>; readonly pauseMs?: number }
   | { readonly kind: 'timeout' }
   | { readonly kind: 'error' }
@@ -238,6 +244,7 @@ export function scriptedResponse(
     retractedQueueDepth: 0,
     recommendedPauseMs: Math.max(0, Math.round(ans.pauseMs ?? 0)),
     ...(admitted ? { leaseMs: a.request.leaseMs ?? 5000 } : {}),
+    ...(ans.kind === 'admit' && ans.retracted !== undefined ? { retractedSessions: ans.retracted } : {}),
   }
 }
 

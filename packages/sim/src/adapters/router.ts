@@ -53,6 +53,9 @@ export {
   type FailAction,
   type RouteContext,
   DEFAULT_TOPOLOGY_PARAMS,
+  DEFAULT_RETRACTION_PARAMS,
+  planRetraction,
+  type RetractionSession,
   adviseTopology,
   type RoleSwitch,
   type TopologyAdvice,
@@ -137,6 +140,7 @@ export type PolicyName = (typeof POLICY_NAMES)[number]
  * | `idleTtlS`, `reaperIntervalS` | 120, 5 | the reaper's idle TTL and sweep period, simulated seconds (`release=reaper`) |
  * | `sync` | `off` (default), `on` | D→P incremental sync (`@kvc/dto-p-sync`) from every D to every P |
  * | `elastic` | `off` (default), `on` | `kvc` only: the router's elastic topology advisor switches workers between P and D during the run, draining each first (`elasticIntervalS`, default 10 s: how often it advises; `minPrefill`, default 1) |
+ * | `retract` | `off` (default), `on` | `kvc` only: a D under memory pressure retracts its coldest hot sessions (`planRetraction` of `@kvc/kvc-router`: at a usage of 0.90 or more, down to 0.80): each finishes its running turn, then its lock goes and the router places its next turn on another D |
  * | `syncBeta`, `syncShare`, `syncPinS` | 1024, 0.1, 30 | its staleness budget β (tokens), share of each P–D link's bandwidth, and pin time of synced pages on P (s) |
  * | `colocated` | `on`, `off` | baselines: run on colocated workers (`N×DP` with N = P + D of the run's topology) or P/D; default: `on` for `dp-cache-aware` and on an `N×DP` topology, else `off` |
  * | `retries` | integer ≥ 0 | baselines: retries of a failed request by the baseline's router (default: the SGLang gateway's 5; 0 for `dynamo-kv-cost` and `llm-d-precise-prefix`) |
@@ -195,6 +199,8 @@ export interface PolicySpec {
    * run (`elasticIntervalS`, default 10: how often it advises; `minPrefill`, default 1).
    */
   readonly elastic?: { readonly intervalS: number; readonly minPrefill: number }
+  /** `retract=on` (`kvc` only): the D workers retract hot sessions under memory pressure. */
+  readonly retract?: boolean
   /** D→P incremental sync (`sync=on`; `kvc` only): staleness budget, share of each P–D link, pin time. */
   readonly sync:
     | { readonly betaTokens: number; readonly linkShare: number; readonly pinS: number }
@@ -326,6 +332,7 @@ export function parsePolicySpec(spec: string): PolicySpec {
   let seedPath: 'transfer' | 'pd' = 'transfer'
   const baselineKeys = BASELINE_KEYS[name]
   let elastic = false
+  let retract = false
   let elasticIntervalS = 10
   let minPrefill = 1
   for (const p of parts.slice(1)) {
@@ -379,6 +386,10 @@ export function parsePolicySpec(spec: string): PolicySpec {
       }
       if (key === 'idleTtlS') idleTtlS = value as number
       else reaperIntervalS = value as number
+    } else if (key === 'retract') {
+      if (typeof value !== 'boolean')
+        throw new SimError(SimErrorCode.InvalidOption, `policy ${spec}: retract must be on or off`, value)
+      retract = value
     } else if (key === 'elastic') {
       if (typeof value !== 'boolean')
         throw new SimError(SimErrorCode.InvalidOption, `policy ${spec}: elastic must be on or off`, value)
@@ -485,7 +496,7 @@ export function parsePolicySpec(spec: string): PolicySpec {
     } else {
       const own = baselineKeys === undefined ? '' : `; ${name}: ${[...baselineKeys].join(', ')}`
       const where = KVC_NAMES.has(name)
-        ? 'simulator: granularity, admission, backpressure, seedAdmission, seedSlot, seedPath, release, idleTtlS, reaperIntervalS, sync, syncBeta, syncShare, syncPinS, elastic, elasticIntervalS, minPrefill'
+        ? 'simulator: granularity, admission, backpressure, seedAdmission, seedSlot, seedPath, release, idleTtlS, reaperIntervalS, sync, syncBeta, syncShare, syncPinS, elastic, elasticIntervalS, minPrefill, retract'
         : 'baselines: colocated, retries'
       throw new SimError(
         SimErrorCode.InvalidOption,
@@ -530,6 +541,7 @@ export function parsePolicySpec(spec: string): PolicySpec {
         }
       : {}),
     ...(elastic ? { elastic: { intervalS: elasticIntervalS, minPrefill } } : {}),
+    ...(retract ? { retract } : {}),
     sync: sync ? { betaTokens: syncBeta, linkShare: syncShare, pinS: syncPinS } : undefined,
     ...(hostTier === undefined ? {} : { hostTier }),
   }

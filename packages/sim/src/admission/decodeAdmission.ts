@@ -1,4 +1,12 @@
-import { type AdmitResponse, type DispatchAction, admit } from '../adapters/router.js'
+import {
+  type AdmitResponse,
+  type AdmitWorkerState,
+  DEFAULT_RETRACTION_PARAMS,
+  type DispatchAction,
+  type RetractionSession,
+  admit,
+  planRetraction,
+} from '../adapters/router.js'
 import type { SimContext, SimHost } from '../cluster/context.js'
 import type { Turn } from '../cluster/turn.js'
 import type { SimWorker } from '../cluster/worker.js'
@@ -39,8 +47,15 @@ export class DecodeAdmission {
       }
     }
     const loadBackQueue = this.#loadBackQueueTokens(d)
+    const state = buildAdmitWorkerState(
+      d,
+      ctx.now,
+      ctx.config.reaper?.idleMs,
+      ctx.config.geometry,
+      loadBackQueue,
+    )
     let decision = admit(
-      buildAdmitWorkerState(d, ctx.now, ctx.config.reaper?.idleMs, ctx.config.geometry, loadBackQueue),
+      state,
       a.request,
       matched === undefined
         ? { now: ctx.now }
@@ -82,6 +97,8 @@ export class DecodeAdmission {
     }
     if (!decision.response.admitted) ctx.counters.admissionRejects++
     ctx.touch(d)
+    if (spec.retract === true && d.cache !== undefined)
+      return this.#retract(d, state, decision.response, a.request.sessionId)
     return decision.response
   }
 
@@ -106,6 +123,36 @@ export class DecodeAdmission {
       sum += Math.round(d.loadBackTokens * Math.min(1, left))
     }
     return sum
+  }
+
+  /**
+   * `retract=on`: a D at or above the retraction threshold after this answer retracts its coldest
+   * hot sessions (`planRetraction`), leaving out those it already retracts (their KV goes when
+   * their turns end, so their tokens no longer count). Each is released when its running turn
+   * ends (`DecodeBatches`); the answer names them so that the router moves their next turns.
+   */
+  #retract(d: SimWorker, state: AdmitWorkerState, res: AdmitResponse, requester: string): AdmitResponse {
+    if (res.tokenUsageAfter < DEFAULT_RETRACTION_PARAMS.retractAbove) return res
+    const going = d.retracting
+    let usage = res.tokenUsageAfter
+    const sessions: RetractionSession[] = []
+    for (const s of state.sessions.values()) {
+      if (going.has(s.sessionId)) usage -= s.residentTokens / state.capacityTokens
+      else sessions.push(s)
+    }
+    const plan = planRetraction(
+      {
+        capacityTokens: state.capacityTokens,
+        tokenUsageAfter: Math.max(0, usage),
+        sessions,
+        requester,
+      },
+      DEFAULT_RETRACTION_PARAMS,
+    )
+    if (plan.sessions.length === 0) return res
+    for (const s of plan.sessions) going.add(s)
+    this.#ctx.counters.retractions += plan.sessions.length
+    return { ...res, retractedSessions: plan.sessions }
   }
 
   /**

@@ -116,6 +116,7 @@ export function collectResult(ctx: SimContext, tally: RunTally): RunResult {
       memoryWaitFailures: c.memoryWaitFailures,
       sessionsReaped: c.sessionsReaped,
       admissionReleases: c.admissionReleases,
+      retractions: c.retractions,
       seedWakes: c.seedWakes,
       preallocTimeouts: c.preallocTimeouts,
       retries: c.retries,

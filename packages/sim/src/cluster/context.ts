@@ -23,6 +23,8 @@ export interface SimCounters {
   memoryWaitFailures: number
   sessionsReaped: number
   admissionReleases: number
+  /** Hot sessions a D retracted under memory pressure (`retract=on`). */
+  retractions: number
   seedWakes: number
   /** Prefills that loaded part of their prompt back from the host tier, and the tokens loaded. */
   loadBacks: number
@@ -71,6 +73,7 @@ export class SimContext {
     memoryWaitFailures: 0,
     sessionsReaped: 0,
     admissionReleases: 0,
+    retractions: 0,
     seedWakes: 0,
     loadBacks: 0,
     loadedBackTokens: 0,

@@ -86,6 +86,8 @@ export class SimWorker {
   blockedSince = Number.NaN
   blockedGen = 0
   reservedOutputs = 0
+  /** `retract=on`: hot sessions this D retracted; each lets go of its lock when its turn ends. */
+  retracting = new Set<string>()
 
   // decode batch (virtual steps)
   decode: DecodeSeq[] = []
@@ -148,6 +150,7 @@ export class SimWorker {
     this.preallocWait = []
     this.transfersOnWire = 0
     this.reservedOutputs = 0
+    this.retracting.clear()
     this.blockedSince = Number.NaN
     this.stepMs = Number.POSITIVE_INFINITY
   }

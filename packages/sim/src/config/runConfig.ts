@@ -279,7 +279,7 @@ function checkFaultTargets(
   }
 }
 
-/** `seedSlot=off`, `release=reaper`, `sync=on` and `elastic=on` need D workers that keep sessions. */
+/** `seedSlot=off`, `release=reaper`, `sync=on`, `elastic=on` and `retract=on` need D workers that keep sessions. */
 function checkPolicySwitches(spec: PolicySpec, policy: RoutingPolicy): ReaperConfig | undefined {
   const needsKvc = (what: string) => {
     if (policy.pathMode !== 'kvc') {
@@ -300,6 +300,7 @@ function checkPolicySwitches(spec: PolicySpec, policy: RoutingPolicy): ReaperCon
     reaper = { idleMs: release.idleTtlS * 1000, intervalMs: release.intervalS * 1000 }
   }
   if (spec.sync !== undefined) needsKvc('sync=on')
+  if (spec.retract === true) needsKvc('retract=on')
   if (spec.elastic !== undefined) {
     needsKvc('elastic=on')
     if (spec.sync !== undefined) {

@@ -126,6 +126,11 @@ export class DecodeBatches {
     const ctx = this.#ctx
     this.gaps.finish(w.idx, turn.id)
     if (turn.req2 !== undefined) w.cache!.cacheFinishedReq(turn.req2)
+    // `retract=on`: a session this D retracted lets go of its lock now that its turn is done.
+    if (w.retracting.size > 0 && w.retracting.delete(turn.key)) {
+      const st = w.cache?.getSessionStatus(turn.key)
+      if (st !== undefined && !st.active) w.cache!.releaseSession(turn.key)
+    }
     const sync = ctx.sync
     if (
       sync !== undefined &&

@@ -48,6 +48,8 @@ export interface RunCounters {
   readonly sessionsReaped: number
   /** Sessions released by the D workers' admission to make room (Algorithm 2). */
   readonly admissionReleases: number
+  /** Hot sessions the D workers retracted under memory pressure (`retract=on`). */
+  readonly retractions: number
   /** Waiting turns woken early because a seed ended and its pending-seed slot was theirs. */
   readonly seedWakes: number
   /** Classic P/D baselines: requests whose D never preallocated their KV within the bootstrap timeout. */
