@@ -258,18 +258,25 @@ const removed = (id: number, hashes: bigint[], medium?: string): KvEvent => ({
 
 describe('HostResidency against a naive model', () => {
   const media = ['CPU_TIER1', 'CPU', 'CPU_TIER2', 'GPU', undefined, 'REMOTE'] as const
+  // Block ids as engines publish them: signed (SGLang, this project's hashers) or unsigned 64-bit,
+  // so one block may arrive as -1n or as 2^64 - 1.
+  const hash = fc.oneof(
+    fc.bigInt({ min: 1n, max: 12n }),
+    fc.constantFrom(-1n, -2n, 2n ** 64n - 1n, 2n ** 64n - 2n, -(2n ** 63n), 2n ** 63n),
+  )
+  const u64 = (h: bigint) => BigInt.asUintN(64, h)
   const op = fc.oneof(
     fc.record({
       kind: fc.constantFrom('store', 'remove'),
       worker: fc.constantFrom('d0', 'd1'),
-      hashes: fc.array(fc.bigInt({ min: 1n, max: 12n }), { maxLength: 6 }),
+      hashes: fc.array(hash, { maxLength: 6 }),
       medium: fc.constantFrom(...media),
     }),
     fc.record({ kind: fc.constant('clear'), worker: fc.constantFrom('d0', 'd1') }),
     fc.record({
       kind: fc.constant('query'),
       worker: fc.constantFrom('d0', 'd1'),
-      keys: fc.array(fc.bigInt({ min: 1n, max: 12n }), { maxLength: 10 }),
+      keys: fc.array(hash, { maxLength: 10 }),
       from: fc.integer({ min: 0, max: 10 }),
     }),
   )
@@ -294,8 +301,8 @@ describe('HostResidency against a naive model', () => {
             let i = o.from
             let host = 0
             let disk = 0
-            for (; i < o.keys.length && s.host.has(o.keys[i]!); i++) host++
-            for (; i < o.keys.length && s.disk.has(o.keys[i]!); i++) disk++
+            for (; i < o.keys.length && s.host.has(u64(o.keys[i]!)); i++) host++
+            for (; i < o.keys.length && s.disk.has(u64(o.keys[i]!)); i++) disk++
             expect(hr.runFrom(o.worker, keys, o.from)).toEqual({ host, disk })
           } else {
             const e =
@@ -304,7 +311,7 @@ describe('HostResidency against a naive model', () => {
             expect(hr.ingest(o.worker, e)).toBe(tier === 'host' || tier === 'disk')
             if (tier === 'host' || tier === 'disk') {
               const set = sets(o.worker)[tier]
-              for (const h of o.hashes) o.kind === 'store' ? set.add(h) : set.delete(h)
+              for (const h of o.hashes) o.kind === 'store' ? set.add(u64(h)) : set.delete(u64(h))
             }
           }
           // Invariant: the block count is the sum over workers and tiers, and each tier agrees.
@@ -318,6 +325,13 @@ describe('HostResidency against a naive model', () => {
       }),
       { numRuns: 200 },
     )
+  })
+  it('finds a block published with a signed id under its unsigned route key', () => {
+    const hr = new HostResidency()
+    hr.ingest('d0', stored(0, [-5n, 7n], 'CPU_TIER1'))
+    expect(hr.runFrom('d0', BlockKeys.fromHashes([2n ** 64n - 5n, 7n]), 0)).toEqual({ host: 2, disk: 0 })
+    hr.ingest('d0', removed(1, [2n ** 64n - 5n], 'CPU_TIER1'))
+    expect(hr.tierBlocks('d0')).toEqual({ host: 1, disk: 0 })
   })
   it('refuses a tier event without a hash list, changing nothing', () => {
     const hr = new HostResidency()
@@ -509,6 +523,49 @@ describe('Admit with a host tier', () => {
         loadBackMs: 9_000,
       }),
     ).toBe(2_000)
+  })
+  it('a released session’s host match on the tree counts like its host-resident tokens', () => {
+    // No slot for 's' on the D any more: the tree matches the system prompt on the device and
+    // the rest of its history on the host.
+    const released = { ...demotedState(0), sessions: new Map() }
+    const ctx = { now: 0, matchedTokens: 6_000 }
+    const without = admit(released, fastReq(36_500), ctx)
+    expect(without.response.reason).toBe('append_too_large')
+    const d = admit(released, fastReq(36_500), { ...ctx, hostMatchedTokens: 30_000 })
+    expect(d.response).toMatchObject({ admitted: true, needTokens: 500 + 30_000 + 512 })
+    expect(d.loadBackTokens).toBe(30_000)
+    // Never beyond the prompt; a bad value is refused, naming it.
+    expect(admit(released, fastReq(36_500), { ...ctx, hostMatchedTokens: 90_000 }).loadBackTokens).toBe(
+      30_500,
+    )
+    expect(() => admit(released, fastReq(36_500), { ...ctx, hostMatchedTokens: -1 })).toThrow(
+      /hostMatchedTokens/,
+    )
+  })
+  it('a host match never lengthens the append, and loads back only what planPrefix would', () => {
+    fc.assert(
+      fc.property(
+        fc.integer({ min: 0, max: 40_000 }),
+        fc.integer({ min: 0, max: 40_000 }),
+        fc.integer({ min: 500, max: 60_000 }),
+        (matched, host, prompt) => {
+          const released = { ...demotedState(0), sessions: new Map() }
+          const opts = { ...defaults(), costModel: DEFAULT_COST_MODEL }
+          const ctx = { now: 0, matchedTokens: matched }
+          const a = admit(released, fastReq(prompt), ctx, opts)
+          const b = admit(released, fastReq(prompt), { ...ctx, hostMatchedTokens: host }, opts)
+          const m = Math.min(prompt, matched)
+          const plan = planPrefix(DEFAULT_COST_MODEL, {
+            promptTokens: prompt,
+            deviceTokens: m,
+            hostTokens: Math.min(host, prompt - m),
+          })
+          expect(b.response.needTokens - b.loadBackTokens).toBeLessThanOrEqual(a.response.needTokens)
+          if (b.response.admitted) expect(b.loadBackTokens).toBe(plan.loadBackTokens)
+        },
+      ),
+      { numRuns: 200 },
+    )
   })
   it('refuses bad host fields as INVALID_STATE', () => {
     const bad = demotedState(-1)

@@ -63,3 +63,16 @@ for (let i = 0; i < policies.length; i++) {
     `| ${tiers[i]} | ${f.map((x) => fmt(x.reprefilledTokens)).join(' / ')} | ${i === 0 ? '—' : ratios.map((r) => r.toFixed(2)).join(' / ')} | ${f.map((x) => x.reseeds).join(' / ')} | ${f.map((x) => `${x.loadBacks} (${fmt(x.loadedBackTokens)})`).join(' / ')} | ${p.failed} | ${s3(p.estimates.ttft_p99.value)} s | ${pr === undefined ? '—' : `${s3(pr.diff)} s [${s3(pr.lo)}, ${s3(pr.hi)}]`} |`,
   )
 }
+console.log('')
+console.log('Re-prefilled tokens by cause, all seeds together (migrations: reseeds onto another D):')
+console.log('| host tier | × fewer, pooled | same-D reseed | migration (count) | local seed | fast path |')
+console.log('|---|---|---|---|---|---|')
+const total = (i: number) => per(i).reduce((a, x) => a + x.reprefilledTokens, 0)
+for (let i = 0; i < policies.length; i++) {
+  const f = per(i)
+  const sum = (k: keyof (typeof f)[number]['reprefilledBy']) => f.reduce((a, x) => a + x.reprefilledBy[k], 0)
+  const moves = f.reduce((a, x) => a + x.migrations, 0)
+  console.log(
+    `| ${tiers[i]} | ${i === 0 ? '—' : (total(0) / Math.max(1, total(i))).toFixed(2)} | ${fmt(sum('sameDecodeReseed'))} | ${fmt(sum('migration'))} (${moves}) | ${fmt(sum('localSeed'))} | ${fmt(sum('fastPath'))} |`,
+  )
+}

@@ -82,7 +82,7 @@ export {
   resolveHostTier,
   tierLoadSeconds,
 } from './hostTier/hostTier.js'
-export { type HostTierFigures, hostTierFigures } from './hostTier/figures.js'
+export { type HostTierFigures, type ReprefillCauses, hostTierFigures } from './hostTier/figures.js'
 export {
   peakRssMB,
   type AdaptiveRunInfo,

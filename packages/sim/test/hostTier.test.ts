@@ -132,6 +132,17 @@ describe('a run with a host tier', () => {
     // What was loaded back was not recomputed.
     expect(f4.reprefilledTokens).toBeLessThan(f0.reprefilledTokens)
   })
+  it('splits the re-prefilled tokens by cause, adding up to the total', () => {
+    for (const r of [none, four]) {
+      const f = hostTierFigures(r)
+      const by = f.reprefilledBy
+      expect(by.sameDecodeReseed + by.migration + by.localSeed + by.fastPath).toBe(f.reprefilledTokens)
+      expect(f.migrations).toBeLessThanOrEqual(f.reseeds)
+      // A migration is a reseed onto another D than the session's previous turn's.
+      const moved = r.records.filter((x) => x.turnIndex > 0 && x.path === 'seed' && x.migrated).length
+      expect(f.migrations).toBeGreaterThanOrEqual(moved)
+    }
+  })
   it('a policy’s hostTier=none gives exactly the run without a tier', () => {
     const off = run('kvc:hostTier=none', { ratio: 4 })
     expect(off.records.map((r) => [r.firstTokenMs, r.computedTokens])).toEqual(

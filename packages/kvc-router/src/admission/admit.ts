@@ -285,9 +285,10 @@ function checkState(state: AdmitWorkerState): void {
  * - `resident` = the session's resident tokens (or `matchedTokens`, the prompt's prefix match on
  *   the D's tree, if larger); fast path: if `promptTokens − resident > maxAppendTokens` →
  *   `append_too_large`.
- * - With a host tier, the session's `hostResidentTokens` after that are loaded back (always, or
- *   with `options.costModel` when {@link planPrefix} finds it cheaper than recomputing them):
- *   they leave the append and join the need (they take device slots).
+ * - With a host tier, the session's `hostResidentTokens` after that (or `hostMatchedTokens`, the
+ *   prompt's host-tier match after `matchedTokens`, if larger: a session the D released) are
+ *   loaded back (always, or with `options.costModel` when {@link planPrefix} finds it cheaper
+ *   than recomputing them): they leave the append and join the need (they take device slots).
  * - `need = promptTokens − resident − loaded back + loaded back + decode reserve`.
  * - Live leases (expired ones are dropped) are reserved. If `free + evictable − reserved` does not
  *   cover the need (plus the SLO class's headroom), idle sessions' locks are released, least
@@ -323,7 +324,7 @@ function checkState(state: AdmitWorkerState): void {
 export function admit(
   state: AdmitWorkerState,
   request: AdmitRequest,
-  ctx: { readonly now: number; readonly matchedTokens?: number },
+  ctx: { readonly now: number; readonly matchedTokens?: number; readonly hostMatchedTokens?: number },
   options: AdmitOptions = DEFAULT_ADMIT_OPTIONS,
 ): AdmitDecision {
   const req = parseAdmitRequest(request)
@@ -341,6 +342,13 @@ export function admit(
       'INVALID_OPTION',
       `matchedTokens must be a non-negative integer, got ${describeValue(ctx.matchedTokens)}`,
       ctx.matchedTokens,
+    )
+  }
+  if (ctx.hostMatchedTokens !== undefined && !cnt(ctx.hostMatchedTokens)) {
+    throw new RouterError(
+      'INVALID_OPTION',
+      `hostMatchedTokens must be a non-negative integer, got ${describeValue(ctx.hostMatchedTokens)}`,
+      ctx.hostMatchedTokens,
     )
   }
   const now = ctx.now
@@ -368,7 +376,11 @@ export function admit(
   const matched = Math.min(req.promptTokens, Math.max(resident, ctx.matchedTokens ?? 0))
   // A host tier: the session's host-resident tokens follow its device part; loaded back, they
   // are not recomputed (not in the append) but take device slots (in the need).
-  const hostHit = Math.min(session?.hostResidentTokens ?? 0, req.promptTokens - matched)
+  // For a session without a slot here (released), the prompt's host match on the tree.
+  const hostHit = Math.min(
+    Math.max(session?.hostResidentTokens ?? 0, ctx.hostMatchedTokens ?? 0),
+    req.promptTokens - matched,
+  )
   const cm = options.costModel
   const loadBack =
     hostHit === 0

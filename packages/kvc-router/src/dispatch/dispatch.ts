@@ -580,7 +580,9 @@ export class TurnDispatch {
     const d = c.workerId
     return {
       promptTokens: this.#turn.promptTokens,
-      decodeHeldTokens: c.heldTokens,
+      // Route counts a load-back from the D's host tier as held; the path choice prices it.
+      decodeHeldTokens: c.heldTokens - c.loadBackTokens,
+      ...(c.loadBackTokens > 0 ? { decodeHostTokens: c.loadBackTokens } : {}),
       decodeQueueS: this.#queueSeconds(d),
       runningDecodes: this.#runningDecodes(d),
       ...(p === undefined ? {} : { prefill: { queueS: this.#queueSeconds(p), heldTokens: 0 } }),

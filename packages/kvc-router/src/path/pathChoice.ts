@@ -9,6 +9,7 @@
  */
 import { type CostModel, DEFAULT_COST_MODEL, prefillSeconds } from '../cost/costModel.js'
 import { RouterError, describeValue } from '../errors/routerError.js'
+import { planPrefix } from '../tier/prefixCost.js'
 
 /**
  * Where the turn's missing KV is computed: `local` (the D prefills it; no transfer) or `remote`
@@ -60,6 +61,12 @@ export interface PathSignals {
   readonly promptTokens: number
   /** Prompt tokens the D already holds (its cache hit). */
   readonly decodeHeldTokens: number
+  /**
+   * Prompt tokens right after `decodeHeldTokens` that the D holds only on its host tier (default
+   * 0): a local prefill loads them back over PCIe instead of recomputing them when
+   * `planPrefix` finds that cheaper.
+   */
+  readonly decodeHostTokens?: number
   /** Seconds of prefill work queued on the D ahead of this turn (its running prefill's rest included). */
   readonly decodeQueueS: number
   /** Requests in the D's running decode batch: each of them waits while the D prefills. */
@@ -113,6 +120,8 @@ export interface PathEstimate {
   readonly site: PrefillSite
   /** Tokens the path prefills. */
   readonly newTokens: number
+  /** Tokens a local prefill loads back from the D's host tier first (absent: none). */
+  readonly loadBackTokens?: number
   readonly ttftS: number
   /** Seconds the D's decode batch stops (a local prefill); 0 for a remote seed. */
   readonly stallS: number
@@ -194,6 +203,7 @@ function checkSignals(s: PathSignals): void {
   checkNumber('decodeHeldTokens', s.decodeHeldTokens, 0)
   checkNumber('decodeQueueS', s.decodeQueueS, 0)
   checkNumber('runningDecodes', s.runningDecodes, 0)
+  if (s.decodeHostTokens !== undefined) checkNumber('decodeHostTokens', s.decodeHostTokens, 0)
   const p = s.prefill
   if (p !== undefined) {
     checkNumber('prefill.queueS', p.queueS, 0)
@@ -206,7 +216,9 @@ function checkSignals(s: PathSignals): void {
 
 /**
  * The local prefill's estimate: the D prefills `prompt − held` tokens after its `held` cached
- * ones, once its queue is through; its decode batch stops meanwhile.
+ * ones, once its queue is through; its decode batch stops meanwhile. With `decodeHostTokens`,
+ * the D first loads that host part back when `planPrefix` estimates it strictly cheaper than
+ * recomputing it (`loadBackTokens`; never when recomputing is cheaper), and prefills the rest.
  *
  * @throws RouterError `INVALID_OPTION` on a negative or non-finite signal.
  *
@@ -221,6 +233,29 @@ function checkSignals(s: PathSignals): void {
 export function estimateLocal(s: PathSignals, p: PathParams): PathEstimate {
   checkSignals(s)
   const held = Math.min(s.decodeHeldTokens, s.promptTokens)
+  const hostTokens = Math.floor(Math.min(s.decodeHostTokens ?? 0, s.promptTokens - held))
+  if (hostTokens > 0) {
+    // Load-back as an option: the cheaper of recomputing and loading the host part back first.
+    const promptTokens = Math.floor(s.promptTokens)
+    const deviceTokens = Math.min(Math.floor(held), promptTokens - hostTokens)
+    const plan = planPrefix(p.cost, { promptTokens, deviceTokens, hostTokens })
+    if (plan.loadBack) {
+      const pf = plan.seconds
+      const ttftS = s.decodeQueueS + pf
+      const impactS = pf * s.runningDecodes
+      const costS = ttftS + p.stallWeight * impactS
+      const newTokens = plan.recomputeTokens
+      return {
+        site: 'local',
+        newTokens,
+        loadBackTokens: plan.loadBackTokens,
+        ttftS,
+        stallS: pf,
+        impactS,
+        costS,
+      }
+    }
+  }
   const n = s.promptTokens - held
   const pf = prefillSeconds(p.cost, n, held)
   const ttftS = s.decodeQueueS + pf
@@ -358,7 +393,8 @@ export function choosePath(s: PathSignals, p: PathParams): PathChoice {
       reason: `no P can seed the D: local prefill ${fmt(local.ttftS)} s`,
     }
   }
-  const l = `local ${fmt(local.costS)} s (ttft ${fmt(local.ttftS)} + ${fmt(p.stallWeight)} × ${fmt(local.stallS)} s × ${s.runningDecodes} decodes)`
+  const lb = local.loadBackTokens === undefined ? '' : `, ${local.loadBackTokens} tokens loaded back`
+  const l = `local ${fmt(local.costS)} s${lb} (ttft ${fmt(local.ttftS)} + ${fmt(p.stallWeight)} × ${fmt(local.stallS)} s × ${s.runningDecodes} decodes)`
   const r = `remote ${fmt(remote.costS)} s (P queue ${fmt(s.prefill!.queueS)} + prefill and transfer ${fmt(remote.ttftS - s.prefill!.queueS)})`
   if (local.costS <= remote.costS) return { site: 'local', local, remote, reason: `${l} ≤ ${r}` }
   const longer = localAtLongerPrompt(s, p)

@@ -83,15 +83,18 @@ export class HostResidency {
       }
     }
     const set = this.#sets(workerId)[tier]
+    // Engines publish block ids as signed or unsigned 64-bit integers (SGLang's and this
+    // project's hashers: signed); `BlockKeys.hashAt` spells them unsigned, so the sets do too.
     if (event.type === 'BlockStored') {
       for (const h of hashes) {
-        if (!set.has(h)) {
-          set.add(h)
+        const u = BigInt.asUintN(64, h)
+        if (!set.has(u)) {
+          set.add(u)
           this.#blocks++
         }
       }
     } else {
-      for (const h of hashes) if (set.delete(h)) this.#blocks--
+      for (const h of hashes) if (set.delete(BigInt.asUintN(64, h))) this.#blocks--
     }
     return true
   }

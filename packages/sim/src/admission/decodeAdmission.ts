@@ -33,22 +33,41 @@ export class DecodeAdmission {
     if (spec.slotAdmission === true && a.request.path === 'fast') return this.#slotAnswer(d, turn, a)
     // The D's ground truth for the prompt: its session's resident tokens (in the state), or,
     // for a session it holds no slot for, the prompt's prefix match on its tree.
+    // With a host tier, also what of the prompt the tree holds on the host after that match.
     let matched: number | undefined
+    let hostMatched = 0
     const c = d.cache
     if (c !== undefined && turn.prompt !== undefined && !(turn.spec.session >= 0 && c.hasSession(turn.key))) {
       // `seedSlot=off` (v5): the fast path's admission counts only the session's slot as held.
-      matched =
-        spec.seedSlot === false && a.request.path === 'fast'
-          ? 0
-          : ctx.config.geometry.tokens(c.cache.matchPrefix(turn.prompt, { readOnly: true }).length)
+      if (spec.seedSlot === false && a.request.path === 'fast') matched = 0
+      else {
+        const m = c.cache.matchPrefix(turn.prompt, { readOnly: true })
+        matched = ctx.config.geometry.tokens(m.length)
+        if (ctx.config.hostTier !== undefined) hostMatched = ctx.config.geometry.tokens(m.hostLength)
+      }
     }
-    const state = buildAdmitWorkerState(d, ctx.now, ctx.config.reaper?.idleMs, ctx.config.geometry)
+    const loadBackQueue = this.#loadBackQueueTokens(d)
+    const state = buildAdmitWorkerState(
+      d,
+      ctx.now,
+      ctx.config.reaper?.idleMs,
+      ctx.config.geometry,
+      loadBackQueue,
+    )
     let decision = admit(
       state,
       a.request,
-      matched === undefined ? { now: ctx.now } : { now: ctx.now, matchedTokens: matched },
+      matched === undefined
+        ? { now: ctx.now }
+        : hostMatched > 0
+          ? { now: ctx.now, matchedTokens: matched, hostMatchedTokens: hostMatched }
+          : { now: ctx.now, matchedTokens: matched },
       ctx.config.admitOptions,
     )
+    // The fast path's load-back, queued on the D until its prefill has copied it.
+    if (decision.response.admitted && decision.loadBackTokens > 0 && a.request.path === 'fast') {
+      turn.plannedLoadBack = decision.loadBackTokens
+    }
     if (spec.seedAdmission === false && a.request.path === 'seed') {
       // v5's fallback: the D takes every seed unchecked (no lease, no release, no pause hint);
       // the transfer waits for memory in its queue.
@@ -81,6 +100,29 @@ export class DecodeAdmission {
     if (spec.retract === true && d.cache !== undefined)
       return this.#retract(d, state, decision.response, a.request.sessionId)
     return decision.response
+  }
+
+  /**
+   * Tokens the D `d` has yet to load back from its host tier (admission's `loadBackQueueTokens`):
+   * the planned load-backs of the fast-path turns queued for its prefill server, and the rest of
+   * the running prefill's own copy. 0 without a host tier.
+   */
+  #loadBackQueueTokens(d: SimWorker): number {
+    const ctx = this.#ctx
+    if (ctx.config.hostTier === undefined) return 0
+    let sum = 0
+    for (let i = d.qHead; i < d.queue.length; i++) {
+      const job = d.queue[i]!
+      const turn = ctx.turns[job.turn.id]!
+      if (job.seq !== turn.seq || turn.ended || turn.stage !== 'queued') continue
+      sum += turn.plannedLoadBack
+    }
+    const run = d.running
+    if (run !== undefined && d.loadBackEndsMs > ctx.now && d.loadBackEndsMs > d.loadBackStartsMs) {
+      const left = (d.loadBackEndsMs - ctx.now) / (d.loadBackEndsMs - d.loadBackStartsMs)
+      sum += Math.round(d.loadBackTokens * Math.min(1, left))
+    }
+    return sum
   }
 
   /**

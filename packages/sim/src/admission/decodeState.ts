@@ -16,8 +16,14 @@ import type { KvGeometry } from '../granularity/kvGeometry.js'
  * (`release=reaper`: the engine lets go of nothing else). At block granularity the pool and the
  * session cache count units: the views give the router tokens.
  */
-function decodeStateOf(w: SimWorker, reaperIdleMs: number | undefined, g: KvGeometry): DecodeStateSource {
+function decodeStateOf(
+  w: SimWorker,
+  reaperIdleMs: number | undefined,
+  g: KvGeometry,
+  loadBackQueueTokens = 0,
+): DecodeStateSource {
   return {
+    loadBackQueueTokens,
     pool: g.tokenLevel ? w.pool : tokenView(w, g).pool,
     sessions: g.tokenLevel || w.cache === undefined ? w.cache : tokenView(w, g).sessions,
     idleTtlMs: reaperIdleMs,
@@ -50,6 +56,7 @@ class TokenView {
               Array.from(sc.listSessionStatuses(), (s) => ({
                 ...s,
                 residentTokens: g.tokens(s.residentTokens),
+                hostResidentTokens: g.tokens(s.hostResidentTokens),
               })),
             releasableTokens: (options) => g.tokens(sc.releasableTokens(options)),
           }
@@ -71,15 +78,17 @@ function tokenView(w: SimWorker, g: KvGeometry): TokenView {
 /**
  * The D's ground truth its admission (Algorithm 2) decides on: capacity, use, evictable KV, its
  * sessions (idle ones with what releasing each alone frees), live leases and queue depths.
- * `reaperIdleMs`: with `release=reaper`, only sessions idle that long count as idle.
+ * `reaperIdleMs`: with `release=reaper`, only sessions idle that long count as idle;
+ * `loadBackQueueTokens`: what the D has yet to load back from its host tier.
  */
 export function buildAdmitWorkerState(
   d: SimWorker,
   nowMs: number,
   reaperIdleMs: number | undefined,
   g: KvGeometry,
+  loadBackQueueTokens = 0,
 ): AdmitWorkerState {
-  return admitWorkerState(decodeStateOf(d, reaperIdleMs, g), {
+  return admitWorkerState(decodeStateOf(d, reaperIdleMs, g, loadBackQueueTokens), {
     now: nowMs,
     leases: d.leases?.live(nowMs) ?? [],
   })

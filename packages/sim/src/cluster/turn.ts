@@ -57,6 +57,8 @@ export interface Turn {
   preallocCached: number
   computed: number
   transferred: number
+  /** Tokens the D's admission planned to load back from its host tier for this fast-path turn. */
+  plannedLoadBack: number
   lastError: string | undefined
   migratedFrom: string | undefined
   /** Waiting out a backoff: a pending-seed slot it is first in line for wakes it early. */
@@ -95,6 +97,7 @@ export function newTurn(spec: TurnSpec): Turn {
     preallocCached: 0,
     computed: 0,
     transferred: 0,
+    plannedLoadBack: 0,
     lastError: undefined,
     migratedFrom: undefined,
     waiting: false,

@@ -45,6 +45,8 @@ export interface Transfer {
   readonly leaseId: string | undefined
   state: 'waiting' | 'wire' | 'done'
   tokens: number
+  /** When the D's load-back of the rest of the prompt from its host tier ends (PCIe, beside the wire). */
+  loadEndsMs: number
 }
 
 /** The part of a turn the worker model refers to (the simulation owns the rest). */
@@ -77,6 +79,10 @@ export class SimWorker {
   prefillGen = 0
   /** When the running prefill ends (simulated ms; NaN when none runs). */
   prefillEndsMs = Number.NaN
+  /** The running prefill's load-back from the host tier: tokens (cost-model), start and end (ms). */
+  loadBackTokens = 0
+  loadBackStartsMs = 0
+  loadBackEndsMs = 0
   blockedSince = Number.NaN
   blockedGen = 0
   reservedOutputs = 0

@@ -102,11 +102,12 @@ export class PrefillServers {
     w.running = job
     w.runningReq = opened.req
     w.prefillGen++
-    w.prefillEndsMs =
-      ctx.now +
-      (prefillSeconds(ctx.config.cost, newCost, cachedCost) +
-        tierLoadSeconds(ctx.config.cost, ctx.config.hostTier, loadCost)) *
-        1000
+    // The copy comes first (PCIe, or disk), then the prefill of what is left.
+    const loadS = tierLoadSeconds(ctx.config.cost, ctx.config.hostTier, loadCost)
+    w.loadBackTokens = loadCost
+    w.loadBackStartsMs = ctx.now
+    w.loadBackEndsMs = ctx.now + loadS * 1000
+    w.prefillEndsMs = ctx.now + (prefillSeconds(ctx.config.cost, newCost, cachedCost) + loadS) * 1000
     ctx.q.push(w.prefillEndsMs, EV_PREFILL_DONE, w.idx, w.prefillGen)
     this.#decode.refresh(w)
     ctx.touch(w)

@@ -5,6 +5,7 @@ import type { SimWorker, Transfer } from '../cluster/worker.js'
 import { transferSeconds } from '../cost/costModel.js'
 import type { DecodeBatches } from '../decode/decodeBatches.js'
 import type { ActiveFaults } from '../faults/activeFaults.js'
+import { tierLoadSeconds } from '../hostTier/hostTier.js'
 import { openRequest } from '../prefill/openRequest.js'
 
 /** A P→D link: one transfer on the wire at a time; down while it flaps. */
@@ -63,6 +64,7 @@ export class KvTransfers {
       leaseId,
       state: 'waiting',
       tokens: 0,
+      loadEndsMs: 0,
     }
     turn.transfer = t
     this.#inFlight.set(id, t)
@@ -118,10 +120,13 @@ export class KvTransfers {
       d.reservedOutputs += out
       turn.req2 = opened.req
       t.tokens = promptTokens - opened.cached
-      // A host-tier load-back on the D runs beside the transfer (PCIe, not the P→D link): counted, not timed.
+      // A host-tier load-back on the D runs beside the transfer (PCIe, not the P→D link): the
+      // turn's first token waits for whichever ends last.
       if (opened.loaded > 0) {
+        const loaded = Math.round(opened.loaded * config.workload.tokenScale)
         this.#ctx.counters.loadBacks++
-        this.#ctx.counters.loadedBackTokens += Math.round(opened.loaded * config.workload.tokenScale)
+        this.#ctx.counters.loadedBackTokens += loaded
+        t.loadEndsMs = this.#ctx.now + tierLoadSeconds(config.cost, config.hostTier, loaded) * 1000
       }
     }
     if (t.leaseId !== undefined) d.leases?.release(t.leaseId)
@@ -144,9 +149,10 @@ export class KvTransfers {
     }
     const costTokens = Math.min(Math.round(t.tokens * ctx.config.workload.tokenScale), turn.spec.inputLength)
     const start = Math.max(ctx.now, link.busyUntil)
-    const end = start + transferSeconds(ctx.config.cost, costTokens) * 1000
+    const wireEnd = start + transferSeconds(ctx.config.cost, costTokens) * 1000
+    const end = Math.max(wireEnd, t.loadEndsMs)
     if (end > t.deadlineMs) return // the deadline fires first
-    link.busyUntil = end
+    link.busyUntil = wireEnd
     turn.transferred = t.tokens
     ctx.q.push(end, EV_TRANSFER_DONE, t.id, 0)
   }
