@@ -10,8 +10,11 @@ import {
   makeCostModel,
   parseHostTier,
   parsePolicySpec,
+  renderHtmlReport,
   resolveHostTier,
+  runExperiment,
   runSimulation,
+  type RunResult,
 } from '../src/index.js'
 import { loadBackSeconds } from '../src/adapters/router.js'
 import { tracePath } from './helpers.js'
@@ -154,6 +157,44 @@ describe('a run with a host tier', () => {
     const disk = run('kvc', { ratio: 4, medium: 'disk' })
     expect(disk.accounting.failed).toBe(0)
     expect(disk.counters.loadBacks).toBeGreaterThan(0)
+  })
+})
+
+describe('the report of a comparison with a host tier', () => {
+  it('sums each policy’s load-backs and averages its tokens per trial, as hostTierFigures counts them', async () => {
+    let raw: readonly RunResult[] = []
+    const base = {
+      workload: { kind: 'agentic' as const, options: { sessions: 8, maxTurnsPerSession: 30 } },
+      topology: '1P2D',
+      seeds: [1, 2],
+      bootstrapResamples: 20,
+      costModel: { capacityTokens: 80_000 },
+    }
+    const r = await runExperiment(
+      { ...base, policies: ['kvc', 'kvc:hostTier=4x'] },
+      { onResults: (x) => (raw = x) },
+    )
+    expect(raw).toHaveLength(4)
+    for (const [p, summary] of r.policies.entries()) {
+      const figs = raw.slice(p * 2, p * 2 + 2).map(hostTierFigures)
+      expect(summary.hostTier.loadBacks).toBe(figs[0]!.loadBacks + figs[1]!.loadBacks)
+      expect(summary.hostTier.loadedBackTokens).toBe(
+        (figs[0]!.loadedBackTokens + figs[1]!.loadedBackTokens) / 2,
+      )
+      expect(summary.hostTier.reprefilledTokens).toBe(
+        (figs[0]!.reprefilledTokens + figs[1]!.reprefilledTokens) / 2,
+      )
+    }
+    const [off, on] = r.policies
+    expect(off!.hostTier.loadBacks).toBe(0)
+    expect(on!.hostTier.loadBacks).toBeGreaterThan(0)
+    const html = renderHtmlReport(r)
+    const section = html.slice(html.indexOf('<h2>Host tier</h2>'))
+    expect(html).toContain('<h2>Host tier</h2>')
+    expect(section).toContain(`<td>${on!.hostTier.loadBacks}</td>`)
+    // Without a tier anywhere (and no load-back), the report has no host-tier section.
+    const plain = await runExperiment({ ...base, policies: ['kvc', 'round-robin'], seeds: [1] })
+    expect(renderHtmlReport(plain)).not.toContain('<h2>Host tier</h2>')
   })
 })
 

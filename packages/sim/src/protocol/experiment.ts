@@ -1,3 +1,4 @@
+import { hostTierFigures } from '../hostTier/figures.js'
 import type { HostTierSpec } from '../hostTier/hostTier.js'
 import { type PolicySpec, parsePolicySpec } from '../adapters/router.js'
 import { runSimulation } from '../cluster/simulation.js'
@@ -283,6 +284,16 @@ export interface PolicySummary {
   readonly paths: Readonly<Record<'fast' | 'local' | 'seed' | 'direct', number>>
   readonly reseeds: number
   readonly migrations: number
+  /**
+   * Host tier: prefills that loaded part of their prompt back (all seeds), the tokens loaded back
+   * and the tokens later turns computed again of their own history, per trial (mean over seeds).
+   * See {@link hostTierFigures}.
+   */
+  readonly hostTier: {
+    readonly loadBacks: number
+    readonly loadedBackTokens: number
+    readonly reprefilledTokens: number
+  }
   readonly prefixHitRatio: number
   readonly kvTransferGB: number
   readonly decodeEvictions: number
@@ -657,6 +668,7 @@ export function summarizeExperiment(
     const decEv = sum((m) => m.decodeEvictions)
     const preEv = sum((m) => m.prefillEvictions)
     const allRecs = runs.flatMap((r) => r.records as TurnRecord[])
+    const tiers = runs.map(hostTierFigures)
     peakOf.set(spec.label, Math.max(...ms.map((m) => m.peakDecodeUsage)))
     const points = config.usagePoints ?? 240
     return {
@@ -676,6 +688,11 @@ export function summarizeExperiment(
       },
       reseeds: sum((m) => m.reseeds),
       migrations: sum((m) => m.migrations),
+      hostTier: {
+        loadBacks: tiers.reduce((a, f) => a + f.loadBacks, 0),
+        loadedBackTokens: tiers.reduce((a, f) => a + f.loadedBackTokens, 0) / S,
+        reprefilledTokens: tiers.reduce((a, f) => a + f.reprefilledTokens, 0) / S,
+      },
       prefixHitRatio: sum((m) => m.prefixHitRatio) / S,
       kvTransferGB: sum((m) => m.kvTransferBytes) / S / 1e9,
       decodeEvictions: decEv,

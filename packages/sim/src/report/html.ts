@@ -166,6 +166,30 @@ const PAIRED_ROWS: readonly CiMetric[] = [
 ]
 
 /**
+ * The host tier's table: shown when the run or a policy has a host tier (`--host-tier`, `hostTier=`)
+ * or a turn loaded KV back, so a user reads what the tier bought against the policies without one.
+ */
+function hostTierSection(r: ExperimentResult): string {
+  const tiered =
+    r.config.hostTier !== undefined ||
+    r.policies.some((p) => p.hostTier.loadBacks > 0 || p.policy.includes('hostTier='))
+  if (!tiered) return ''
+  const rows = r.policies
+    .map(
+      (p) =>
+        `<tr><td class="name">${nameCell(p.policy)}</td><td>${p.hostTier.loadBacks}</td><td>${fmt(p.hostTier.loadedBackTokens)}</td><td>${fmt(p.hostTier.reprefilledTokens)}</td><td>${p.reseeds}</td><td>${p.migrations}</td><td>${est(p.estimates.ttft_p99)}</td></tr>`,
+    )
+    .join('\n')
+  return `<h2>Host tier</h2>
+<p class="note">Load-backs are prefills that copied part of their prompt back from the worker's host tier instead of computing it; re-prefilled tokens are what later turns of a session computed again of their own history. Tokens are per trial (mean over seeds), load-backs, reseeds and migrations summed over seeds. A migration cannot load back: the host tier belongs to the session's previous D.</p>
+<table>
+<tr><th>policy</th><th>load-backs</th><th>loaded back (tok/trial)</th><th>re-prefilled (tok/trial)</th><th>reseeds</th><th>migrations</th><th>TTFT p99 (s)</th></tr>
+${rows}
+</table>
+`
+}
+
+/**
  * Render a self-contained HTML report of an experiment: the verdict in words at the top (with a
  * sweep's crossovers when one is given), the results with bootstrap 95% intervals (goodput,
  * TTFT, TPOT, ITL, end-to-end, task completion, errors), paired differences against the reference
@@ -416,6 +440,7 @@ ${causes.length === 0 ? '<p class="note">No turn failed under any policy (no cha
 <tr><th>policy</th><th>topology</th><th>path</th><th>fast path</th><th>reseeds</th><th>migrations</th><th>D evictions</th><th>prefix hit</th><th>KV moved (GB/trial)</th><th>turns/s</th><th>peak D usage</th><th>failed turns</th></tr>
 ${mechanics}
 </table>
+${hostTierSection(r)}
 
 <h2>KV usage over time</h2>
 <p class="note">Occupied share of each worker's KV pool (cached + running) in the first trial, every panel on the same time axis. A D pinned at 100% while others idle is the overlap pinning the research prototype saw on a shared boilerplate; every D full is where transfer timeouts cascade without backpressure, as in the prototype's v5.</p>
