@@ -7,6 +7,7 @@ import {
   parseAzureTrace,
   parseLmcacheTrace,
   parseMooncakeTrace,
+  runExperiment,
   SCENARIOS,
   SimError,
   scenarioByName,
@@ -262,5 +263,25 @@ describe('Azure loader', () => {
     expect(() =>
       parseAzureTrace('TIMESTAMP,ContextTokens,GeneratedTokens\n2023-11-16 18:15:46.68,5\n', 'a.csv'),
     ).toThrow(/a\.csv:2: field "\(row\)"/)
+  })
+})
+
+describe('the workload statistics of an experiment', () => {
+  it('count pages of the page size the runs used (--page-size), not the default 16', async () => {
+    const options = { sessions: 3, maxTurnsPerSession: 4 }
+    const w = generateAgenticWorkload({ seed: 1, ...options })
+    const r = await runExperiment({
+      workload: { kind: 'agentic', options },
+      topology: '1P1D',
+      policies: ['kvc'],
+      seeds: [1],
+      pageSize: 64,
+      bootstrapResamples: 10,
+    })
+    const at64 = computeTraceStats(w, 64)
+    expect(computeTraceStats(w, 16).totalPages).not.toBe(at64.totalPages)
+    expect(r.config.pageSize).toBe(64)
+    expect(r.config.workload.totalPages).toBe(at64.totalPages)
+    expect(r.config.workload.idealHitRatioPages).toBe(at64.idealHitRatioPages)
   })
 })

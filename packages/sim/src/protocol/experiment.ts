@@ -722,7 +722,8 @@ export function summarizeExperiment(
   const pooled = byPolicy.map((runs) => runs.flatMap((r) => r.records as TurnRecord[]))
   const strata = (buckets: readonly [string, number, number][], key: (r: TurnRecord) => number) =>
     lean ? [] : stratify(labels, pooled, columns, layout, resamples, bootSeed, slo, buckets, key)
-  const stats = computeTraceStats(w0)
+  // The runs' page size (`pageSize`, else the workload's suggestion, else 16), as the caches paged.
+  const stats = computeTraceStats(w0, results[0]!.pageSize)
   const capacity = Number.isFinite(cost.capacityTokens) ? results[0]!.capacityTokens : ('unlimited' as const)
   return {
     tool: { name: 'kvc-sim', version: SIM_VERSION },
