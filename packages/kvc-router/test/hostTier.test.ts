@@ -6,6 +6,7 @@ import {
   type AdmitWorkerState,
   BlockKeys,
   type CostModel,
+  DEFAULT_ADMIT_OPTIONS,
   DEFAULT_COST_MODEL,
   HostResidency,
   ResidencyIndex,
@@ -476,14 +477,14 @@ describe('Admit with a host tier', () => {
   })
   it('with a cost model, host tokens are loaded back only when that is cheaper than recomputing them', () => {
     const slow = makeCostModel({ hostLoadGBps: 0.001 })
-    const d = admit(demotedState(2_000), fastReq(8_500), { now: 0 }, { ...defaults(), costModel: slow })
+    const d = admit(demotedState(2_000), fastReq(8_500), { now: 0 }, { ...DEFAULT_ADMIT_OPTIONS, costModel: slow })
     expect(d.loadBackTokens).toBe(0)
     expect(d.response.needTokens).toBe(2_500 + 512)
     const fast = admit(
       demotedState(2_000),
       fastReq(8_500),
       { now: 0 },
-      { ...defaults(), costModel: DEFAULT_COST_MODEL },
+      { ...DEFAULT_ADMIT_OPTIONS, costModel: DEFAULT_COST_MODEL },
     )
     expect(fast.loadBackTokens).toBe(2_000)
   })
@@ -495,7 +496,7 @@ describe('Admit with a host tier', () => {
       fastReq(36_500),
       { now: 0 },
       {
-        ...defaults(),
+        ...DEFAULT_ADMIT_OPTIONS,
         costModel: cm,
       },
     )
@@ -550,7 +551,7 @@ describe('Admit with a host tier', () => {
         fc.integer({ min: 500, max: 60_000 }),
         (matched, host, prompt) => {
           const released = { ...demotedState(0), sessions: new Map() }
-          const opts = { ...defaults(), costModel: DEFAULT_COST_MODEL }
+          const opts = { ...DEFAULT_ADMIT_OPTIONS, costModel: DEFAULT_COST_MODEL }
           const ctx = { now: 0, matchedTokens: matched }
           const a = admit(released, fastReq(prompt), ctx, opts)
           const b = admit(released, fastReq(prompt), { ...ctx, hostMatchedTokens: host }, opts)
@@ -595,23 +596,3 @@ describe('Admit with a host tier', () => {
     expect(state.loadBackQueueTokens).toBe(64)
   })
 })
-
-function defaults() {
-  return {
-    maxAppendTokens: 8192,
-    defaultDecodeReserve: 512,
-    defaultLeaseMs: 5000,
-    maxLeaseMs: 60_000,
-    usageCeiling: { interactive: 1, batch: 0.95, background: 0.9 },
-    pause: {
-      retractedPauseMs: 1500,
-      usageThreshold: 0.9,
-      msPerBasisPoint: 5,
-      minPauseMs: 200,
-      maxPauseMs: 2000,
-      transferQueueThreshold: 8,
-      msPerQueuedTransfer: 100,
-      loadBackPauseMs: 500,
-    },
-  }
-}
