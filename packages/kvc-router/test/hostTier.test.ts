@@ -477,7 +477,12 @@ describe('Admit with a host tier', () => {
   })
   it('with a cost model, host tokens are loaded back only when that is cheaper than recomputing them', () => {
     const slow = makeCostModel({ hostLoadGBps: 0.001 })
-    const d = admit(demotedState(2_000), fastReq(8_500), { now: 0 }, { ...DEFAULT_ADMIT_OPTIONS, costModel: slow })
+    const d = admit(
+      demotedState(2_000),
+      fastReq(8_500),
+      { now: 0 },
+      { ...DEFAULT_ADMIT_OPTIONS, costModel: slow },
+    )
     expect(d.loadBackTokens).toBe(0)
     expect(d.response.needTokens).toBe(2_500 + 512)
     const fast = admit(
