@@ -58,13 +58,14 @@ describe('the block-level test plan', () => {
   it('subsequent_turn_inserts_radix: every turn finish inserts its committed tokens', () => {
     const { sc } = makeCache()
     sc.openSession('s')
-    const insert = vi.spyOn(sc.cache, 'insert')
+    // The session cache inserts through `_insertFrom` (`insert` that starts at the request's lock).
+    const insert = vi.spyOn(sc.cache, '_insertFrom')
     let prompt = range(1, 21)
     let resident = 0
     for (let t = 0; t < 3; t++) {
       const req = turn(sc, `t${t}`, prompt, [200 + t, 300 + t], { sessionId: 's' })
       const last = insert.mock.calls.at(-1)!
-      expect(Array.from(last[0])).toEqual(Array.from(req.tokenIds.subarray(0, req.kvCommittedLen)))
+      expect(Array.from(last[1])).toEqual(Array.from(req.tokenIds.subarray(0, req.kvCommittedLen)))
       const now = sc.getSessionStatus('s')!.residentTokens
       expect(now).toBe(req.kvCommittedLen - (req.kvCommittedLen % 4))
       expect(now).toBeGreaterThan(resident)
@@ -80,12 +81,17 @@ describe('the block-level test plan', () => {
     sc.openSession('s')
     const t1 = turn(sc, 'a', range(1, 17), [9], { sessionId: 's' })
     const match = vi.spyOn(sc.cache, 'matchPrefix')
+    // A held session's turn starts the walk at the session's node (`_matchPrefixFrom`).
+    const matchFrom = vi.spyOn(sc.cache, '_matchPrefixFrom')
     const s2 = sc.createRequest({ rid: 'b', sessionId: 's', inputIds: [...t1.tokenIds, 5] })
     const r2 = sc.matchPrefix(s2)
     const plain = sc.createRequest({ rid: 'c', inputIds: [...t1.tokenIds, 6] })
     const r3 = sc.matchPrefix(plain)
-    expect(match).toHaveBeenCalledTimes(2)
-    expect(Array.from(match.mock.calls[0]![0])).toEqual([...t1.tokenIds])
+    expect(matchFrom).toHaveBeenCalledTimes(1)
+    expect(matchFrom.mock.calls[0]![0]).toBe(sc.getSessionSlot('s')!.lastNode)
+    expect(Array.from(matchFrom.mock.calls[0]![1])).toEqual([...t1.tokenIds])
+    expect(match).toHaveBeenCalledTimes(1)
+    expect(Array.from(match.mock.calls[0]![0])).toEqual([...t1.tokenIds, 6].slice(0, -1))
     expect(r2.length).toBe(16)
     expect(r3.length).toBe(16)
     expect(Array.from(r2.indices)).toEqual(Array.from(r3.indices))

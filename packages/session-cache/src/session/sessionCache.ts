@@ -632,7 +632,14 @@ export class SessionCache {
       indices = r.reqToToken.slice(0, length)
       fromSlot = true
     } else {
-      const m = this.cache.matchPrefix(r.buf.subarray(0, r.len - 1), { extraKey: ns })
+      // A held session's node is the path of its committed tokens, which the prompt extends: the
+      // walk starts there instead of comparing the whole prompt again.
+      const from = slot !== undefined && !slot.pinned ? slot.lastNode : undefined
+      const tokens = r.buf.subarray(0, r.len - 1)
+      const m =
+        from === undefined
+          ? this.cache.matchPrefix(tokens, { extraKey: ns })
+          : this.cache._matchPrefixFrom(from, tokens, { extraKey: ns })
       length = m.length
       indices = m.indices // a fresh array: the caller's copy
       let lastNode = m.lastNode
@@ -772,7 +779,8 @@ export class SessionCache {
     const chunked = options.chunked === true
     const c = r.kvCommittedLen
     const tokens = r.buf.subarray(0, c)
-    const res = this.cache.insert(tokens, r.reqToToken.subarray(0, c), {
+    // The request's lock sits on the path of its tokens [0, cacheProtectedLen): walks start there.
+    const res = this.cache._insertFrom(r.lastNode!, tokens, r.reqToToken.subarray(0, c), {
       extraKey: r.ns,
       priority: r.priority,
       chunked,
@@ -786,7 +794,7 @@ export class SessionCache {
     const aligned = res.alignedLen
     if (aligned > p) {
       // Re-match (as SGLang does) to adopt the tree's canonical slots for [p, aligned).
-      const m = this.cache.matchPrefix(tokens.subarray(0, aligned), {
+      const m = this.cache._matchPrefixFrom(r.lastNode!, tokens.subarray(0, aligned), {
         extraKey: r.ns,
         into: this.#matchScratch(aligned),
       })
@@ -845,7 +853,7 @@ export class SessionCache {
       this.cache.decLockRef(r.lastNode!)
       result = { insertedTokens: 0, prefixLen: 0, freedTokens: 0, protectedLen: r.cacheProtectedLen }
     } else {
-      const res = this.cache.insert(r.buf.subarray(0, c), r.reqToToken.subarray(0, c), {
+      const res = this.cache._insertFrom(r.lastNode!, r.buf.subarray(0, c), r.reqToToken.subarray(0, c), {
         extraKey: r.ns,
         priority: r.priority,
       })
@@ -1125,7 +1133,7 @@ export class SessionCache {
 
   #rematch(r: RequestState): SessionMatchResult {
     if (!r.restored) {
-      const m = this.cache.matchPrefix(r.buf.subarray(0, r.len - 1), {
+      const m = this.cache._matchPrefixFrom(r.lastNode!, r.buf.subarray(0, r.len - 1), {
         extraKey: r.ns,
         into: this.#matchScratch(r.len - 1),
       })
