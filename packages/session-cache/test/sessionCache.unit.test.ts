@@ -537,6 +537,51 @@ describe('decode allocation', () => {
   })
 })
 
+describe('maxNewTokens and the match indices', () => {
+  it('sizes the buffers for the output (a hint: more still decodes); refuses a bad value', () => {
+    const { sc } = makeCache({ pageSize: 4, poolSize: 256 })
+    const req = sc.createRequest({ rid: 'r', inputIds: range(1, 6), maxNewTokens: 3 })
+    sc.matchPrefix(req)
+    sc.prefill(req, 6)
+    const row = req.reqToToken
+    for (let t = 0; t < 3; t++) sc.decode(req, 100 + t)
+    expect(req.reqToToken).toBe(row) // three steps fit: the row was not grown
+    for (let t = 3; t < 40; t++) sc.decode(req, 100 + t)
+    expect(Array.from(req.outputIds)).toEqual(range(100, 40))
+    expect(Array.from(req.tokenIds)).toEqual([...range(1, 6), ...range(100, 40)])
+    sc.cacheFinishedReq(req)
+    checkSessionInvariants(sc)
+    for (const bad of [-1, 1.5, Number.NaN]) {
+      const e = expectCode(
+        () => sc.createRequest({ rid: 'x', inputIds: [1], maxNewTokens: bad }),
+        'INVALID_REQUEST',
+      )
+      expect(e.message).toContain('maxNewTokens')
+      expect(Object.is(e.value, bad)).toBe(true)
+    }
+    expect(sc.inFlightRequests()).toHaveLength(0)
+  })
+
+  it('the indices of a match result, read late, are the KV slots the match reused', () => {
+    const { sc } = makeCache({ pageSize: 4, poolSize: 256 })
+    const first = turn(sc, 'a', range(1, 20), [7])
+    const req = sc.createRequest({ rid: 'b', inputIds: [...range(1, 20), 5, 6] })
+    const m = sc.matchPrefix(req)
+    const want = Array.from(req.reqToToken.subarray(0, m.length))
+    expect(m.length).toBe(20)
+    expect(want).toEqual(
+      Array.from(sc.cache.matchPrefix(first.tokenIds.subarray(0, 20), { readOnly: true }).indices),
+    )
+    sc.prefill(req, 2)
+    sc.cacheUnfinishedReq(req)
+    for (let t = 0; t < 70; t++) sc.decode(req, 300 + t) // grows the row past its first capacity
+    sc.cacheFinishedReq(req)
+    expect(Array.from(m.indices)).toEqual(want)
+    expect(m.indices).toBe(m.indices) // one copy
+    expect({ ...m }.indices).toEqual(m.indices) // an own, enumerable property
+  })
+})
+
 describe('releasableTokens', () => {
   it('counts what releasing idle sessions would make obtainable: a shared prefix once, nothing another lock holds', () => {
     const { sc, clock } = makeCache({ pageSize: 4, poolSize: 256 })
