@@ -29,6 +29,8 @@ export class PagedAllocator implements KvAllocator {
   readonly #freePages: Int32Array
   #freeTop: number
   readonly #isFree: Uint8Array
+  /** Pages found by `free`'s validation pass, freed by its second pass. */
+  #scratch: Int32Array = EMPTY
 
   constructor(options: { readonly size: number; readonly pageSize?: number }) {
     const pageSize = options.pageSize ?? 1
@@ -119,7 +121,9 @@ export class PagedAllocator implements KvAllocator {
     const isFree = this.#isFree
     // Validate everything first so that a refused free changes nothing. Slots of one page come
     // in runs (idx, idx + 1, …): a run is checked by comparing each slot with the next expected
-    // one, and its page once.
+    // one, and its page once. The pages found are noted in a scratch list, then freed.
+    let pages = this.#scratch
+    let np = 0
     let prevPage = -1
     for (let i = 0; i < n; ) {
       const idx = indices[i]!
@@ -134,21 +138,24 @@ export class PagedAllocator implements KvAllocator {
           )
         }
         prevPage = page
+        if (np === pages.length) {
+          const grown = new Int32Array(Math.max(16, np * 2))
+          grown.set(pages)
+          pages = grown
+          this.#scratch = grown
+        }
+        pages[np++] = page
       }
       i = runEnd(indices, i, idx, (page + 1) * ps)
     }
-    prevPage = -1
     const freePages = this.#freePages
     let top = this.#freeTop
-    for (let i = 0; i < n; ) {
-      const idx = indices[i]!
-      const page = (idx / ps) | 0
-      if (page !== prevPage && isFree[page] === 0) {
+    for (let k = 0; k < np; k++) {
+      const page = pages[k]!
+      if (isFree[page] === 0) {
         isFree[page] = 1
         freePages[top++] = page
-        prevPage = page
       }
-      i = runEnd(indices, i, idx, (page + 1) * ps)
     }
     this.#freeTop = top
   }
