@@ -76,6 +76,14 @@ export function summarize(xs: readonly number[]): Summary {
   return { mean: sum / s.length, p50: q(0.5), p99: q(0.99), max: s[s.length - 1]! }
 }
 
+/** The chained page keys of the longest prompt walked so far over one token buffer. */
+interface WalkedPrompt {
+  readonly byteOffset: number
+  pages: number
+  h1: Int32Array
+  h2: Int32Array
+}
+
 /**
  * Statistics of a workload (see {@link TraceStats}); `pageSize` defaults to the workload's
  * suggested page size, else 16.
@@ -101,6 +109,10 @@ export function computeTraceStats(w: Workload, pageSize?: number): TraceStats {
   let hits = 0
   let hitTokens = 0
   let inputTokens = 0
+  // A prompt that is a view of the same buffer at the same offset as an earlier one (a session's
+  // prompts over its token stream) shares its first pages' chained keys: those are taken from the
+  // earlier walk, and each is a hit (every page walked is in `seen` afterwards, hit or added).
+  const walked = new WeakMap<ArrayBufferLike, WalkedPrompt>()
   for (let i = 0; i < w.turns.length; i++) {
     const t = w.turns[i]!
     const tok = w.promptTokens(i)
@@ -109,12 +121,35 @@ export function computeTraceStats(w: Workload, pageSize?: number): TraceStats {
     let h2 = 0x01000193
     let hitPages = 0
     let prefix = true
-    for (let p = 0; p < pages; p++) {
+    let from = 0
+    let memo = walked.get(tok.buffer)
+    if (memo !== undefined && memo.byteOffset === tok.byteOffset) {
+      from = Math.min(memo.pages, pages)
+      if (from > 0) {
+        h1 = memo.h1[from - 1]!
+        h2 = memo.h2[from - 1]!
+        hitPages = from
+      }
+    } else {
+      memo = { byteOffset: tok.byteOffset, pages: 0, h1: new Int32Array(pages), h2: new Int32Array(pages) }
+      walked.set(tok.buffer, memo)
+    }
+    if (memo.h1.length < pages) {
+      const g1 = new Int32Array(Math.max(pages, memo.h1.length * 2))
+      const g2 = new Int32Array(g1.length)
+      g1.set(memo.h1.subarray(0, memo.pages))
+      g2.set(memo.h2.subarray(0, memo.pages))
+      memo.h1 = g1
+      memo.h2 = g2
+    }
+    for (let p = from; p < pages; p++) {
       for (let j = p * pe, e = j + pe; j < e; j++) {
         const x = tok[j]!
         h1 = Math.imul(h1 ^ x, 0x01000193)
         h2 = Math.imul(h2 ^ x, 0x5bd1e995) ^ (h2 >>> 15)
       }
+      memo.h1[p] = h1
+      memo.h2[p] = h2
       const lo = h2 & 0x1fffff
       if (prefix && seen.has(h1, lo)) hitPages++
       else {
@@ -122,6 +157,7 @@ export function computeTraceStats(w: Workload, pageSize?: number): TraceStats {
         seen.add(h1, lo)
       }
     }
+    if (pages > memo.pages) memo.pages = pages
     total += pages
     hits += hitPages
     hitTokens += Math.min(t.inputLength, hitPages * ps * w.tokenScale)
