@@ -400,24 +400,36 @@ function flatten(layout: ClusterLayout): {
 /**
  * Draws the resamples: per resample, how many times each cluster was drawn (whole clusters with
  * replacement, as many as the seed has, within each seed). The same seed and layout always give
- * the same draws, so separate bootstraps on one layout (the main one, the strata) are paired too.
+ * the same draws, so separate bootstraps on one layout (the main one, the strata) are paired too;
+ * the draws of the last seed and count asked of a layout are kept with it (the strata ask again).
  */
-function* resamplesOf(layout: ClusterLayout, resamples: number, seed: number): Generator<Int32Array> {
+function resamplesOf(layout: ClusterLayout, resamples: number, seed: number): readonly Int32Array[] {
+  const shape = layout.seeds.map((s) => s.length).join(',')
+  const kept = drawn.get(layout)
+  if (kept !== undefined && kept.resamples === resamples && kept.seed === seed && kept.shape === shape)
+    return kept.draws
   const rng = new Prng(seed, 'bootstrap')
   let C = 0
   for (const s of layout.seeds) C += s.length
-  const counts = new Int32Array(C)
+  const draws: Int32Array[] = []
   for (let b = 0; b < resamples; b++) {
-    counts.fill(0)
+    const counts = new Int32Array(C)
     let base = 0
     for (const clusters of layout.seeds) {
       const k = clusters.length
       for (let j = 0; j < k; j++) counts[base + rng.int(k)]!++
       base += k
     }
-    yield counts
+    draws.push(counts)
   }
+  drawn.set(layout, { resamples, seed, shape, draws })
+  return draws
 }
+
+const drawn = new WeakMap<
+  ClusterLayout,
+  { resamples: number; seed: number; shape: string; draws: readonly Int32Array[] }
+>()
 
 function interval(samples: Float64Array): [number, number] {
   const s = Float64Array.from(samples).sort()
