@@ -124,7 +124,9 @@ describe('chooseWaitOrMigrate', () => {
     // 53.7K tokens re-prefilled on a P take ≈ 3.8 s: the pause's 1.5 s plus ≈ 0.13 s of copy win.
     expect(w.migrateCostS).toBeGreaterThan(3.5)
     expect(w.waitCostS).toBeLessThan(1.5 + loadBackSeconds(cm, 53_700) + 0.05)
-    expect(w.reason).toMatch(/^wait 1\.50 s \+ load back 53700 tokens 0\.11 s \+ prefill 300 tokens .* ≤ migrate/)
+    expect(w.reason).toMatch(
+      /^wait 1\.50 s \+ load back 53700 tokens 0\.11 s \+ prefill 300 tokens .* ≤ migrate/,
+    )
     const short: TieredHit = { promptTokens: 8_000, deviceTokens: 6_000, hostTokens: 1_700 }
     expect(chooseWaitOrMigrate(cm, { waitS: 1.5, hit: short }, move).choice).toBe('migrate')
     // Without the host tier the long session recomputes its history on its own D too: it moves.
@@ -150,7 +152,10 @@ describe('chooseWaitOrMigrate', () => {
     bad(() => chooseWaitOrMigrate(cm, { waitS: Number.NaN, hit }, move), /waitS/)
     bad(() => chooseWaitOrMigrate(cm, { waitS: 0, queueS: -2, hit }, move), /queueS/)
     bad(() => chooseWaitOrMigrate(cm, { waitS: 0, hit: { ...hit, hostTokens: 101 } }, move), /tiered hit/)
-    bad(() => chooseWaitOrMigrate(cm, { waitS: 0, hit }, { ...move, decodeHeldTokens: 101 }), /decodeHeldTokens/)
+    bad(
+      () => chooseWaitOrMigrate(cm, { waitS: 0, hit }, { ...move, decodeHeldTokens: 101 }),
+      /decodeHeldTokens/,
+    )
     bad(() => migrationSeconds(cm, 100, { ...move, prefillHeldTokens: 1.5 }), /prefillHeldTokens/)
     bad(() => migrationSeconds(cm, 100, { ...move, prefillQueueS: -1 }), /prefillQueueS/)
     bad(() => chooseWaitOrMigrate(cm, null as never, move), /own D must be an object/)
@@ -181,7 +186,8 @@ function cluster(waitForOwnDecode: boolean, cm: CostModel = DEFAULT_COST_MODEL) 
 }
 
 /** Keys of a prompt of `pages` pages: 1, 2, ... (each session its own chain). */
-const keysOf = (pages: number, base: bigint) => BlockKeys.fromHashes(Array.from({ length: pages }, (_, i) => base + BigInt(i)))
+const keysOf = (pages: number, base: bigint) =>
+  BlockKeys.fromHashes(Array.from({ length: pages }, (_, i) => base + BigInt(i)))
 
 /** Demote the prompt's blocks on `d` after the first `keepPages` to its host tier (events). */
 function demote(router: Router, d: string, keys: BlockKeys, keepPages: number, eventId: number) {
@@ -189,7 +195,13 @@ function demote(router: Router, d: string, keys: BlockKeys, keepPages: number, e
   for (let i = keepPages; i < keys.length; i++) moved.push(keys.hashAt(i))
   const base = { eventId, tokenIds: [], blockSize: 16, extraKey: null, parentBlockHash: null }
   router.ingest(d, { type: 'BlockRemoved', eventId, blockHashes: moved, medium: 'GPU' } as never)
-  router.ingest(d, { ...base, eventId: eventId + 1, type: 'BlockStored', blockHashes: moved, medium: 'CPU_TIER1' } as never)
+  router.ingest(d, {
+    ...base,
+    eventId: eventId + 1,
+    type: 'BlockStored',
+    blockHashes: moved,
+    medium: 'CPU_TIER1',
+  } as never)
 }
 
 describe('Dispatch with waitForOwnDecode', () => {
@@ -213,7 +225,9 @@ describe('Dispatch with waitForOwnDecode', () => {
       expect(run.actions[0]).toMatchObject({ type: 'wait', reason: 'own_decode_paused' })
       expect(run.final).toMatchObject({ path: 'fast', workerId: own, migratedFrom: undefined })
       const text = renderDispatch(run.final.record)
-      expect(text).toMatch(new RegExp(`path ${own} {2}${own} paused: wait 1\\.5\\d s \\+ load back 54000 tokens`))
+      expect(text).toMatch(
+        new RegExp(`path ${own} {2}${own} paused: wait 1\\.5\\d s \\+ load back 54000 tokens`),
+      )
       expect(text).toMatch(/≤ migrate: prefill \d+ tokens on a P and transfer/)
     }
   })
@@ -226,7 +240,9 @@ describe('Dispatch with waitForOwnDecode', () => {
     s.router.cluster.store.setPauseUntil(own, s.clock.t + 1_500)
     const run = s.driver.runTurn({ sessionId: 'a', promptTokens: 8_300, blocks: keysOf(518, 5_000n) })
     expect(run.final).toMatchObject({ path: 'seed', migratedFrom: own })
-    expect(renderDispatch(run.final.record)).toMatch(new RegExp(`${own} paused: migrate: prefill \\d+ tokens`))
+    expect(renderDispatch(run.final.record)).toMatch(
+      new RegExp(`${own} paused: migrate: prefill \\d+ tokens`),
+    )
 
     const t = cluster(true)
     const kb = keysOf(3_750, 9_000n)

@@ -49,7 +49,7 @@ console.log(
   `workload: ${values.trace ?? 'built-in'}; ${values.topology}; seeds ${seeds.join(', ')}; capacity ${values.capacity}`,
 )
 console.log(
-  '| host tier | re-prefilled tokens per seed | × fewer than none | reseeds | load-backs (tokens) | failed | TTFT p99 | Δ TTFT p99 vs none [95% CI] |',
+  '| host tier | re-prefilled tokens per seed | × fewer than the first | reseeds | load-backs (tokens) | failed | TTFT p99 | Δ TTFT p99 vs the first [95% CI] |',
 )
 console.log('|---|---|---|---|---|---|---|---|')
 const per = (i: number) => raw.slice(i * seeds.length, (i + 1) * seeds.length).map(hostTierFigures)
