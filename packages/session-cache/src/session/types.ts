@@ -319,6 +319,12 @@ export interface RequestInit {
   readonly extraKey?: string
   /** Priority for the `priority` eviction policy (default 0). */
   readonly priority?: number
+  /**
+   * Output tokens the request is expected to decode (SGLang's `max_new_tokens`; default 64): the
+   * request's token and slot buffers get that much room after the prompt, so decoding does not
+   * grow (copy) them. A hint: a longer output still decodes.
+   */
+  readonly maxNewTokens?: number
 }
 
 /**
