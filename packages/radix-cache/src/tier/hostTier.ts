@@ -176,14 +176,16 @@ export class HostTier {
     const isRoot = st.isRoot
     const parent = st.parent
     const tier = st.tier
+    const idleRef = st.idleRef
     let delta = 0
     for (let n = start; isRoot[n] === 0; n = parent[n]!) {
-      if (lockRef[n]!++ === 0) {
+      const l = lockRef[n]!++
+      if (l === 0) {
         if ((tier[n]! & DEV) !== 0) {
           delta += st.keys[n]!.length
           if (st.heap.has(n)) st.heap.remove(n)
         } else this.syncHost(n)
-      }
+      } else if (idleRef[n] === l) st.idleLockedTokens -= st.keys[n]!.length // no longer idle-only
     }
     st.evictableTokens -= delta
     st.protectedTokens += delta
@@ -196,14 +198,16 @@ export class HostTier {
     const isRoot = st.isRoot
     const parent = st.parent
     const tier = st.tier
+    const idleRef = st.idleRef
     let delta = 0
     for (let n = start; isRoot[n] === 0; n = parent[n]!) {
-      if (--lockRef[n]! === 0) {
+      const l = --lockRef[n]!
+      if (l === 0) {
         if ((tier[n]! & DEV) !== 0) {
           delta += st.keys[n]!.length
           if (st.devChildren[n] === 0) st.pushHeap(n)
         } else this.syncHost(n)
-      }
+      } else if (idleRef[n] === l) st.idleLockedTokens += st.keys[n]!.length // idle locks only now
     }
     st.evictableTokens += delta
     st.protectedTokens -= delta
