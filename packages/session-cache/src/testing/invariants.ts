@@ -66,6 +66,9 @@ export function checkSessionInvariants(sc: SessionCache): void {
     }
   }
   const tiered = cache.hostTier !== undefined
+  // Idle sessions' locks per node, and their parked tails: what `releasableTokens()` must count.
+  const expectedIdle = new Map<NodeHandle, number>()
+  let idleHeld = 0
   for (const st of sc.listSessionStatuses()) {
     const slot = sc.getSessionSlot(st.sessionId)!
     const who = `session ${slot.sessionId}`
@@ -76,8 +79,10 @@ export function checkSessionInvariants(sc: SessionCache): void {
       problems.push(
         `${who}: resident ${st.residentTokens} + host ${st.hostResidentTokens} != retained ${st.retainedTokens}`,
       )
+    if (!st.active && !st.demoted) idleHeld += st.heldTokens
     if (slot.lastNode === undefined) continue
     addHolder(slot.lastNode, who, slot.demoted ? expectedHost : expected)
+    if (!st.active && !st.demoted) addHolder(slot.lastNode, who, expectedIdle)
     if (sc.granularity === 'block' && cache.isValid(slot.lastNode)) {
       const want = slot.committedLen - (slot.committedLen % ps)
       const got = cache.tokensUnder(slot.lastNode)
@@ -160,13 +165,25 @@ export function checkSessionInvariants(sc: SessionCache): void {
     }
   }
 
+  let idleOnly = 0
   for (const n of allNodes) {
     const info = cache.nodeInfo(n)
     const want = expected.get(n) ?? 0
+    const idle = expectedIdle.get(n) ?? 0
+    if (idle > 0 && idle === want) idleOnly += info.tokens.length
     if (info.lockRef !== want) problems.push(`node ${n}: lockRef ${info.lockRef}, holders ${want}`)
     const wantHost = expectedHost.get(n) ?? 0
     if (info.hostRef !== wantHost)
       problems.push(`node ${n}: host references ${info.hostRef}, demoted holders ${wantHost}`)
   }
+  // Releasable memory: the running count, the walk over the idle sessions' paths (`idleMs: 0`
+  // counts every idle session) and the brute-force count above agree.
+  const releasable = sc.releasableTokens()
+  if (releasable !== idleHeld + idleOnly)
+    problems.push(
+      `releasableTokens() ${releasable} != parked ${idleHeld} + idle-only tree tokens ${idleOnly}`,
+    )
+  const walked = sc.releasableTokens({ idleMs: 0 })
+  if (walked !== releasable) problems.push(`releasableTokens({ idleMs: 0 }) ${walked} != ${releasable}`)
   if (problems.length > 0) throw new Error(`session cache invariants violated:\n- ${problems.join('\n- ')}`)
 }
