@@ -12,8 +12,11 @@ import { type NodeHandle, PagedAllocator, RadixCache, RadixCacheError } from '..
 interface Model {
   /** Handles seen so far (live or not). */
   readonly seen: NodeHandle[]
-  /** One entry per lock held: its handle and whether it is marked idle. */
-  readonly locks: { node: NodeHandle; idle: boolean }[]
+  /**
+   * One entry per lock held: its handle, whether it is marked idle and, for a marked one, its
+   * sole tokens (`tokensLockedOnlyBy([node])`) when `soleLockEpoch()` was `epoch` (-1: none yet).
+   */
+  readonly locks: { node: NodeHandle; idle: boolean; epoch: number; sole: number }[]
 }
 
 interface Real {
@@ -63,10 +66,28 @@ function check(m: Model, r: Real): void {
   expect(r.cache.idleLockedTokens()).toBe(want)
   // The same count as the walk over the marked handles.
   expect(r.cache.tokensLockedOnlyBy(m.locks.filter((l) => l.idle).map((l) => l.node))).toBe(want)
+  // While the epoch stands still, a marked holder's sole tokens do not change.
+  const epoch = r.cache.soleLockEpoch()
+  const counts = countsOf(r.cache, m)
+  for (const lock of m.locks) {
+    if (!lock.idle) continue
+    let sole = 0
+    for (let n: NodeHandle | undefined = lock.node; n !== undefined && r.cache.parentOf(n) !== undefined; ) {
+      if (counts.get(n)![0] === 1) sole += ownTokens(r.cache, n)
+      n = r.cache.parentOf(n)
+    }
+    expect(r.cache.tokensLockedOnlyBy([lock.node])).toBe(sole)
+    if (lock.epoch === epoch) {
+      coverage.soleKept++
+      expect(sole).toBe(lock.sole)
+    }
+    lock.epoch = epoch
+    lock.sole = sole
+  }
 }
 
 /** How often the interesting moves happened (a run that never made them would prove nothing). */
-const coverage = { busyLockedOverMarks: 0, busyReleasedUnderMarks: 0 }
+const coverage = { busyLockedOverMarks: 0, busyReleasedUnderMarks: 0, soleKept: 0 }
 
 const live = (m: Model, r: Real) => m.seen.filter((h) => r.cache.isValid(h))
 
@@ -121,7 +142,7 @@ class Lock implements Cmd {
     if (r.cache.parentOf(h) === undefined) return // a namespace root holds no lock
     if ((countsOf(r.cache, m).get(h)?.[1] ?? 0) > 0) coverage.busyLockedOverMarks++
     r.cache.incLockRef(h)
-    m.locks.push({ node: h, idle: false })
+    m.locks.push({ node: h, idle: false, epoch: -1, sole: 0 })
     m.seen.push(h)
     check(m, r)
   }
@@ -171,6 +192,7 @@ class Mark implements Cmd {
     const lock = busy[this.pick % busy.length]!
     r.cache.markLockIdle(lock.node)
     lock.idle = true
+    lock.epoch = -1
     check(m, r)
   }
   toString = () => `mark(${this.pick})`
@@ -277,6 +299,7 @@ describe('idle lock marks agree with the brute-force count', () => {
       // The runs moved busy locks across marked nodes both ways, many times.
       expect(coverage.busyLockedOverMarks - before.busyLockedOverMarks).toBeGreaterThan(10)
       expect(coverage.busyReleasedUnderMarks - before.busyReleasedUnderMarks).toBeGreaterThan(10)
+      expect(coverage.soleKept - before.soleKept).toBeGreaterThan(100)
     })
   }
 

@@ -185,7 +185,13 @@ export class HostTier {
           delta += st.keys[n]!.length
           if (st.heap.has(n)) st.heap.remove(n)
         } else this.syncHost(n)
-      } else if (idleRef[n] === l) st.idleLockedTokens -= st.keys[n]!.length // no longer idle-only
+      } else {
+        const i = idleRef[n]!
+        if (i !== 0) {
+          if (i === l) st.idleLockedTokens -= st.keys[n]!.length // no longer idle-only
+          if (l === 1) st.soleLockEpoch++ // an idle holder's sole tokens shrink
+        }
+      }
     }
     st.evictableTokens -= delta
     st.protectedTokens += delta
@@ -207,7 +213,13 @@ export class HostTier {
           delta += st.keys[n]!.length
           if (st.devChildren[n] === 0) st.pushHeap(n)
         } else this.syncHost(n)
-      } else if (idleRef[n] === l) st.idleLockedTokens += st.keys[n]!.length // idle locks only now
+      } else {
+        const i = idleRef[n]!
+        if (i !== 0) {
+          if (i === l) st.idleLockedTokens += st.keys[n]!.length // idle locks only now
+          if (l === 1) st.soleLockEpoch++ // an idle holder's sole tokens grow
+        }
+      }
     }
     st.evictableTokens += delta
     st.protectedTokens -= delta

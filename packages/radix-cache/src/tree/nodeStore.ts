@@ -103,6 +103,8 @@ export class NodeStore {
   protectedTokens = 0
   /** Tokens of the nodes whose every lock is marked idle (`idleRef === lockRef > 0`). */
   idleLockedTokens = 0
+  /** Moves when a node some idle-marked lock passes through goes between one lock and two. */
+  soleLockEpoch = 0
   seq = 0
   path: Int32Array = new Int32Array(64)
   /** Sort keys filled by `orderKeys`. */

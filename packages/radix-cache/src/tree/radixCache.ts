@@ -428,7 +428,13 @@ export class RadixCache {
         const len = keys[n]!.length
         delta += len
         if (heap.has(n)) heap.remove(n)
-      } else if (idleRef[n] === l) st.idleLockedTokens -= keys[n]!.length // no longer idle-only
+      } else {
+        const i = idleRef[n]!
+        if (i !== 0) {
+          if (i === l) st.idleLockedTokens -= keys[n]!.length // no longer idle-only
+          if (l === 1) st.soleLockEpoch++ // an idle holder's sole tokens shrink
+        }
+      }
       lockRef[n] = l + 1
       n = parent[n]!
     }
@@ -484,7 +490,13 @@ export class RadixCache {
       if (l === 0) {
         delta += keys[n]!.length
         if (childCount[n] === 0) st.pushHeap(n)
-      } else if (idleRef[n] === l) st.idleLockedTokens += keys[n]!.length // idle locks only now
+      } else {
+        const i = idleRef[n]!
+        if (i !== 0) {
+          if (i === l) st.idleLockedTokens += keys[n]!.length // idle locks only now
+          if (l === 1) st.soleLockEpoch++ // an idle holder's sole tokens grow
+        }
+      }
       n = parent[n]!
     }
     st.evictableTokens += delta
@@ -987,6 +999,28 @@ export class RadixCache {
    */
   idleLockedTokens(): number {
     return this.#st.idleLockedTokens
+  }
+
+  /**
+   * A counter that moves whenever a node that some idle-marked lock passes through
+   * ({@link RadixCache.markLockIdle}) goes from one lock to two or back. While it stands still,
+   * `tokensLockedOnlyBy([h])` gives the same answer for every idle-marked holder `h`: a caller that
+   * asks it for many idle holders (a D's admission, for each idle session) can keep the answers
+   * and recompute only when this moved or the holder's mark did.
+   *
+   * @example
+   * ```ts
+   * const cache = new RadixCache({ trackValues: false })
+   * const a = cache.insert([1, 2, 3]).lastNode
+   * cache.incLockRef(a)
+   * cache.markLockIdle(a)
+   * const epoch = cache.soleLockEpoch()
+   * cache.incLockRef(cache.insert([1, 2, 3, 4]).lastNode) // a second lock on [1, 2, 3]
+   * cache.soleLockEpoch() === epoch // false: a's sole tokens went from 3 to 0
+   * ```
+   */
+  soleLockEpoch(): number {
+    return this.#st.soleLockEpoch
   }
 
   /** Lock moves so far: what the last multi-holder count (below) was taken at. */

@@ -501,7 +501,21 @@ export class SessionCache {
       if (s === undefined || s.activeRid !== undefined || s.pinned) return 0 // demoted: no device lock
       if (idleMs !== undefined && now - s.lastAccessTime < idleMs) return 0
       tokens = heldBySlot(s, this.#legacy, this.pageSize)
-      if (s.lastNode !== undefined) holders.push(s.lastNode)
+      if (s.lastNode === undefined) return tokens
+      // An idle session's answer stands while no node on its path went between one lock and two.
+      const epoch = this.cache.soleLockEpoch()
+      if (s.idleMark !== undefined && s.soleEpoch === epoch) return tokens + s.sole
+      holders.push(s.lastNode)
+      try {
+        const sole = this.cache.tokensLockedOnlyBy(holders)
+        if (s.idleMark !== undefined) {
+          s.sole = sole
+          s.soleEpoch = epoch
+        }
+        return tokens + sole
+      } finally {
+        holders.length = 0
+      }
     } else {
       for (const s of this.#slots.values()) {
         if (s.activeRid !== undefined || now - s.lastAccessTime < idleMs!) continue
@@ -752,7 +766,9 @@ export class SessionCache {
       r.kvCommittedLen = r.len
     }
     if (r.len === r.buf.length) {
-      const b = new Uint32Array(r.buf.length * 2)
+      // Grow by a quarter (a turn's output is short next to its prompt): less to allocate and
+      // retain than doubling a prompt of tens of thousands of tokens, still amortized O(1).
+      const b = new Uint32Array(r.buf.length + (r.buf.length >> 2) + 64)
       b.set(r.buf)
       r.buf = b
     }
@@ -1103,7 +1119,7 @@ export class SessionCache {
   #ensureRow(r: RequestState, n: number): void {
     const row = r.reqToToken
     if (row.length >= n) return
-    const grown = new Int32Array(Math.max(n, row.length * 2, 16))
+    const grown = new Int32Array(Math.max(n, row.length + (row.length >> 2) + 64))
     grown.set(row.subarray(0, r.kvAllocatedLen))
     r.reqToToken = grown
   }
@@ -1227,6 +1243,7 @@ export class SessionCache {
       if (s.idleMark !== undefined) this.cache.unmarkLockIdle(s.idleMark)
       if (want !== undefined) this.cache.markLockIdle(want)
       s.idleMark = want
+      s.soleEpoch = -1
     }
     const held = heldBySlot(s, this.#legacy, this.pageSize)
     this.#idleHeld += held - s.heldCounted

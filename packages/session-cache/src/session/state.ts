@@ -83,6 +83,9 @@ export class Slot {
   idleMark: NodeHandle | undefined = undefined
   /** What the slot adds to the cache's running sum of parked tails (`heldBySlot`). */
   heldCounted = 0
+  /** Marked idle: the tree tokens only its lock protects, as of `cache.soleLockEpoch()` = `soleEpoch`. */
+  sole = 0
+  soleEpoch = -1
   // Session mode only: the parked row and its ownership split.
   row: Int32Array | undefined = undefined
   protectedLen = 0

@@ -185,5 +185,21 @@ export function checkSessionInvariants(sc: SessionCache): void {
     )
   const walked = sc.releasableTokens({ idleMs: 0 })
   if (walked !== releasable) problems.push(`releasableTokens({ idleMs: 0 }) ${walked} != ${releasable}`)
+  // Each idle session alone: its parked tail and the nodes on its path no other lock holds.
+  for (const st of sc.listSessionStatuses()) {
+    const slot = sc.getSessionSlot(st.sessionId)!
+    let want = 0
+    if (!st.active && !st.demoted) {
+      want = st.heldTokens
+      for (let n = slot.lastNode; n !== undefined && cache.isValid(n); ) {
+        const info = cache.nodeInfo(n)
+        if (info.isRoot || (expected.get(n) ?? 0) > 1) break
+        want += info.tokens.length
+        n = info.parent
+      }
+    }
+    const got = sc.releasableTokens({ sessionId: st.sessionId })
+    if (got !== want) problems.push(`releasableTokens({ sessionId: ${st.sessionId} }) ${got} != ${want}`)
+  }
   if (problems.length > 0) throw new Error(`session cache invariants violated:\n- ${problems.join('\n- ')}`)
 }
