@@ -563,8 +563,18 @@ export class SessionCache {
     if (typeof priority !== 'number' || !Number.isFinite(priority)) {
       fail('INVALID_REQUEST', `priority must be a finite number, got ${String(priority)}`, priority)
     }
-    const tokens = toTokens(inputIds, 64)
-    const len = tokens.length - 64
+    const { maxNewTokens } = init
+    if (maxNewTokens !== undefined && (!Number.isInteger(maxNewTokens) || maxNewTokens < 0)) {
+      fail(
+        'INVALID_REQUEST',
+        `maxNewTokens must be a non-negative integer, got ${String(maxNewTokens)}`,
+        maxNewTokens,
+      )
+    }
+    // Room for the output, so that decoding does not copy the prompt to grow the buffers.
+    const spare = maxNewTokens === undefined ? 64 : Math.min(maxNewTokens, 65_536)
+    const tokens = toTokens(inputIds, spare)
+    const len = tokens.length - spare
     if (len === 0) fail('INVALID_REQUEST', 'inputIds must hold at least one token', inputIds)
     const req = new RequestState(rid, tokens, len, sessionId, extraKey, priority)
     this.#created.add(req)
@@ -674,7 +684,7 @@ export class SessionCache {
           lastNode = m.lastHostNode // locked by #loadBack: that lock is the request's
         }
       }
-      this.#ensureRow(r, r.len + 64)
+      this.#ensureRow(r, r.buf.length)
       r.reqToToken.set(indices, 0)
       r.cacheProtectedLen = length
       r.kvCommittedLen = length

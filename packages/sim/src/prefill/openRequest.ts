@@ -30,8 +30,12 @@ export function openRequest(
   const rid = `${turn.id}.${turn.seq}`
   const make = () => {
     if (sid !== undefined && !cache.hasSession(sid)) cache.openSession(sid)
+    // The turn's output length sizes the request's buffers (no copy to grow them while decoding).
+    const maxNewTokens = g.units(turn.spec.outputLength)
     req = cache.createRequest(
-      sid === undefined ? { rid, inputIds: prompt } : { rid, inputIds: prompt, sessionId: sid },
+      sid === undefined
+        ? { rid, inputIds: prompt, maxNewTokens }
+        : { rid, inputIds: prompt, sessionId: sid, maxNewTokens },
     )
     const m = cache.matchPrefix(req)
     cachedUnits = m.length
