@@ -79,6 +79,7 @@ export {
   type PrefillSite,
 } from './path/pathChoice.js'
 export { chooseEvictOrWait, type PauseChoice, type PauseSignals } from './path/evictOrWait.js'
+export { PendingRetractions } from './retraction/pendingRetractions.js'
 export {
   DEFAULT_RETRACTION_PARAMS,
   planRetraction,

@@ -200,6 +200,7 @@ export class TurnDispatch {
       turn.blocks === undefined || turn.blocks instanceof BlockKeys ? turn : { ...turn, blocks: this.#keys }
     this.#cls = turn.sloClass ?? 'interactive'
     this.#claims = ctx.cluster.store.confirmsClaims === true
+    ctx.cluster.retractions.turnStarted(turn.sessionId)
     this.#reserve = turn.expectedOutputTokens ?? ctx.params.defaultDecodeReserve
     const now = ctx.cluster.now()
     this.#deadline = now + ctx.params.slo[this.#cls].maxWaitMs
@@ -300,6 +301,7 @@ export class TurnDispatch {
     if (r.done === true) {
       this.#final = action as DoneAction | FailAction
       this.#pending = undefined
+      this.#ctx.cluster.retractions.turnEnded(this.#turn.sessionId)
     } else this.#pending = action
     return action
   }
@@ -333,6 +335,7 @@ export class TurnDispatch {
     this.#gen.return(fail)
     this.#final = fail
     this.#pending = undefined
+    this.#ctx.cluster.retractions.turnEnded(this.#turn.sessionId)
     return fail
   }
 
@@ -1140,7 +1143,7 @@ export class TurnDispatch {
     const cluster = this.#ctx.cluster
     if (!cluster.has(d)) return
     for (const s of sessions) {
-      cluster.retractions.set(s, d)
+      cluster.retractions.record(s, d)
       if (cluster.store.isExcluded(s, d)) continue
       cluster.store.exclude(s, d)
       this.#step('exclude', d, undefined, `${d} retracts session ${s} (memory pressure): its next turn moves`)
