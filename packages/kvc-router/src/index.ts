@@ -78,6 +78,8 @@ export {
   type PrefillSignals,
   type PrefillSite,
 } from './path/pathChoice.js'
+export { chooseEvictOrWait, type PauseChoice, type PauseSignals } from './path/evictOrWait.js'
+export { PendingRetractions } from './retraction/pendingRetractions.js'
 export {
   DEFAULT_RETRACTION_PARAMS,
   planRetraction,
@@ -134,6 +136,7 @@ export {
   MAX_PAGE_SIZE,
   resolveRouterParams,
   type PathChoiceMode,
+  type PauseChoiceMode,
   type RouterParams,
   type RouterParamsInput,
   type SloBudget,
