@@ -85,6 +85,8 @@ export {
   type PrefillSignals,
   type PrefillSite,
 } from './path/pathChoice.js'
+export { chooseEvictOrWait, type PauseChoice, type PauseSignals } from './path/evictOrWait.js'
+export { PendingRetractions } from './retraction/pendingRetractions.js'
 export {
   DEFAULT_RETRACTION_PARAMS,
   planRetraction,
@@ -141,6 +143,7 @@ export {
   MAX_PAGE_SIZE,
   resolveRouterParams,
   type PathChoiceMode,
+  type PauseChoiceMode,
   type RouterParams,
   type RouterParamsInput,
   type SloBudget,
