@@ -141,7 +141,8 @@ describe('maxNewTokens sizes the buffers only', () => {
       const { sc, pool } = makeCache()
       sc.openSession('s')
       const prompt = range(1, 40)
-      const r = sc.createRequest({ rid: 'a', inputIds: prompt, sessionId: 's', maxNewTokens })
+      const init = { rid: 'a', inputIds: prompt, sessionId: 's' }
+      const r = sc.createRequest(maxNewTokens === undefined ? init : { ...init, maxNewTokens })
       sc.matchPrefix(r)
       sc.prefill(r, r.tokenIds.length)
       sc.cacheUnfinishedReq(r)
