@@ -190,6 +190,33 @@ export class RadixCache {
    * ```
    */
   insert(tokens: ArrayLike<number>, values?: ArrayLike<number>, options?: InsertOptions): InsertResult {
+    return this.#insert(-1, tokens, values, options)
+  }
+
+  /**
+   * `insert` for a caller that vouches that `tokens[0 : tokensUnder(known))` is exactly the path
+   * root → `known` (the session cache: a request's or session's lock sits on the node its own,
+   * unchanged tokens matched or inserted). The walk starts at `known` instead of comparing that
+   * prefix again; every effect and the result are those of `insert`. Falls back to the full walk
+   * when `known` is not a live device node of the namespace within the aligned length, or with a
+   * host tier. A wrong vouch corrupts the tree: session-cache's invariant checker verifies it.
+   * @internal
+   */
+  _insertFrom(
+    known: NodeHandle,
+    tokens: ArrayLike<number>,
+    values?: ArrayLike<number>,
+    options?: InsertOptions,
+  ): InsertResult {
+    return this.#insert(known, tokens, values, options)
+  }
+
+  #insert(
+    known: number,
+    tokens: ArrayLike<number>,
+    values: ArrayLike<number> | undefined,
+    options: InsertOptions | undefined,
+  ): InsertResult {
     const key = toTokenArray(tokens)
     const vals = this.#checkValues(key, values)
     const extraKey = options?.extraKey ?? ''
@@ -219,6 +246,22 @@ export class RadixCache {
     // With a host tier, host-only nodes on the path take the caller's device slots (SGLang's
     // HiRadixCache does the same: the request recomputed them); they are not "already present".
     let prefixLen = -1
+    const start = known < 0 || tiered ? -1 : this.#knownStart(known, node, total)
+    if (start >= 0) {
+      // The vouched prefix: every node on it is matched whole (no split, no host-only node).
+      const path = st.path
+      for (let d = start - 1; d >= 0; d--) {
+        const next = path[d]!
+        st.touch(next, now)
+        if (countHit) st.hitCount[next]!++
+        if (priority > st.priority[next]!) st.priority[next] = priority
+        if (st.heap.has(next)) st.reheap(next)
+      }
+      if (start > 0) {
+        node = path[0]!
+        off = st.pathLen[node]!
+      }
+    }
     while (off < total) {
       const child = st.findChild(node, key, off)
       if (child < 0) break
@@ -266,6 +309,43 @@ export class RadixCache {
    * ```
    */
   matchPrefix(tokens: ArrayLike<number>, options?: MatchOptions): MatchResult {
+    return this.#match(-1, tokens, options)
+  }
+
+  /**
+   * `matchPrefix` for a caller that vouches that `tokens[0 : tokensUnder(known))` is exactly the
+   * path root → `known` (see `_insertFrom`): the walk starts at `known`. Same effects and result
+   * as `matchPrefix`; the full walk when `known` does not qualify, with a host tier or `readOnly`.
+   * @internal
+   */
+  _matchPrefixFrom(known: NodeHandle, tokens: ArrayLike<number>, options?: MatchOptions): MatchResult {
+    return this.#match(known, tokens, options)
+  }
+
+  /**
+   * The start of a vouched walk: fills `st.path[0 : depth)` with `known`'s path, deepest first,
+   * and returns its depth (0 for a root); -1 when `known` is not a live node of `root`'s tree
+   * whose path fits in `total` tokens, or not wholly on the device.
+   */
+  #knownStart(known: number, root: number, total: number): number {
+    const st = this.#st
+    if (typeof known !== 'number' || !Number.isInteger(known) || known < 0) return -1
+    const slot = known & SLOT_MASK
+    if (slot >= st.nextSlot || st.gen[slot] !== Math.floor(known / SLOT_SPAN) || !st.isLive(slot)) return -1
+    if (st.ns[slot] !== st.ns[root] || st.pathLen[slot]! > total) return -1
+    let path = st.path
+    let depth = 0
+    let n = slot
+    while (st.isRoot[n] === 0) {
+      if ((st.tier[n]! & DEV) === 0) return -1
+      if (depth === path.length) path = st.growPath()
+      path[depth++] = n
+      n = st.parent[n]!
+    }
+    return n === root ? depth : -1
+  }
+
+  #match(known: number, tokens: ArrayLike<number>, options: MatchOptions | undefined): MatchResult {
     const key = toTokenArray(tokens)
     const extraKey = options?.extraKey ?? ''
     if (typeof extraKey !== 'string') {
@@ -315,6 +395,27 @@ export class RadixCache {
     // of the path (the whole path without a host tier).
     let devDepth = 0
     let devOff = 0
+    const start = known < 0 || tiered || readOnly ? -1 : this.#knownStart(known, root, total)
+    if (start > 0) {
+      // The vouched prefix, matched whole: reverse it into root-first order and touch it.
+      path = st.path
+      for (let a = 0, b = start - 1; a < b; a++, b--) {
+        const t = path[a]!
+        path[a] = path[b]!
+        path[b] = t
+      }
+      for (let d = 0; d < start; d++) {
+        const next = path[d]!
+        st.touch(next, now)
+        if (st.heap.has(next)) st.reheap(next)
+      }
+      depth = start
+      node = path[start - 1]!
+      lastTake = keys[node]!.length
+      off = st.pathLen[node]!
+      devDepth = depth
+      devOff = off
+    }
     while (off < total) {
       const child = st.findChild(node, key, off)
       if (child < 0) break

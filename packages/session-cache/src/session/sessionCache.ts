@@ -20,7 +20,7 @@ import type {
   SessionStatus,
 } from './types.js'
 import { ceilPage, demoteSlot, heldBySlot, poolAccounting, slotResidency, slotStatus } from './residency.js'
-import { EMPTY_I32, RequestState, Slot } from './state.js'
+import { EMPTY_I32, matchResult, RequestState, Slot } from './state.js'
 import { fail, startsWith, toTokens } from './tokens.js'
 
 function defaultNow(): number {
@@ -643,7 +643,7 @@ export class SessionCache {
     r.phase = 'running'
     this.#requests.set(r.rid, r)
     let length: number
-    let indices: Int32Array
+    let indices: Int32Array | undefined
     let fromSlot = false
     let loaded = 0
     const hooks: Slot[] = []
@@ -668,24 +668,31 @@ export class SessionCache {
       indices = r.reqToToken.slice(0, length)
       fromSlot = true
     } else {
-      const m = this.cache.matchPrefix(r.buf.subarray(0, r.len - 1), { extraKey: ns })
+      // A held session's node is the path of its committed tokens, which the prompt extends: the
+      // walk starts there instead of comparing the whole prompt again.
+      const from = slot !== undefined && !slot.pinned ? slot.lastNode : undefined
+      const tokens = r.buf.subarray(0, r.len - 1)
+      // The row has room for the prompt and the expected output; the match writes into it.
+      this.#ensureRow(r, r.buf.length)
+      const into = r.reqToToken
+      const m =
+        from === undefined
+          ? this.cache.matchPrefix(tokens, { extraKey: ns, into })
+          : this.cache._matchPrefixFrom(from, tokens, { extraKey: ns, into })
       length = m.length
-      indices = m.indices // a fresh array: the caller's copy
       let lastNode = m.lastNode
       if (m.hostLength > this.#loadThreshold) {
         // Load-back on match (SGLang HiCache): copy the host hit back instead of recomputing it.
         const lb = this.#loadBack(m.lastHostNode, m.hostLength, hooks)
         if (lb !== undefined) {
           loaded = m.hostLength
-          indices = new Int32Array(length + loaded)
-          indices.set(m.indices)
-          indices.set(lb, length)
+          into.set(lb, length)
           length += loaded
           lastNode = m.lastHostNode // locked by #loadBack: that lock is the request's
         }
       }
-      this.#ensureRow(r, r.buf.length)
-      r.reqToToken.set(indices, 0)
+      // The caller's copy of row[0, length), made when first read: the row never changes there.
+      indices = undefined
       r.cacheProtectedLen = length
       r.kvCommittedLen = length
       r.kvAllocatedLen = length
@@ -703,14 +710,7 @@ export class SessionCache {
     }
     this.#loadedBackTokens += loaded
     for (const h of hooks) this.#runExtraHook(h)
-    return {
-      length,
-      indices,
-      lastNode: r.lastNode!,
-      fromSlot,
-      reprefillTokens: reprefill,
-      loadedTokens: loaded,
-    }
+    return matchResult(length, indices, r.reqToToken, r.lastNode!, fromSlot, reprefill, loaded)
   }
 
   /**
@@ -810,7 +810,8 @@ export class SessionCache {
     const chunked = options.chunked === true
     const c = r.kvCommittedLen
     const tokens = r.buf.subarray(0, c)
-    const res = this.cache.insert(tokens, r.reqToToken.subarray(0, c), {
+    // The request's lock sits on the path of its tokens [0, cacheProtectedLen): walks start there.
+    const res = this.cache._insertFrom(r.lastNode!, tokens, r.reqToToken.subarray(0, c), {
       extraKey: r.ns,
       priority: r.priority,
       chunked,
@@ -824,7 +825,7 @@ export class SessionCache {
     const aligned = res.alignedLen
     if (aligned > p) {
       // Re-match (as SGLang does) to adopt the tree's canonical slots for [p, aligned).
-      const m = this.cache.matchPrefix(tokens.subarray(0, aligned), {
+      const m = this.cache._matchPrefixFrom(r.lastNode!, tokens.subarray(0, aligned), {
         extraKey: r.ns,
         into: this.#matchScratch(aligned),
       })
@@ -883,7 +884,7 @@ export class SessionCache {
       this.cache.decLockRef(r.lastNode!)
       result = { insertedTokens: 0, prefixLen: 0, freedTokens: 0, protectedLen: r.cacheProtectedLen }
     } else {
-      const res = this.cache.insert(r.buf.subarray(0, c), r.reqToToken.subarray(0, c), {
+      const res = this.cache._insertFrom(r.lastNode!, r.buf.subarray(0, c), r.reqToToken.subarray(0, c), {
         extraKey: r.ns,
         priority: r.priority,
       })
@@ -1167,7 +1168,7 @@ export class SessionCache {
 
   #rematch(r: RequestState): SessionMatchResult {
     if (!r.restored) {
-      const m = this.cache.matchPrefix(r.buf.subarray(0, r.len - 1), {
+      const m = this.cache._matchPrefixFrom(r.lastNode!, r.buf.subarray(0, r.len - 1), {
         extraKey: r.ns,
         into: this.#matchScratch(r.len - 1),
       })

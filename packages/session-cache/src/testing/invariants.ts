@@ -19,7 +19,10 @@ import type { SessionCache } from '../session/sessionCache.js'
  * - every request in flight: `cacheProtectedLen` is page-aligned, `protected <= committed <=
  *   allocated`, its lock covers exactly `[0, cacheProtectedLen)` (unless lent by a legacy slot),
  *   and its request-owned pages are neither tree pages nor another request's pages (the ownership
- *   rule); its locked prefix is on the device; with a `PagedAllocator`, none of its slots is free.
+ *   rule); its locked prefix is on the device; with a `PagedAllocator`, none of its slots is free;
+ * - the walks that start at a lock (block mode): a request's locked node's path is its tokens
+ *   `[0, cacheProtectedLen)`, and a held session's node's path is its committed tokens rounded down
+ *   to a page, token for token.
  *
  * Throws an `Error` listing every violation.
  *
@@ -66,6 +69,29 @@ export function checkSessionInvariants(sc: SessionCache): void {
     }
   }
   const tiered = cache.hostTier !== undefined
+  // The session cache starts walks at these nodes (`_matchPrefixFrom`, `_insertFrom`), vouching
+  // that their paths are the holder's tokens: check it token for token.
+  const checkPath = (node: NodeHandle, tokens: Uint32Array, who: string): void => {
+    if (!cache.isValid(node)) return
+    const parts: Uint32Array[] = []
+    for (let n: NodeHandle | undefined = node; n !== undefined; ) {
+      const info = cache.nodeInfo(n)
+      if (info.isRoot) break
+      parts.push(info.tokens)
+      n = info.parent
+    }
+    let off = 0
+    for (let i = parts.length - 1; i >= 0; i--) {
+      const t = parts[i]!
+      for (let j = 0; j < t.length; j++) {
+        if (tokens[off + j] !== t[j]) {
+          problems.push(`${who}: its node's path differs from its tokens at position ${off + j}`)
+          return
+        }
+      }
+      off += t.length
+    }
+  }
   // Idle sessions' locks per node, and their parked tails: what `releasableTokens()` must count.
   const expectedIdle = new Map<NodeHandle, number>()
   let idleHeld = 0
@@ -88,6 +114,7 @@ export function checkSessionInvariants(sc: SessionCache): void {
       const got = cache.tokensUnder(slot.lastNode)
       if (got !== want) problems.push(`${who}: tokensUnder(lastNode) ${got} != ${want}`)
       if (st.retainedTokens !== got) problems.push(`${who}: status retainedTokens ${st.retainedTokens}`)
+      checkPath(slot.lastNode, sc.committedTokens(slot.sessionId)!, who)
       // I6: the committed prefix is retained whole, on the device (locked) or on the host (demoted).
       const res = cache.residencyOf(slot.lastNode)
       if (!slot.demoted && res.hostTokens !== 0)
@@ -144,6 +171,7 @@ export function checkSessionInvariants(sc: SessionCache): void {
     if (cache.isValid(r.lastNode) && cache.tokensUnder(r.lastNode) !== p) {
       problems.push(`${who}: lock covers ${cache.tokensUnder(r.lastNode)} tokens, cacheProtectedLen ${p}`)
     }
+    if (sc.granularity === 'block') checkPath(r.lastNode, r.tokenIds, who)
     if (cache.isValid(r.lastNode) && cache.residencyOf(r.lastNode).hostTokens !== 0)
       problems.push(`${who}: part of its locked prefix is host-only`)
     const row = r.reqToToken

@@ -30,8 +30,8 @@ export function openRequest(
   const rid = `${turn.id}.${turn.seq}`
   const make = () => {
     if (sid !== undefined && !cache.hasSession(sid)) cache.openSession(sid)
-    // The turn's output length sizes the request's buffers (no copy to grow them while decoding).
-    const maxNewTokens = g.units(turn.spec.outputLength)
+    // Room for the output it decodes here, so decoding does not grow its buffers.
+    const maxNewTokens = g.units(reserve)
     req = cache.createRequest(
       sid === undefined
         ? { rid, inputIds: prompt, maxNewTokens }
