@@ -65,6 +65,13 @@ export {
   type TieredHit,
 } from './tier/prefixCost.js'
 export {
+  chooseWaitOrMigrate,
+  type MigrationEstimate,
+  migrationSeconds,
+  type OwnDecodeWait,
+  type WaitOrMigrate,
+} from './tier/waitOrMigrate.js'
+export {
   DEFAULT_PATH_PARAMS,
   choosePath,
   estimateLocal,
@@ -78,6 +85,8 @@ export {
   type PrefillSignals,
   type PrefillSite,
 } from './path/pathChoice.js'
+export { chooseEvictOrWait, type PauseChoice, type PauseSignals } from './path/evictOrWait.js'
+export { PendingRetractions } from './retraction/pendingRetractions.js'
 export {
   DEFAULT_RETRACTION_PARAMS,
   planRetraction,
@@ -134,6 +143,7 @@ export {
   MAX_PAGE_SIZE,
   resolveRouterParams,
   type PathChoiceMode,
+  type PauseChoiceMode,
   type RouterParams,
   type RouterParamsInput,
   type SloBudget,

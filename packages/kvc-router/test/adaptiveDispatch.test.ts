@@ -135,3 +135,72 @@ describe('adaptive path choice in Dispatch', () => {
     })
   })
 })
+
+describe("pause or evict (pauseChoice: 'cost')", () => {
+  it('a fast-path turn goes to its own paused D at once when recomputing what the D evicts costs less than the wait', () => {
+    for (const pathChoice of ['adaptive', 'remote'] as const) {
+      const s = setup({ pauseChoice: 'cost', pathChoice })
+      const first = s.driver.runTurn({ sessionId: 's', promptTokens: 40_000 })
+      const own = first.final.type === 'done' ? first.final.workerId : ''
+      s.router.cluster.store.setPauseUntil(own, s.clock.t + 1_200)
+      const t0 = s.clock.t
+      const run = s.driver.runTurn({ sessionId: 's', promptTokens: 40_300 })
+      // No wait, no move (the 40,000 prompt tokens and 100 output tokens are held: a 200-token
+      // append plus the 512-token reserve): the turn is admitted by its own D (which still decides) and sent.
+      expect(run.actions.map((a) => a.type)).toEqual(['admit', 'sendFast'])
+      expect(run.actions[0]).toMatchObject({ workerId: own, request: { path: 'fast', appendTokens: 200 } })
+      expect(run.final).toMatchObject({ path: 'fast', workerId: own, migratedFrom: undefined })
+      expect(s.clock.t - t0).toBeLessThan(1_200)
+      expect(renderDispatch(run.final.record)).toMatch(
+        new RegExp(
+          `${own} is paused; fast path now, the D makes room: recomputing ≤ 712 evicted tokens 0\\.\\d\\d s < pause 1\\.20 s`,
+        ),
+      )
+      checkNoInflightLoad(s.router)
+    }
+  })
+
+  it("honours the pause when the wait is shorter than the recompute, by default ('wait'), and for a session the D refused", () => {
+    // A 20 ms pause is less than recomputing 712 tokens (≈ 0.07 s): the turn waits for its D.
+    const s = setup({ pauseChoice: 'cost' })
+    const first = s.driver.runTurn({ sessionId: 's', promptTokens: 40_000 })
+    const own = first.final.type === 'done' ? first.final.workerId : ''
+    s.router.cluster.store.setPauseUntil(own, s.clock.t + 20)
+    const short = s.driver.runTurn({ sessionId: 's', promptTokens: 40_300 })
+    expect(short.actions[0]).toMatchObject({ type: 'wait', reason: 'own_decode_paused' })
+    expect(short.final).toMatchObject({ workerId: own })
+    // The default waits a 1.2 s pause out (the adaptive choice's stay, as before).
+    const w = setup()
+    const f = w.driver.runTurn({ sessionId: 's', promptTokens: 40_000 })
+    const home = f.final.type === 'done' ? f.final.workerId : ''
+    w.router.cluster.store.setPauseUntil(home, w.clock.t + 1_200)
+    expect(w.driver.runTurn({ sessionId: 's', promptTokens: 40_300 }).actions[0]).toMatchObject({
+      type: 'wait',
+      reason: 'own_decode_paused',
+    })
+    // A D that refused the session since its last success is not asked again despite its pause.
+    const r = setup({ pauseChoice: 'cost' })
+    const g = r.driver.runTurn({ sessionId: 'b', promptTokens: 40_000 })
+    const d = g.final.type === 'done' ? g.final.workerId : ''
+    r.router.cluster.store.addReject('b', d)
+    r.router.cluster.store.setPauseUntil(d, r.clock.t + 1_200)
+    expect(r.driver.runTurn({ sessionId: 'b', promptTokens: 40_300 }).final).toMatchObject({
+      migratedFrom: d,
+    })
+  })
+
+  it('a refusal on the paused D leaves the turn to the usual choice: it moves, nothing leaks', () => {
+    let n = 0
+    const s = setup({ pauseChoice: 'cost' }, () =>
+      n++ === 1 ? { kind: 'reject', reason: 'capacity' } : { kind: 'admit' },
+    )
+    const first = s.driver.runTurn({ sessionId: 's', promptTokens: 40_000 })
+    const own = first.final.type === 'done' ? first.final.workerId : ''
+    s.router.cluster.store.setPauseUntil(own, s.clock.t + 1_200)
+    const run = s.driver.runTurn({ sessionId: 's', promptTokens: 40_300 })
+    expect(s.admits[1]).toMatchObject({ workerId: own })
+    expect(run.final.type).toBe('done')
+    expect(run.final).toMatchObject({ migratedFrom: own })
+    checkNoInflightLoad(s.router)
+  })
+})

@@ -89,3 +89,40 @@ describe('hot-session retraction in Dispatch', () => {
     expect(a2.final).toMatchObject({ path: 'fast' })
   })
 })
+
+describe('pending retractions are bounded (a plain Router user, no proxy to forget sessions)', () => {
+  it('a session retracted with no turn running, or whose running turn fails, leaves no entry behind', () => {
+    // b's answers retract a; a never comes back.
+    const s = setup((a) =>
+      a.request.sessionId === 'b' ? { kind: 'admit', retracted: ['a'] } : { kind: 'admit' },
+    )
+    const a1 = s.driver.runTurn({ sessionId: 'a', promptTokens: 8_000 })
+    const own = workerOf(a1)!
+    s.router.cluster.store.exclude('b', own === 'd0' ? 'd1' : 'd0')
+    s.driver.runTurn({ sessionId: 'b', promptTokens: 2_000 })
+    // The exclusion is what moves a's next turn; no pending entry is needed for it.
+    expect(s.router.cluster.store.isExcluded('a', own)).toBe(true)
+    expect(s.router.cluster.retractions.size).toBe(0)
+    expect(s.router.cluster.retractions.runningSessions).toBe(0)
+  })
+
+  it('a retraction recorded while the turn runs goes when that turn fails or is aborted', () => {
+    for (const end of ['fail', 'abort'] as const) {
+      const s = setup(() => ({ kind: 'admit' }))
+      const t = s.router.dispatch({ sessionId: 'a', promptTokens: 8_000 })
+      const first = t.next()
+      expect(first.type).toBe('admit')
+      expect(s.router.cluster.retractions.record('a', 'd0')).toBe(true)
+      expect(s.router.cluster.retractions.size).toBe(1)
+      if (end === 'abort') t.abort()
+      else {
+        // Every admission times out until the turn gives up.
+        let a = first
+        while (a.type !== 'fail')
+          a = t.next(a.type === 'wait' ? { type: 'waited' } : { type: 'admitTimeout' })
+      }
+      expect(s.router.cluster.retractions.size).toBe(0)
+      expect(s.router.cluster.retractions.runningSessions).toBe(0)
+    }
+  })
+})

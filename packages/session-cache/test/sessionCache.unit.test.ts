@@ -141,6 +141,31 @@ describe('the block-level test plan', () => {
   })
 })
 
+describe('maxNewTokens sizes the buffers only', () => {
+  it('gives the same tokens, slots and tree whatever the hint, below or above the output', () => {
+    const outcomes = [undefined, 0, 3, 200].map((maxNewTokens) => {
+      const { sc, pool } = makeCache()
+      sc.openSession('s')
+      const prompt = range(1, 40)
+      const r = sc.createRequest({
+        rid: 'a',
+        inputIds: prompt,
+        sessionId: 's',
+        ...(maxNewTokens === undefined ? {} : { maxNewTokens }),
+      })
+      sc.matchPrefix(r)
+      sc.prefill(r, r.tokenIds.length)
+      sc.cacheUnfinishedReq(r)
+      for (let t = 0; t < 100; t++) sc.decode(r, 1000 + t)
+      expect(r.tokenIds.length).toBe(prompt.length + 100)
+      sc.cacheFinishedReq(r)
+      checkSessionInvariants(sc)
+      return { tokens: Array.from(r.tokenIds), free: pool.availableSize(), tree: sc.cache.totalSize() }
+    })
+    for (const o of outcomes) expect(o).toEqual(outcomes[0])
+  })
+})
+
 describe('lock moves: increment the new node first, then decrement the old one', () => {
   it('on cacheFinishedReq (session lock) and cacheUnfinishedReq (request lock)', () => {
     const { sc } = makeCache()
@@ -248,6 +273,8 @@ describe('every error code', () => {
       expectCode(() => sc.createRequest({ rid: 'a', inputIds: [] }), 'INVALID_REQUEST')
       expectCode(() => sc.createRequest({ rid: 'a', inputIds: [1, -2] }), 'INVALID_REQUEST')
       expectCode(() => sc.createRequest({ rid: 'a', inputIds: [1], priority: Number.NaN }), 'INVALID_REQUEST')
+      expectCode(() => sc.createRequest({ rid: 'a', inputIds: [1], maxNewTokens: -1 }), 'INVALID_REQUEST')
+      expectCode(() => sc.createRequest({ rid: 'a', inputIds: [1], maxNewTokens: 1.5 }), 'INVALID_REQUEST')
       expectCode(() => sc.openSession(''), 'INVALID_REQUEST')
       const req = sc.createRequest({ rid: 'a', inputIds: range(1, 10) })
       sc.matchPrefix(req)

@@ -7,6 +7,7 @@ import { DEFAULT_ROUTER_PARAMS, checkRouterParam } from '../route/params.js'
 import { LatencyWindow } from '../hedging/latencyWindow.js'
 import { SeedWaitQueue } from './seedWaitQueue.js'
 import { type ClusterStateStore, InMemoryClusterStateStore, type WorkerLoad } from './stateStore.js'
+import { PendingRetractions } from '../retraction/pendingRetractions.js'
 
 /**
  * `prefill` (P) or `decode` (D). A colocated data-parallel worker (prefill and decode on one
@@ -250,10 +251,11 @@ export class ClusterView {
   /** Hedged admissions: second RPCs sent, and those whose D admitted first. */
   readonly hedging = { sent: 0, won: 0 }
   /**
-   * Sessions a D retracted (`AdmitResponse.retractedSessions`) → that D: the exclusion is applied
-   * again once the session's running turn there ends (its success would otherwise lift it).
+   * Sessions a D retracted (`AdmitResponse.retractedSessions`) while a turn of theirs ran here →
+   * that D: the exclusion is applied again once that turn succeeds (its success would otherwise
+   * lift it). An entry goes when the session's last running turn ends.
    */
-  readonly retractions = new Map<string, string>()
+  readonly retractions = new PendingRetractions()
   readonly #now: () => number
   readonly #workers = new Map<string, WorkerState>()
   #decodeIds: string[] = []

@@ -19,6 +19,7 @@ import {
   pathParams,
   shouldWaitForOwnDecode,
 } from '../path/pathChoice.js'
+import { chooseEvictOrWait } from '../path/evictOrWait.js'
 import { BlockKeys } from '../residency/blockKeys.js'
 import type { RouterParams } from '../route/params.js'
 import { turnKeys } from '../route/route.js'
@@ -29,6 +30,7 @@ import type {
   RoutingPolicy,
   TurnRequest,
 } from '../route/types.js'
+import { waitOrMigrateFor } from '../tier/ownDecodeWait.js'
 import type {
   AdmitAnswerOutcome,
   DispatchAction,
@@ -199,6 +201,7 @@ export class TurnDispatch {
       turn.blocks === undefined || turn.blocks instanceof BlockKeys ? turn : { ...turn, blocks: this.#keys }
     this.#cls = turn.sloClass ?? 'interactive'
     this.#claims = ctx.cluster.store.confirmsClaims === true
+    ctx.cluster.retractions.turnStarted(turn.sessionId)
     this.#reserve = turn.expectedOutputTokens ?? ctx.params.defaultDecodeReserve
     const now = ctx.cluster.now()
     this.#deadline = now + ctx.params.slo[this.#cls].maxWaitMs
@@ -299,6 +302,7 @@ export class TurnDispatch {
     if (r.done === true) {
       this.#final = action as DoneAction | FailAction
       this.#pending = undefined
+      this.#ctx.cluster.retractions.turnEnded(this.#turn.sessionId)
     } else this.#pending = action
     return action
   }
@@ -332,6 +336,7 @@ export class TurnDispatch {
     this.#gen.return(fail)
     this.#final = fail
     this.#pending = undefined
+    this.#ctx.cluster.retractions.turnEnded(this.#turn.sessionId)
     return fail
   }
 
@@ -368,6 +373,14 @@ export class TurnDispatch {
         )
       }
       if (cluster.decodeIds().length === 0) this.#count('no_decode_workers')
+      const evict = this.#evictRatherThanWait(decision)
+      if (evict !== undefined) {
+        const done = yield* this.#fastDespitePause(evict)
+        this.#releaseCommitment()
+        if (done !== undefined) return done
+        if (this.#sendFailures >= params.maxSendFailures)
+          return this.#fail(this.#dominantCause(), 'ATTEMPTS_EXHAUSTED')
+      }
       const stayUntil = this.#waitForOwnDecode(decision)
       if (stayUntil !== undefined) {
         if (this.#walks >= params.maxWalks) return this.#fail(this.#dominantCause(), 'ATTEMPTS_EXHAUSTED')
@@ -602,7 +615,8 @@ export class TurnDispatch {
    */
   #waitForOwnDecode(decision: RouteDecision): number | undefined {
     const { cluster, params } = this.#ctx
-    if (params.pathChoice !== 'adaptive' || this.#policy.pathMode !== 'kvc') return undefined
+    const adaptive = params.pathChoice === 'adaptive'
+    if ((!adaptive && !params.waitForOwnDecode) || this.#policy.pathMode !== 'kvc') return undefined
     const b = decision.boundWorker
     if (b === undefined) return undefined
     const paused = decision.ineligible.find((w) => w.workerId === b)
@@ -614,6 +628,7 @@ export class TurnDispatch {
     const now = cluster.now()
     const until = paused.until + this.#ctx.random() * params.backoffBaseMs
     if (until >= this.#deadline) return undefined
+    if (!adaptive) return this.#waitOrMigrate(b, top, until, now)
     const binding = cluster.store.getBinding(s)
     const prompt = this.#turn.promptTokens
     const pp = this.#pathParamsOf()
@@ -638,6 +653,96 @@ export class TurnDispatch {
       `wait ${waitS.toFixed(2)} s for ${b} (paused): ${(waitS + stay.costS).toFixed(2)} s ≤ ${move.site} seed on ${top.workerId} ${moveCost.toFixed(2)} s`,
     )
     return until
+  }
+
+  /**
+   * Pause or evict (`pauseChoice: 'cost'`): the session's own D is paused, the turn would take the
+   * fast path there and no other D offers one. A fast candidate on that D when going now and
+   * letting it make room costs less than waiting the pause out (`chooseEvictOrWait`). Not for a
+   * session the D refused or retracted since its last success.
+   */
+  #evictRatherThanWait(decision: RouteDecision): RouteCandidate | undefined {
+    const { cluster, params } = this.#ctx
+    if (params.pauseChoice !== 'cost' || this.#policy.pathMode !== 'kvc' || !this.#policy.usesAdmission)
+      return undefined
+    const b = decision.boundWorker
+    if (b === undefined || decision.candidates[0]?.fast === true) return undefined
+    const paused = decision.ineligible.find((w) => w.workerId === b)
+    if (paused === undefined || paused.reason !== 'paused' || paused.until === undefined) return undefined
+    const s = this.#turn.sessionId
+    if (cluster.store.rejects(s, b) > 0 || cluster.store.isExcluded(s, b)) return undefined
+    const binding = cluster.store.getBinding(s)
+    if (binding === undefined || binding.workerId !== b) return undefined
+    const prompt = this.#turn.promptTokens
+    const held = Math.min(binding.committedTokens, prompt)
+    const append = prompt - held
+    if (append > params.tauAppend) return undefined
+    const need = append + this.#reserve
+    const waitS = Math.max(0, paused.until - cluster.now()) / 1000
+    const choice = chooseEvictOrWait(
+      { waitS, needTokens: need, contextTokens: held },
+      this.#ctx.cost ?? DEFAULT_COST_MODEL,
+    )
+    if (choice.action !== 'evict') return undefined
+    this.#step('path', b, undefined, `${b} is paused; fast path now, the D makes room: ${choice.reason}`)
+    const l = cluster.store.load(b)
+    return {
+      workerId: b,
+      rank: 0,
+      fast: true,
+      capOk: true,
+      prefixResident: true,
+      overlapBlocks: 0,
+      plainOverlapBlocks: 0,
+      bonus: 0,
+      score: 0,
+      load: l.turns + l.pendingSeeds,
+      tieBreak: 0,
+      heldTokens: held,
+      loadBackTokens: 0,
+      appendTokens: append,
+      needTokens: need,
+      availableTokens: cluster.available(b),
+      decidedBy: 'last',
+      note: 'paused: evict rather than wait',
+    }
+  }
+
+  /**
+   * The fast path on `c`'s D despite its pause (`#evictRatherThanWait`): claims, admission (the
+   * D still decides; the pause it set does not stop this request), then `sendFast`. `undefined`
+   * when the D refused or the send failed: the walk goes on as if the pause had held.
+   */
+  *#fastDespitePause(c: RouteCandidate): Gen<DoneAction | undefined> {
+    const d = c.workerId
+    if (!(yield* this.#claimBinding(d))) return undefined
+    const r = yield* this.#admit(d, 'fast', c, Number.POSITIVE_INFINITY, this.#sameDecodeHedge())
+    if (r.kind !== 'admitted') return undefined
+    return yield* this.#sendFast(d, c, r.leaseId, 'fast')
+  }
+
+  /**
+   * `waitForOwnDecode` (remote path choice): wait until `until` for the session's paused own D
+   * `b` when {@link waitOrMigrateFor} finds that no slower than migrating to `top`; the record
+   * says why either way.
+   */
+  #waitOrMigrate(b: string, top: RouteCandidate, until: number, now: number): number | undefined {
+    const p = this.#pickPrefill(top.workerId)
+    const t = this.#turn
+    const r = waitOrMigrateFor(
+      this.#ctx,
+      t.sessionId,
+      turnKeys(t),
+      t.promptTokens,
+      b,
+      (until - now) / 1000,
+      this.#queueSeconds(b),
+      top,
+      p,
+      p === undefined ? 0 : this.#queueSeconds(p),
+    )
+    this.#step('path', r.choice === 'wait' ? b : top.workerId, undefined, `${b} paused: ${r.reason}`)
+    return r.choice === 'wait' ? until : undefined
   }
 
   /** The seed path's P for `d`: the policy's choice, else the cluster's; never `#avoidP`. */
@@ -1065,7 +1170,7 @@ export class TurnDispatch {
     const cluster = this.#ctx.cluster
     if (!cluster.has(d)) return
     for (const s of sessions) {
-      cluster.retractions.set(s, d)
+      cluster.retractions.record(s, d)
       if (cluster.store.isExcluded(s, d)) continue
       cluster.store.exclude(s, d)
       this.#step('exclude', d, undefined, `${d} retracts session ${s} (memory pressure): its next turn moves`)

@@ -15,6 +15,19 @@ import type { OverlapMode } from '../residency/residencyIndex.js'
 export type PathChoiceMode = 'remote' | 'adaptive'
 
 /**
+ * What a turn does when its session's own D is paused: `wait` the pause out (the prototype's
+ * replayer), or weigh it (`cost`): go now and let the D make room when recomputing what that
+ * evicts costs less than the wait (`chooseEvictOrWait`).
+ *
+ * @example
+ * ```ts
+ * import type { PauseChoiceMode } from '@kvc/kvc-router'
+ * const m: PauseChoiceMode = 'cost'
+ * ```
+ */
+export type PauseChoiceMode = 'wait' | 'cost'
+
+/**
  * Per-SLO-class budgets on the router side (the D side has `AdmitOptions.usageCeiling`).
  *
  * @example
@@ -70,6 +83,23 @@ export interface RouterParams {
    * than moving).
    */
   readonly pathChoice: PathChoiceMode
+  /**
+   * A turn whose session's own D is paused and which would take the fast path there
+   * (`docs/design/algorithms.md#pause-or-evict`): `wait` (default) honours the pause; `cost` sends
+   * it now when recomputing what the D would evict to make room costs less than the wait
+   * (`chooseEvictOrWait`); the D's admission still decides.
+   */
+  readonly pauseChoice: PauseChoiceMode
+  /**
+   * `remote` path choice: a turn whose session's own D is paused (its pause hint), while the best
+   * other D would re-prefill the session's history, waits for its own D when waiting, loading the
+   * host-resident part back and prefilling the rest there is estimated no slower than migrating
+   * (`chooseWaitOrMigrate`; `docs/design/host-tier.md#9-wait-for-the-own-d-or-migrate`). Only
+   * while that D has not refused the session since its last success, and the pause ends before
+   * the turn's deadline. Off by default. (The `adaptive` path choice always weighs waiting, by
+   * its own estimate.)
+   */
+  readonly waitForOwnDecode: boolean
   /**
    * `adaptive` path choice: what one second of delay to one of the D's running decodes is worth
    * in seconds of the turn's time to first token (1: every request's latency counts the same).
@@ -146,6 +176,8 @@ export const DEFAULT_ROUTER_PARAMS: RouterParams = Object.freeze({
   overlapMode: 'exclusive',
   pendingSeedsPerD: 4,
   pathChoice: 'remote',
+  pauseChoice: 'wait',
+  waitForOwnDecode: false,
   stallWeight: 1,
   hedgeAdmissions: false,
   hedgeQuantile: 0.95,
@@ -235,6 +267,8 @@ const RULES: {
   },
   pendingSeedsPerD: { must: 'an integer >= 1', ok: (v) => isInt(v, 1) },
   pathChoice: { must: "'remote' or 'adaptive'", ok: (v) => v === 'remote' || v === 'adaptive' },
+  pauseChoice: { must: "'wait' or 'cost'", ok: (v) => v === 'wait' || v === 'cost' },
+  waitForOwnDecode: { must: 'a boolean', ok: isBool },
   stallWeight: { must: 'a number >= 0', ok: (v) => isNum(v, 0) },
   hedgeAdmissions: { must: 'a boolean', ok: isBool },
   hedgeQuantile: {

@@ -79,6 +79,13 @@ export class Slot {
   lostCommitted = 0
   /** Demoted: holds a host reference on `lastNode` instead of a device lock. */
   pinned = false
+  /** The node whose lock (the slot's) is marked idle in the tree (`markLockIdle`), if any. */
+  idleMark: NodeHandle | undefined = undefined
+  /** What the slot adds to the cache's running sum of parked tails (`heldBySlot`). */
+  heldCounted = 0
+  /** Marked idle: the tree tokens only its lock protects, as of `cache.soleLockEpoch()` = `soleEpoch`. */
+  sole = 0
+  soleEpoch = -1
   // Session mode only: the parked row and its ownership split.
   row: Int32Array | undefined = undefined
   protectedLen = 0

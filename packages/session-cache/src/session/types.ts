@@ -320,9 +320,9 @@ export interface RequestInit {
   /** Priority for the `priority` eviction policy (default 0). */
   readonly priority?: number
   /**
-   * Output tokens the request is expected to decode (SGLang's `max_new_tokens`; default 64): the
-   * request's token and slot buffers get that much room after the prompt, so decoding does not
-   * grow (copy) them. A hint: a longer output still decodes.
+   * Output tokens to expect (SGLang's `max_new_tokens`), a sizing hint only: the request's token
+   * buffer and KV row are allocated for the prompt plus this many decoded tokens (at most 65,536;
+   * default 64) and grow as needed beyond. A non-negative integer.
    */
   readonly maxNewTokens?: number
 }

@@ -92,6 +92,9 @@ export function checkSessionInvariants(sc: SessionCache): void {
       off += t.length
     }
   }
+  // Idle sessions' locks per node, and their parked tails: what `releasableTokens()` must count.
+  const expectedIdle = new Map<NodeHandle, number>()
+  let idleHeld = 0
   for (const st of sc.listSessionStatuses()) {
     const slot = sc.getSessionSlot(st.sessionId)!
     const who = `session ${slot.sessionId}`
@@ -102,8 +105,10 @@ export function checkSessionInvariants(sc: SessionCache): void {
       problems.push(
         `${who}: resident ${st.residentTokens} + host ${st.hostResidentTokens} != retained ${st.retainedTokens}`,
       )
+    if (!st.active && !st.demoted) idleHeld += st.heldTokens
     if (slot.lastNode === undefined) continue
     addHolder(slot.lastNode, who, slot.demoted ? expectedHost : expected)
+    if (!st.active && !st.demoted) addHolder(slot.lastNode, who, expectedIdle)
     if (sc.granularity === 'block' && cache.isValid(slot.lastNode)) {
       const want = slot.committedLen - (slot.committedLen % ps)
       const got = cache.tokensUnder(slot.lastNode)
@@ -188,13 +193,41 @@ export function checkSessionInvariants(sc: SessionCache): void {
     }
   }
 
+  let idleOnly = 0
   for (const n of allNodes) {
     const info = cache.nodeInfo(n)
     const want = expected.get(n) ?? 0
+    const idle = expectedIdle.get(n) ?? 0
+    if (idle > 0 && idle === want) idleOnly += info.tokens.length
     if (info.lockRef !== want) problems.push(`node ${n}: lockRef ${info.lockRef}, holders ${want}`)
     const wantHost = expectedHost.get(n) ?? 0
     if (info.hostRef !== wantHost)
       problems.push(`node ${n}: host references ${info.hostRef}, demoted holders ${wantHost}`)
+  }
+  // Releasable memory: the running count, the walk over the idle sessions' paths (`idleMs: 0`
+  // counts every idle session) and the brute-force count above agree.
+  const releasable = sc.releasableTokens()
+  if (releasable !== idleHeld + idleOnly)
+    problems.push(
+      `releasableTokens() ${releasable} != parked ${idleHeld} + idle-only tree tokens ${idleOnly}`,
+    )
+  const walked = sc.releasableTokens({ idleMs: 0 })
+  if (walked !== releasable) problems.push(`releasableTokens({ idleMs: 0 }) ${walked} != ${releasable}`)
+  // Each idle session alone: its parked tail and the nodes on its path no other lock holds.
+  for (const st of sc.listSessionStatuses()) {
+    const slot = sc.getSessionSlot(st.sessionId)!
+    let want = 0
+    if (!st.active && !st.demoted) {
+      want = st.heldTokens
+      for (let n = slot.lastNode; n !== undefined && cache.isValid(n); ) {
+        const info = cache.nodeInfo(n)
+        if (info.isRoot || (expected.get(n) ?? 0) > 1) break
+        want += info.tokens.length
+        n = info.parent
+      }
+    }
+    const got = sc.releasableTokens({ sessionId: st.sessionId })
+    if (got !== want) problems.push(`releasableTokens({ sessionId: ${st.sessionId} }) ${got} != ${want}`)
   }
   if (problems.length > 0) throw new Error(`session cache invariants violated:\n- ${problems.join('\n- ')}`)
 }

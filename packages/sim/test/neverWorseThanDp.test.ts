@@ -1,0 +1,87 @@
+import { describe, expect, it } from 'vitest'
+import { computeRunMetrics, generateAgenticWorkload, type RunResult, runSimulation } from '../src/index.js'
+
+/**
+ * The research prototype's own setting (docs/design/prototype.md#setup): 52 sessions of the
+ * built-in agentic workload, time compressed 10×, at most 32 sessions at once, kvc on 2P6D against
+ * DP cache-aware on 8×DP (a `direct` policy runs on P + D colocated workers). The README's
+ * "Adaptive routing against data-parallel" section measures it with paired intervals; here each
+ * workload seed must hold on its own.
+ *
+ * This is the full setting, not a scaled-down one: about 4–6 CPU seconds a run, 10 per seed. Fewer
+ * turns (sessions capped at 30 turns), fewer sessions (32, all at once) or half the cluster (1P3D,
+ * 16 at once) were tried first; none keeps the KV pressure on the D workers that makes plain `kvc`
+ * lose here (each of them passes or fails these checks for other reasons), so they would not test
+ * what this file is about.
+ */
+const SEEDS = [1, 2, 3] as const
+/**
+ * The configuration the README recommends against data-parallel
+ * (docs/guides/choosing-a-routing-policy.md): the adaptive path choice, hot-session retraction,
+ * and pause or evict by cost.
+ */
+const KVC = 'kvc:pathChoice=adaptive:retract=on:pauseChoice=cost'
+const DP = 'dp-cache-aware:defaults=rust'
+/** Generous: the suite runs on a busy two-core machine; nothing here measures wall time. */
+const LONG = 600_000
+
+/**
+ * Margins of "not worse" on one seed (the README's claim is on paired intervals over three seeds;
+ * one seed is noisier): the mean within 5% of DP's, the p99 within 10%, goodput at most 1 point
+ * below DP's. Measured, 52 sessions, seeds 1–3: mean 57 / 63 / 56 ms against DP's 68 / 75 / 72 ms;
+ * p99 0.35 / 0.34 / 0.32 s against 0.71 / 1.04 / 1.07 s; goodput 89.2 / 97.0 / 90.0% against
+ * 89.1 / 89.4 / 90.4% (pooled: +2.3 points [+1.5, +3.2]; seed 3 is 0.3 below: its TPOT, not its
+ * TTFT). With `--shared-prefix 1024`, seed 1: 60.8 ms, 0.24 s, 99.2% against 68.0 ms, 1.31 s,
+ * 97.9%. Plain `kvc` (remote seeds, waits out pauses) fails the mean on every seed: 131 / 144 /
+ * 105 ms.
+ */
+const MEAN_MARGIN = 1.05
+const P99_MARGIN = 1.1
+const GOODPUT_MARGIN = 0.01
+
+function run(policy: string, seed: number, sharedPrefixTokens?: number): RunResult {
+  return runSimulation({
+    workload: generateAgenticWorkload({
+      seed,
+      sessions: 52,
+      ...(sharedPrefixTokens === undefined ? {} : { sharedPrefixTokens }),
+    }),
+    topology: { kind: 'pd', prefill: 2, decode: 6 },
+    policy,
+    seed,
+    timeScale: 10,
+    maxConcurrentSessions: 32,
+  })
+}
+
+/** `KVC` against DP cache-aware on one seed: the same turns, none failed, every token accounted for, and the margins. */
+function expectNotWorse(seed: number, sharedPrefixTokens?: number): void {
+  const dpRun = run(DP, seed, sharedPrefixTokens)
+  const kvcRun = run(KVC, seed, sharedPrefixTokens)
+  const dp = computeRunMetrics(dpRun, 98_304)
+  const kvc = computeRunMetrics(kvcRun, 98_304)
+  expect(kvc.turns).toBe(dp.turns)
+  for (const r of [dpRun, kvcRun]) {
+    expect(r.accounting.failed).toBe(0)
+    expect(r.accounting.balanced).toBe(true)
+    expect(r.accounting.poolsBalanced).toBe(true)
+  }
+  const figures = `kvc mean ${kvc.ttft.mean} p99 ${kvc.ttft.p99} goodput ${kvc.goodput}; dp mean ${dp.ttft.mean} p99 ${dp.ttft.p99} goodput ${dp.goodput}`
+  expect(kvc.ttft.mean, figures).toBeLessThanOrEqual(dp.ttft.mean * MEAN_MARGIN)
+  expect(kvc.ttft.p99, figures).toBeLessThanOrEqual(dp.ttft.p99 * P99_MARGIN)
+  expect(kvc.goodput, figures).toBeGreaterThanOrEqual(dp.goodput - GOODPUT_MARGIN)
+  // It wins with the D workers doing most of the work: almost every turn is a fast-path append.
+  expect(kvc.fastPathRate).toBeGreaterThan(0.9)
+}
+
+describe("the prototype's setting (52 sessions, time scale 10, 32 at once): kvc is not worse than DP cache-aware", () => {
+  it.each(SEEDS)(
+    `seed %i: ${KVC} on 2P6D ties or beats dp-cache-aware on 8×DP (TTFT mean, p99, goodput)`,
+    { timeout: LONG },
+    (seed) => expectNotWorse(seed),
+  )
+
+  // Where the adaptive router lost the mean before pause or evict (the README's decomposition is
+  // of seed 1); one seed keeps the suite affordable, the README has all three.
+  it('with --shared-prefix 1024, seed 1: the same', { timeout: LONG }, () => expectNotWorse(1, 1024))
+})
