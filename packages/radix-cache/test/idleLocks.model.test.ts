@@ -1,6 +1,7 @@
 import fc from 'fast-check'
 import { describe, expect, it } from 'vitest'
-import { type NodeHandle, PagedAllocator, RadixCache, RadixCacheError } from '../src/index.js'
+import { type NodeHandle, RadixCache, RadixCacheError } from '../src/index.js'
+import { LOCK_HARNESS_CASES, type LockHarness, makeLockHarness } from './lockHarness.js'
 
 // Model-based test of the idle marks (`markLockIdle` / `unmarkLockIdle` / `idleLockedTokens`):
 // random command lists move locks and marks on a real cache while a naive model keeps the list of
@@ -19,11 +20,7 @@ interface Model {
   readonly locks: { node: NodeHandle; idle: boolean; epoch: number; sole: number }[]
 }
 
-interface Real {
-  readonly cache: RadixCache
-  readonly insert: (t: number[], extraKey: string) => NodeHandle | undefined
-  readonly match: (t: number[], extraKey: string) => NodeHandle
-}
+type Real = LockHarness
 
 /** Own tokens of `n` (its edge), through the public API. */
 function ownTokens(cache: RadixCache, n: NodeHandle): number {
@@ -252,47 +249,16 @@ const commands = [
   fc.nat(8).map((n) => new Evict(n)),
 ]
 
-/** A tree alone (no KV values), or with a device pool and a host tier whose matches load back. */
-function makeReal(pageSize: number, tiered: boolean): Real {
-  if (!tiered) {
-    const cache = new RadixCache({ pageSize, trackValues: false, evictGranularity: 'page' })
-    return {
-      cache,
-      insert: (t, extraKey) => cache.insert(t, undefined, { extraKey }).lastNode,
-      match: (t, extraKey) => cache.matchPrefix(t, { extraKey }).lastNode,
-    }
-  }
-  const pool = new PagedAllocator({ size: 24 * pageSize, pageSize })
-  const cache = new RadixCache({ pageSize, allocator: pool, hostTier: { capacity: 48 * pageSize } })
-  return {
-    cache,
-    insert: (t, extraKey) => {
-      const len = t.length - (t.length % pageSize)
-      if (pool.availableSize() < len) cache.evict(len)
-      if (pool.availableSize() < len) return undefined
-      const slots = pool.alloc(len)
-      const res = cache.insert(t.slice(0, len), slots, { extraKey })
-      if (res.prefixLen > 0) pool.free(slots.subarray(0, res.prefixLen))
-      if (res.alignedLen < len) pool.free(slots.subarray(res.alignedLen))
-      return res.lastNode
-    },
-    match: (t, extraKey) => cache.matchPrefix(t, { extraKey, loadBack: true }).lastNode,
-  }
-}
-
 describe('idle lock marks agree with the brute-force count', () => {
-  for (const [pageSize, tiered] of [
-    [1, false],
-    [2, false],
-    [3, false],
-    [1, true],
-    [2, true],
-  ] as const) {
+  for (const [pageSize, tiered] of LOCK_HARNESS_CASES) {
     it(`pageSize ${pageSize}${tiered ? ', host tier' : ''}`, () => {
       const before = { ...coverage }
       fc.assert(
         fc.property(fc.commands(commands, { maxCommands: 80, size: 'max' }), (cmds) => {
-          fc.modelRun(() => ({ model: { seen: [], locks: [] }, real: makeReal(pageSize, tiered) }), cmds)
+          fc.modelRun(
+            () => ({ model: { seen: [], locks: [] }, real: makeLockHarness(pageSize, tiered) }),
+            cmds,
+          )
         }),
         { numRuns: 250 },
       )

@@ -1,6 +1,7 @@
 import fc from 'fast-check'
 import { describe, expect, it } from 'vitest'
-import { type NodeHandle, PagedAllocator, RadixCache, RadixCacheError } from '../src/index.js'
+import { type NodeHandle, RadixCache, RadixCacheError } from '../src/index.js'
+import { LOCK_HARNESS_CASES, makeLockHarness } from './lockHarness.js'
 
 /**
  * The naive count `tokensLockedOnlyBy` replaces (what `SessionCache.releasableTokens` did through
@@ -47,49 +48,12 @@ const step: fc.Arbitrary<Step> = fc.oneof(
   fc.record({ kind: fc.constant('check' as const), picks: fc.array(fc.nat(50), { maxLength: 6 }) }),
 )
 
-/**
- * A cache under test: the tree alone (no KV values), or with a device pool and a host tier, whose
- * inserts allocate slots (skipped when the pool is short) and whose matches load host hits back.
- */
-function makeCache(pageSize: number, tiered: boolean) {
-  if (!tiered) {
-    const cache = new RadixCache({ pageSize, trackValues: false, evictGranularity: 'page' })
-    return {
-      cache,
-      insert: (t: number[], extraKey: string) => cache.insert(t, undefined, { extraKey }).lastNode,
-      match: (t: number[], extraKey: string) => cache.matchPrefix(t, { extraKey }).lastNode,
-    }
-  }
-  const pool = new PagedAllocator({ size: 24 * pageSize, pageSize })
-  const cache = new RadixCache({ pageSize, allocator: pool, hostTier: { capacity: 48 * pageSize } })
-  return {
-    cache,
-    insert: (t: number[], extraKey: string) => {
-      const len = t.length - (t.length % pageSize)
-      if (pool.availableSize() < len) cache.evict(len)
-      if (pool.availableSize() < len) return undefined
-      const slots = pool.alloc(len)
-      const res = cache.insert(t.slice(0, len), slots, { extraKey })
-      if (res.prefixLen > 0) pool.free(slots.subarray(0, res.prefixLen))
-      if (res.alignedLen < len) pool.free(slots.subarray(res.alignedLen))
-      return res.lastNode
-    },
-    match: (t: number[], extraKey: string) => cache.matchPrefix(t, { extraKey, loadBack: true }).lastNode,
-  }
-}
-
 describe('tokensLockedOnlyBy agrees with the naive per-path count', () => {
-  for (const [pageSize, tiered] of [
-    [1, false],
-    [2, false],
-    [3, false],
-    [1, true],
-    [2, true],
-  ] as const) {
+  for (const [pageSize, tiered] of LOCK_HARNESS_CASES) {
     it(`pageSize ${pageSize}${tiered ? ', host tier' : ''}`, () => {
       fc.assert(
         fc.property(fc.array(step, { maxLength: 50 }), (steps) => {
-          const { cache, insert, match } = makeCache(pageSize, tiered)
+          const { cache, insert, match } = makeLockHarness(pageSize, tiered)
           const nss = ['', 'a', 'b']
           // Handles seen so far (live or not) and the locks we hold (a handle per lock).
           const seen: NodeHandle[] = []
