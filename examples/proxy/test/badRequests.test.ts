@@ -1,29 +1,8 @@
 import { describe, expect, it } from 'vitest'
 import { handleCounts, leakedSince } from '@kvc/worker-bindings/testing'
-import { Conversation, startCluster, startProxy, useProxy } from './helpers.js'
+import { Conversation, type LooseAnswer, postRaw, startCluster, startProxy, useProxy } from './helpers.js'
 
-// biome-ignore lint/suspicious/noExplicitAny: JSON answers are read loosely in these tests
-type Json = any
-
-async function post(
-  url: string,
-  body: string,
-  headers: Record<string, string> = {},
-): Promise<{ status: number; json: Json }> {
-  const res = await fetch(url, {
-    method: 'POST',
-    headers: { 'content-type': 'application/json', ...headers },
-    body,
-  })
-  const text = await res.text()
-  let json: unknown
-  try {
-    json = JSON.parse(text)
-  } catch {
-    json = text
-  }
-  return { status: res.status, json }
-}
+const post = postRaw
 
 describe('malformed and oversized requests', () => {
   const env = useProxy(
@@ -38,7 +17,7 @@ describe('malformed and oversized requests', () => {
     const msgs = [{ role: 'user', content: 'hi' }]
     const ok = (extra: Record<string, unknown> = {}) =>
       JSON.stringify({ model: 'm', messages: msgs, max_tokens: 4, ...extra })
-    const bad: [string, () => Promise<{ status: number; json: Json }>, number][] = [
+    const bad: [string, () => Promise<LooseAnswer>, number][] = [
       ['invalid JSON', () => post(chatUrl, '{"messages": [ '), 400],
       ['not an object', () => post(chatUrl, '[1, 2]'), 400],
       ['wrong content type', () => post(chatUrl, ok(), { 'content-type': 'text/plain' }), 415],

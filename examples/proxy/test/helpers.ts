@@ -221,3 +221,33 @@ export class Conversation {
     return r
   }
 }
+
+// biome-ignore lint/suspicious/noExplicitAny: JSON answers are read loosely in these tests
+export type LooseJson = any
+
+/** An HTTP answer read loosely: its status, and its body parsed as JSON (the text when it is not JSON). */
+export interface LooseAnswer {
+  status: number
+  json: LooseJson
+}
+
+/** POSTs `body` as-is (valid JSON or not) with a JSON content type and reads the answer loosely. */
+export async function postRaw(
+  url: string,
+  body: string,
+  headers: Record<string, string> = {},
+): Promise<LooseAnswer> {
+  const res = await fetch(url, {
+    method: 'POST',
+    headers: { 'content-type': 'application/json', ...headers },
+    body,
+  })
+  const text = await res.text()
+  let json: unknown
+  try {
+    json = JSON.parse(text)
+  } catch {
+    json = text
+  }
+  return { status: res.status, json }
+}

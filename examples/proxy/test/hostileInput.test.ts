@@ -5,28 +5,11 @@ import { createSglangEmulator } from '@kvc/sglang-emulator'
 import { WorkerBindingsError } from '@kvc/worker-bindings'
 import { resolveConfig } from '../src/config.js'
 import { Gateway, type TurnTransport, classifyUpstreamError } from '../src/gateway.js'
-import { useProxy } from './helpers.js'
+import { type LooseAnswer, postRaw, useProxy } from './helpers.js'
 
-// biome-ignore lint/suspicious/noExplicitAny: JSON answers are read loosely in these tests
-type Json = any
-
-async function post(url: string, body: string, session?: string): Promise<{ status: number; json: Json }> {
-  const res = await fetch(`${url}/v1/chat/completions`, {
-    method: 'POST',
-    headers: {
-      'content-type': 'application/json',
-      ...(session === undefined ? {} : { 'x-session-id': session }),
-    },
-    body,
-  })
-  const text = await res.text()
-  let json: unknown
-  try {
-    json = JSON.parse(text)
-  } catch {
-    json = text
-  }
-  return { status: res.status, json }
+/** POSTs `body` to the proxy's chat endpoint, as session `session` when given. */
+function post(url: string, body: string, session?: string): Promise<LooseAnswer> {
+  return postRaw(`${url}/v1/chat/completions`, body, session === undefined ? {} : { 'x-session-id': session })
 }
 
 async function metric(url: string, re: RegExp): Promise<number> {
@@ -145,7 +128,7 @@ async function healthAnswersDuring<T>(work: () => Promise<T>): Promise<{ result:
 }
 
 /** POSTs pre-encoded bytes with `node:http` (the client does next to no work in this process). */
-function postBytes(url: string, body: Buffer, session: string): Promise<{ status: number; json: Json }> {
+function postBytes(url: string, body: Buffer, session: string): Promise<LooseAnswer> {
   return new Promise((resolve, reject) => {
     const req = request(
       `${url}/v1/chat/completions`,

@@ -65,6 +65,13 @@ export {
   type TieredHit,
 } from './tier/prefixCost.js'
 export {
+  chooseWaitOrMigrate,
+  type MigrationEstimate,
+  migrationSeconds,
+  type OwnDecodeWait,
+  type WaitOrMigrate,
+} from './tier/waitOrMigrate.js'
+export {
   DEFAULT_PATH_PARAMS,
   choosePath,
   estimateLocal,

@@ -58,13 +58,14 @@ describe('the block-level test plan', () => {
   it('subsequent_turn_inserts_radix: every turn finish inserts its committed tokens', () => {
     const { sc } = makeCache()
     sc.openSession('s')
-    const insert = vi.spyOn(sc.cache, 'insert')
+    // The session cache inserts through `_insertFrom` (`insert` that starts at the request's lock).
+    const insert = vi.spyOn(sc.cache, '_insertFrom')
     let prompt = range(1, 21)
     let resident = 0
     for (let t = 0; t < 3; t++) {
       const req = turn(sc, `t${t}`, prompt, [200 + t, 300 + t], { sessionId: 's' })
       const last = insert.mock.calls.at(-1)!
-      expect(Array.from(last[0])).toEqual(Array.from(req.tokenIds.subarray(0, req.kvCommittedLen)))
+      expect(Array.from(last[1])).toEqual(Array.from(req.tokenIds.subarray(0, req.kvCommittedLen)))
       const now = sc.getSessionStatus('s')!.residentTokens
       expect(now).toBe(req.kvCommittedLen - (req.kvCommittedLen % 4))
       expect(now).toBeGreaterThan(resident)
@@ -80,12 +81,17 @@ describe('the block-level test plan', () => {
     sc.openSession('s')
     const t1 = turn(sc, 'a', range(1, 17), [9], { sessionId: 's' })
     const match = vi.spyOn(sc.cache, 'matchPrefix')
+    // A held session's turn starts the walk at the session's node (`_matchPrefixFrom`).
+    const matchFrom = vi.spyOn(sc.cache, '_matchPrefixFrom')
     const s2 = sc.createRequest({ rid: 'b', sessionId: 's', inputIds: [...t1.tokenIds, 5] })
     const r2 = sc.matchPrefix(s2)
     const plain = sc.createRequest({ rid: 'c', inputIds: [...t1.tokenIds, 6] })
     const r3 = sc.matchPrefix(plain)
-    expect(match).toHaveBeenCalledTimes(2)
-    expect(Array.from(match.mock.calls[0]![0])).toEqual([...t1.tokenIds])
+    expect(matchFrom).toHaveBeenCalledTimes(1)
+    expect(matchFrom.mock.calls[0]![0]).toBe(sc.getSessionSlot('s')!.lastNode)
+    expect(Array.from(matchFrom.mock.calls[0]![1])).toEqual([...t1.tokenIds])
+    expect(match).toHaveBeenCalledTimes(1)
+    expect(Array.from(match.mock.calls[0]![0])).toEqual([...t1.tokenIds, 6].slice(0, -1))
     expect(r2.length).toBe(16)
     expect(r3.length).toBe(16)
     expect(Array.from(r2.indices)).toEqual(Array.from(r3.indices))
@@ -132,6 +138,31 @@ describe('the block-level test plan', () => {
     // The released session lost its last 24 tokens (3 pages) and kept the rest.
     expect(sc.cache.matchPrefix(a.tokenIds, { readOnly: true }).length).toBe(residentA - 24)
     checkSessionInvariants(sc)
+  })
+})
+
+describe('maxNewTokens sizes the buffers only', () => {
+  it('gives the same tokens, slots and tree whatever the hint, below or above the output', () => {
+    const outcomes = [undefined, 0, 3, 200].map((maxNewTokens) => {
+      const { sc, pool } = makeCache()
+      sc.openSession('s')
+      const prompt = range(1, 40)
+      const r = sc.createRequest({
+        rid: 'a',
+        inputIds: prompt,
+        sessionId: 's',
+        ...(maxNewTokens === undefined ? {} : { maxNewTokens }),
+      })
+      sc.matchPrefix(r)
+      sc.prefill(r, r.tokenIds.length)
+      sc.cacheUnfinishedReq(r)
+      for (let t = 0; t < 100; t++) sc.decode(r, 1000 + t)
+      expect(r.tokenIds.length).toBe(prompt.length + 100)
+      sc.cacheFinishedReq(r)
+      checkSessionInvariants(sc)
+      return { tokens: Array.from(r.tokenIds), free: pool.availableSize(), tree: sc.cache.totalSize() }
+    })
+    for (const o of outcomes) expect(o).toEqual(outcomes[0])
   })
 })
 
@@ -242,6 +273,8 @@ describe('every error code', () => {
       expectCode(() => sc.createRequest({ rid: 'a', inputIds: [] }), 'INVALID_REQUEST')
       expectCode(() => sc.createRequest({ rid: 'a', inputIds: [1, -2] }), 'INVALID_REQUEST')
       expectCode(() => sc.createRequest({ rid: 'a', inputIds: [1], priority: Number.NaN }), 'INVALID_REQUEST')
+      expectCode(() => sc.createRequest({ rid: 'a', inputIds: [1], maxNewTokens: -1 }), 'INVALID_REQUEST')
+      expectCode(() => sc.createRequest({ rid: 'a', inputIds: [1], maxNewTokens: 1.5 }), 'INVALID_REQUEST')
       expectCode(() => sc.openSession(''), 'INVALID_REQUEST')
       const req = sc.createRequest({ rid: 'a', inputIds: range(1, 10) })
       sc.matchPrefix(req)
@@ -528,6 +561,51 @@ describe('decode allocation', () => {
     expect(sc.poolAccounting().balanced).toBe(true)
     sc.cacheFinishedReq(req)
     expect(sc.poolAccounting().balanced).toBe(true)
+  })
+})
+
+describe('maxNewTokens and the match indices', () => {
+  it('sizes the buffers for the output (a hint: more still decodes); refuses a bad value', () => {
+    const { sc } = makeCache({ pageSize: 4, poolSize: 256 })
+    const req = sc.createRequest({ rid: 'r', inputIds: range(1, 6), maxNewTokens: 3 })
+    sc.matchPrefix(req)
+    sc.prefill(req, 6)
+    const row = req.reqToToken
+    for (let t = 0; t < 3; t++) sc.decode(req, 100 + t)
+    expect(req.reqToToken).toBe(row) // three steps fit: the row was not grown
+    for (let t = 3; t < 40; t++) sc.decode(req, 100 + t)
+    expect(Array.from(req.outputIds)).toEqual(range(100, 40))
+    expect(Array.from(req.tokenIds)).toEqual([...range(1, 6), ...range(100, 40)])
+    sc.cacheFinishedReq(req)
+    checkSessionInvariants(sc)
+    for (const bad of [-1, 1.5, Number.NaN]) {
+      const e = expectCode(
+        () => sc.createRequest({ rid: 'x', inputIds: [1], maxNewTokens: bad }),
+        'INVALID_REQUEST',
+      )
+      expect(e.message).toContain('maxNewTokens')
+      expect(Object.is(e.value, bad)).toBe(true)
+    }
+    expect(sc.inFlightRequests()).toHaveLength(0)
+  })
+
+  it('the indices of a match result, read late, are the KV slots the match reused', () => {
+    const { sc } = makeCache({ pageSize: 4, poolSize: 256 })
+    const first = turn(sc, 'a', range(1, 20), [7])
+    const req = sc.createRequest({ rid: 'b', inputIds: [...range(1, 20), 5, 6] })
+    const m = sc.matchPrefix(req)
+    const want = Array.from(req.reqToToken.subarray(0, m.length))
+    expect(m.length).toBe(20)
+    expect(want).toEqual(
+      Array.from(sc.cache.matchPrefix(first.tokenIds.subarray(0, 20), { readOnly: true }).indices),
+    )
+    sc.prefill(req, 2)
+    sc.cacheUnfinishedReq(req)
+    for (let t = 0; t < 70; t++) sc.decode(req, 300 + t) // grows the row past its first capacity
+    sc.cacheFinishedReq(req)
+    expect(Array.from(m.indices)).toEqual(want)
+    expect(m.indices).toBe(m.indices) // one copy
+    expect({ ...m }.indices).toEqual(m.indices) // an own, enumerable property
   })
 })
 

@@ -49,7 +49,7 @@ console.log(
   `workload: ${values.trace ?? 'built-in'}; ${values.topology}; seeds ${seeds.join(', ')}; capacity ${values.capacity}`,
 )
 console.log(
-  '| host tier | re-prefilled tokens per seed | × fewer than none | reseeds | load-backs (tokens) | failed | TTFT p99 | Δ TTFT p99 vs none [95% CI] |',
+  '| host tier | re-prefilled tokens per seed | × fewer than the first | reseeds | load-backs (tokens) | failed | TTFT p99 | Δ TTFT p99 vs the first [95% CI] |',
 )
 console.log('|---|---|---|---|---|---|---|---|')
 const per = (i: number) => raw.slice(i * seeds.length, (i + 1) * seeds.length).map(hostTierFigures)
@@ -65,14 +65,18 @@ for (let i = 0; i < policies.length; i++) {
 }
 console.log('')
 console.log('Re-prefilled tokens by cause, all seeds together (migrations: reseeds onto another D):')
-console.log('| host tier | × fewer, pooled | same-D reseed | migration (count) | local seed | fast path |')
-console.log('|---|---|---|---|---|---|')
+console.log(
+  '| host tier | × fewer, pooled | same-D reseed | migration (count) | local seed | fast path | peer fetches (tokens) |',
+)
+console.log('|---|---|---|---|---|---|---|')
 const total = (i: number) => per(i).reduce((a, x) => a + x.reprefilledTokens, 0)
 for (let i = 0; i < policies.length; i++) {
   const f = per(i)
   const sum = (k: keyof (typeof f)[number]['reprefilledBy']) => f.reduce((a, x) => a + x.reprefilledBy[k], 0)
   const moves = f.reduce((a, x) => a + x.migrations, 0)
+  const fetches = f.reduce((a, x) => a + x.peerFetches, 0)
+  const fetched = f.reduce((a, x) => a + x.peerFetchedTokens, 0)
   console.log(
-    `| ${tiers[i]} | ${i === 0 ? '—' : (total(0) / Math.max(1, total(i))).toFixed(2)} | ${fmt(sum('sameDecodeReseed'))} | ${fmt(sum('migration'))} (${moves}) | ${fmt(sum('localSeed'))} | ${fmt(sum('fastPath'))} |`,
+    `| ${tiers[i]} | ${i === 0 ? '—' : (total(0) / Math.max(1, total(i))).toFixed(2)} | ${fmt(sum('sameDecodeReseed'))} | ${fmt(sum('migration'))} (${moves}) | ${fmt(sum('localSeed'))} | ${fmt(sum('fastPath'))} | ${fetches} (${fmt(fetched)}) |`,
   )
 }

@@ -80,6 +80,7 @@ export {
   loadBackBreakEven,
   parseHostTier,
   resolveHostTier,
+  peerFetchSeconds,
   tierLoadSeconds,
 } from './hostTier/hostTier.js'
 export { type HostTierFigures, type ReprefillCauses, hostTierFigures } from './hostTier/figures.js'

@@ -184,6 +184,7 @@ describe('the report of a comparison with a host tier', () => {
       expect(summary.hostTier.reprefilledTokens).toBe(
         (figs[0]!.reprefilledTokens + figs[1]!.reprefilledTokens) / 2,
       )
+      expect(summary.hostTier.peerFetchedTokens).toBe(0)
     }
     const [off, on] = r.policies
     expect(off!.hostTier.loadBacks).toBe(0)

@@ -30,6 +30,7 @@ import type {
   RoutingPolicy,
   TurnRequest,
 } from '../route/types.js'
+import { waitOrMigrateFor } from '../tier/ownDecodeWait.js'
 import type {
   AdmitAnswerOutcome,
   DispatchAction,
@@ -614,7 +615,8 @@ export class TurnDispatch {
    */
   #waitForOwnDecode(decision: RouteDecision): number | undefined {
     const { cluster, params } = this.#ctx
-    if (params.pathChoice !== 'adaptive' || this.#policy.pathMode !== 'kvc') return undefined
+    const adaptive = params.pathChoice === 'adaptive'
+    if ((!adaptive && !params.waitForOwnDecode) || this.#policy.pathMode !== 'kvc') return undefined
     const b = decision.boundWorker
     if (b === undefined) return undefined
     const paused = decision.ineligible.find((w) => w.workerId === b)
@@ -626,6 +628,7 @@ export class TurnDispatch {
     const now = cluster.now()
     const until = paused.until + this.#ctx.random() * params.backoffBaseMs
     if (until >= this.#deadline) return undefined
+    if (!adaptive) return this.#waitOrMigrate(b, top, until, now)
     const binding = cluster.store.getBinding(s)
     const prompt = this.#turn.promptTokens
     const pp = this.#pathParamsOf()
@@ -716,6 +719,30 @@ export class TurnDispatch {
     const r = yield* this.#admit(d, 'fast', c, Number.POSITIVE_INFINITY, this.#sameDecodeHedge())
     if (r.kind !== 'admitted') return undefined
     return yield* this.#sendFast(d, c, r.leaseId, 'fast')
+  }
+
+  /**
+   * `waitForOwnDecode` (remote path choice): wait until `until` for the session's paused own D
+   * `b` when {@link waitOrMigrateFor} finds that no slower than migrating to `top`; the record
+   * says why either way.
+   */
+  #waitOrMigrate(b: string, top: RouteCandidate, until: number, now: number): number | undefined {
+    const p = this.#pickPrefill(top.workerId)
+    const t = this.#turn
+    const r = waitOrMigrateFor(
+      this.#ctx,
+      t.sessionId,
+      turnKeys(t),
+      t.promptTokens,
+      b,
+      (until - now) / 1000,
+      this.#queueSeconds(b),
+      top,
+      p,
+      p === undefined ? 0 : this.#queueSeconds(p),
+    )
+    this.#step('path', r.choice === 'wait' ? b : top.workerId, undefined, `${b} paused: ${r.reason}`)
+    return r.choice === 'wait' ? until : undefined
   }
 
   /** The seed path's P for `d`: the policy's choice, else the cluster's; never `#avoidP`. */

@@ -91,6 +91,16 @@ export interface RouterParams {
    */
   readonly pauseChoice: PauseChoiceMode
   /**
+   * `remote` path choice: a turn whose session's own D is paused (its pause hint), while the best
+   * other D would re-prefill the session's history, waits for its own D when waiting, loading the
+   * host-resident part back and prefilling the rest there is estimated no slower than migrating
+   * (`chooseWaitOrMigrate`; `docs/design/host-tier.md#9-wait-for-the-own-d-or-migrate`). Only
+   * while that D has not refused the session since its last success, and the pause ends before
+   * the turn's deadline. Off by default. (The `adaptive` path choice always weighs waiting, by
+   * its own estimate.)
+   */
+  readonly waitForOwnDecode: boolean
+  /**
    * `adaptive` path choice: what one second of delay to one of the D's running decodes is worth
    * in seconds of the turn's time to first token (1: every request's latency counts the same).
    */
@@ -167,6 +177,7 @@ export const DEFAULT_ROUTER_PARAMS: RouterParams = Object.freeze({
   pendingSeedsPerD: 4,
   pathChoice: 'remote',
   pauseChoice: 'wait',
+  waitForOwnDecode: false,
   stallWeight: 1,
   hedgeAdmissions: false,
   hedgeQuantile: 0.95,
@@ -257,6 +268,7 @@ const RULES: {
   pendingSeedsPerD: { must: 'an integer >= 1', ok: (v) => isInt(v, 1) },
   pathChoice: { must: "'remote' or 'adaptive'", ok: (v) => v === 'remote' || v === 'adaptive' },
   pauseChoice: { must: "'wait' or 'cost'", ok: (v) => v === 'wait' || v === 'cost' },
+  waitForOwnDecode: { must: 'a boolean', ok: isBool },
   stallWeight: { must: 'a number >= 0', ok: (v) => isNum(v, 0) },
   hedgeAdmissions: { must: 'a boolean', ok: isBool },
   hedgeQuantile: {

@@ -10,6 +10,7 @@
  * | `VALUES_NOT_TRACKED` | a length-only cache (`trackValues: false`) got values |
  * | `UNKNOWN_NODE` | a node handle does not belong to this cache or was evicted |
  * | `LOCK_UNDERFLOW` | `decLockRef` on a node whose `lockRef` is already 0 |
+ * | `IDLE_LOCK_MISMATCH` | `markLockIdle` on a node with no unmarked lock, `unmarkLockIdle` on one with no mark, or `decLockRef` on one whose locks are all marked idle |
  * | `RESET_WHILE_LOCKED` | `reset()` while some node is locked |
  * | `OUT_OF_MEMORY` | the page allocator cannot satisfy an allocation |
  * | `DOUBLE_FREE` | a page handed to `free` is already free |
@@ -26,6 +27,7 @@ export const RadixCacheErrorCode = {
   ValuesNotTracked: 'VALUES_NOT_TRACKED',
   UnknownNode: 'UNKNOWN_NODE',
   LockUnderflow: 'LOCK_UNDERFLOW',
+  IdleLockMismatch: 'IDLE_LOCK_MISMATCH',
   ResetWhileLocked: 'RESET_WHILE_LOCKED',
   OutOfMemory: 'OUT_OF_MEMORY',
   DoubleFree: 'DOUBLE_FREE',

@@ -176,13 +176,21 @@ export class HostTier {
     const isRoot = st.isRoot
     const parent = st.parent
     const tier = st.tier
+    const idleRef = st.idleRef
     let delta = 0
     for (let n = start; isRoot[n] === 0; n = parent[n]!) {
-      if (lockRef[n]!++ === 0) {
+      const l = lockRef[n]!++
+      if (l === 0) {
         if ((tier[n]! & DEV) !== 0) {
           delta += st.keys[n]!.length
           if (st.heap.has(n)) st.heap.remove(n)
         } else this.syncHost(n)
+      } else {
+        const i = idleRef[n]!
+        if (i !== 0) {
+          if (i === l) st.idleLockedTokens -= st.keys[n]!.length // no longer idle-only
+          if (l === 1) st.soleLockEpoch++ // an idle holder's sole tokens shrink
+        }
       }
     }
     st.evictableTokens -= delta
@@ -196,13 +204,21 @@ export class HostTier {
     const isRoot = st.isRoot
     const parent = st.parent
     const tier = st.tier
+    const idleRef = st.idleRef
     let delta = 0
     for (let n = start; isRoot[n] === 0; n = parent[n]!) {
-      if (--lockRef[n]! === 0) {
+      const l = --lockRef[n]!
+      if (l === 0) {
         if ((tier[n]! & DEV) !== 0) {
           delta += st.keys[n]!.length
           if (st.devChildren[n] === 0) st.pushHeap(n)
         } else this.syncHost(n)
+      } else {
+        const i = idleRef[n]!
+        if (i !== 0) {
+          if (i === l) st.idleLockedTokens += st.keys[n]!.length // idle locks only now
+          if (l === 1) st.soleLockEpoch++ // an idle holder's sole tokens grow
+        }
       }
     }
     st.evictableTokens += delta

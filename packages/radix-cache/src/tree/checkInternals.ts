@@ -17,6 +17,7 @@ export function checkInternals(st: NodeStore, host: HostTier | undefined): strin
   let hostEvictable = 0
   let hostLeaves = 0
   let pinned = 0
+  let idleOnly = 0
   const tiered = host !== undefined
   for (let s = 0; s < st.nextSlot; s++) {
     if (!st.isLive(s) || st.isRoot[s] === 1) continue
@@ -32,6 +33,12 @@ export function checkInternals(st: NodeStore, host: HostTier | undefined): strin
       else prot += len
     }
     if (len === 0 || len % st.pageSize !== 0) problems.push(`node ${s} has length ${len}`)
+    const lock = st.lockRef[s]!
+    const idle = st.idleRef[s]!
+    if (idle < 0 || idle > lock) problems.push(`node ${s}: ${idle} idle marks on ${lock} locks`)
+    if (idle > 0 && idle === lock) idleOnly += len
+    if (st.isRoot[p] === 0 && (st.idleRef[p]! < idle || st.lockRef[p]! - st.idleRef[p]! < lock - idle))
+      problems.push(`node ${s}: idle or busy locks above its parent's`)
     const isLeaf = dev && st.lockRef[s] === 0 && st.devChildren[s] === 0
     if (isLeaf) leaves++
     if (isLeaf !== st.heap.has(s)) problems.push(`node ${s}: evictable leaf ${isLeaf}, in heap ${!isLeaf}`)
@@ -80,6 +87,8 @@ export function checkInternals(st: NodeStore, host: HostTier | undefined): strin
   if (leaves !== st.heap.size) problems.push(`heap size ${st.heap.size} != evictable leaves ${leaves}`)
   if (evictable !== st.evictableTokens) problems.push(`evictableSize ${st.evictableTokens} != ${evictable}`)
   if (prot !== st.protectedTokens) problems.push(`protectedSize ${st.protectedTokens} != ${prot}`)
+  if (idleOnly !== st.idleLockedTokens)
+    problems.push(`idleLockedTokens ${st.idleLockedTokens} != ${idleOnly}`)
   if (tiered) {
     if (hostSize !== host.size) problems.push(`hostSize ${host.size} != ${hostSize}`)
     if (hostOnly !== host.hostOnly) problems.push(`hostOnlySize ${host.hostOnly} != ${hostOnly}`)

@@ -65,6 +65,8 @@ export class NodeStore {
   gen: Float64Array
   parent: Int32Array
   lockRef: Int32Array
+  /** Of `lockRef`, the locks marked idle (`markLockIdle`); never above `lockRef`. */
+  idleRef: Int32Array
   childCount: Int32Array
   chainNext: Int32Array
   childKey: Float64Array
@@ -99,6 +101,10 @@ export class NodeStore {
   evictableTokens = 0
   /** Device tokens in locked nodes. */
   protectedTokens = 0
+  /** Tokens of the nodes whose every lock is marked idle (`idleRef === lockRef > 0`). */
+  idleLockedTokens = 0
+  /** Moves when a node some idle-marked lock passes through goes between one lock and two. */
+  soleLockEpoch = 0
   seq = 0
   path: Int32Array = new Int32Array(64)
   /** Sort keys filled by `orderKeys`. */
@@ -125,6 +131,7 @@ export class NodeStore {
     this.gen = new Float64Array(cap).fill(1)
     this.parent = new Int32Array(cap).fill(-1)
     this.lockRef = new Int32Array(cap)
+    this.idleRef = new Int32Array(cap)
     this.childCount = new Int32Array(cap)
     this.chainNext = new Int32Array(cap).fill(-1)
     this.childKey = new Float64Array(cap)
@@ -293,6 +300,7 @@ export class NodeStore {
     this.gen = growF64(this.gen, n, 1)
     this.parent = growI32(this.parent, n, -1)
     this.lockRef = growI32(this.lockRef, n, 0)
+    this.idleRef = growI32(this.idleRef, n, 0)
     this.childCount = growI32(this.childCount, n, 0)
     this.chainNext = growI32(this.chainNext, n, -1)
     this.childKey = growF64(this.childKey, n, 0)
@@ -331,6 +339,7 @@ export class NodeStore {
     this.isRoot[s] = 1
     this.parent[s] = -1
     this.lockRef[s] = 0
+    this.idleRef[s] = 0
     this.childCount[s] = 0
     this.devChildren[s] = 0
     this.tier[s] = DEV
@@ -418,6 +427,7 @@ export class NodeStore {
     this.isRoot[up] = 0
     this.ns[up] = this.ns[child]!
     this.lockRef[up] = this.lockRef[child]!
+    this.idleRef[up] = this.idleRef[child]!
     this.pathLen[up] = this.pathLen[child]! - (ckey.length - m)
     this.lastAccess[up] = this.lastAccess[child]!
     this.created[up] = this.created[child]!
@@ -529,11 +539,13 @@ export class NodeStore {
       this.values[s] = undefined
       this.parent[s] = -1
       this.lockRef[s] = 0
+      this.idleRef[s] = 0
       this.tier[s] = 0
       this.freeSlots[this.freeTop++] = s
     }
     this.evictableTokens = 0
     this.protectedTokens = 0
+    this.idleLockedTokens = 0
     this.splits = 0
     this.evictCalls = 0
     this.evictedTokens = 0

@@ -190,6 +190,33 @@ export class RadixCache {
    * ```
    */
   insert(tokens: ArrayLike<number>, values?: ArrayLike<number>, options?: InsertOptions): InsertResult {
+    return this.#insert(-1, tokens, values, options)
+  }
+
+  /**
+   * `insert` for a caller that vouches that `tokens[0 : tokensUnder(known))` is exactly the path
+   * root → `known` (the session cache: a request's or session's lock sits on the node its own,
+   * unchanged tokens matched or inserted). The walk starts at `known` instead of comparing that
+   * prefix again; every effect and the result are those of `insert`. Falls back to the full walk
+   * when `known` is not a live device node of the namespace within the aligned length, or with a
+   * host tier. A wrong vouch corrupts the tree: session-cache's invariant checker verifies it.
+   * @internal
+   */
+  _insertFrom(
+    known: NodeHandle,
+    tokens: ArrayLike<number>,
+    values?: ArrayLike<number>,
+    options?: InsertOptions,
+  ): InsertResult {
+    return this.#insert(known, tokens, values, options)
+  }
+
+  #insert(
+    known: number,
+    tokens: ArrayLike<number>,
+    values: ArrayLike<number> | undefined,
+    options: InsertOptions | undefined,
+  ): InsertResult {
     const key = toTokenArray(tokens)
     const vals = this.#checkValues(key, values)
     const extraKey = options?.extraKey ?? ''
@@ -219,6 +246,22 @@ export class RadixCache {
     // With a host tier, host-only nodes on the path take the caller's device slots (SGLang's
     // HiRadixCache does the same: the request recomputed them); they are not "already present".
     let prefixLen = -1
+    const start = known < 0 || tiered ? -1 : this.#knownStart(known, node, total)
+    if (start >= 0) {
+      // The vouched prefix: every node on it is matched whole (no split, no host-only node).
+      const path = st.path
+      for (let d = start - 1; d >= 0; d--) {
+        const next = path[d]!
+        st.touch(next, now)
+        if (countHit) st.hitCount[next]!++
+        if (priority > st.priority[next]!) st.priority[next] = priority
+        if (st.heap.has(next)) st.reheap(next)
+      }
+      if (start > 0) {
+        node = path[0]!
+        off = st.pathLen[node]!
+      }
+    }
     while (off < total) {
       const child = st.findChild(node, key, off)
       if (child < 0) break
@@ -266,6 +309,43 @@ export class RadixCache {
    * ```
    */
   matchPrefix(tokens: ArrayLike<number>, options?: MatchOptions): MatchResult {
+    return this.#match(-1, tokens, options)
+  }
+
+  /**
+   * `matchPrefix` for a caller that vouches that `tokens[0 : tokensUnder(known))` is exactly the
+   * path root → `known` (see `_insertFrom`): the walk starts at `known`. Same effects and result
+   * as `matchPrefix`; the full walk when `known` does not qualify, with a host tier or `readOnly`.
+   * @internal
+   */
+  _matchPrefixFrom(known: NodeHandle, tokens: ArrayLike<number>, options?: MatchOptions): MatchResult {
+    return this.#match(known, tokens, options)
+  }
+
+  /**
+   * The start of a vouched walk: fills `st.path[0 : depth)` with `known`'s path, deepest first,
+   * and returns its depth (0 for a root); -1 when `known` is not a live node of `root`'s tree
+   * whose path fits in `total` tokens, or not wholly on the device.
+   */
+  #knownStart(known: number, root: number, total: number): number {
+    const st = this.#st
+    if (typeof known !== 'number' || !Number.isInteger(known) || known < 0) return -1
+    const slot = known & SLOT_MASK
+    if (slot >= st.nextSlot || st.gen[slot] !== Math.floor(known / SLOT_SPAN) || !st.isLive(slot)) return -1
+    if (st.ns[slot] !== st.ns[root] || st.pathLen[slot]! > total) return -1
+    let path = st.path
+    let depth = 0
+    let n = slot
+    while (st.isRoot[n] === 0) {
+      if ((st.tier[n]! & DEV) === 0) return -1
+      if (depth === path.length) path = st.growPath()
+      path[depth++] = n
+      n = st.parent[n]!
+    }
+    return n === root ? depth : -1
+  }
+
+  #match(known: number, tokens: ArrayLike<number>, options: MatchOptions | undefined): MatchResult {
     const key = toTokenArray(tokens)
     const extraKey = options?.extraKey ?? ''
     if (typeof extraKey !== 'string') {
@@ -315,6 +395,27 @@ export class RadixCache {
     // of the path (the whole path without a host tier).
     let devDepth = 0
     let devOff = 0
+    const start = known < 0 || tiered || readOnly ? -1 : this.#knownStart(known, root, total)
+    if (start > 0) {
+      // The vouched prefix, matched whole: reverse it into root-first order and touch it.
+      path = st.path
+      for (let a = 0, b = start - 1; a < b; a++, b--) {
+        const t = path[a]!
+        path[a] = path[b]!
+        path[b] = t
+      }
+      for (let d = 0; d < start; d++) {
+        const next = path[d]!
+        st.touch(next, now)
+        if (st.heap.has(next)) st.reheap(next)
+      }
+      depth = start
+      node = path[start - 1]!
+      lastTake = keys[node]!.length
+      off = st.pathLen[node]!
+      devDepth = depth
+      devOff = off
+    }
     while (off < total) {
       const child = st.findChild(node, key, off)
       if (child < 0) break
@@ -420,14 +521,22 @@ export class RadixCache {
     const parent = st.parent
     const keys = st.keys
     const heap = st.heap
+    const idleRef = st.idleRef
     let delta = 0
     while (isRoot[n] === 0) {
-      if (lockRef[n] === 0) {
+      const l = lockRef[n]!
+      if (l === 0) {
         const len = keys[n]!.length
         delta += len
         if (heap.has(n)) heap.remove(n)
+      } else {
+        const i = idleRef[n]!
+        if (i !== 0) {
+          if (i === l) st.idleLockedTokens -= keys[n]!.length // no longer idle-only
+          if (l === 1) st.soleLockEpoch++ // an idle holder's sole tokens shrink
+        }
       }
-      lockRef[n]!++
+      lockRef[n] = l + 1
       n = parent[n]!
     }
     st.evictableTokens -= delta
@@ -437,7 +546,9 @@ export class RadixCache {
 
   /**
    * Release one lock on `node` and its ancestors. Returns the tokens moved back from protected to
-   * evictable. Throws `LOCK_UNDERFLOW` (changing nothing) when `node` is not locked.
+   * evictable. Throws `LOCK_UNDERFLOW` (changing nothing) when `node` is not locked, and
+   * `IDLE_LOCK_MISMATCH` when all its locks are marked idle ({@link RadixCache.markLockIdle}: unmark
+   * the lock before releasing it).
    *
    * @example
    * ```ts
@@ -459,6 +570,15 @@ export class RadixCache {
         node,
       )
     }
+    const idleRef = st.idleRef
+    if (isRoot[n] === 0 && idleRef[n] === lockRef[n]) {
+      // Every lock on the node is marked idle: the caller must unmark the one it releases first.
+      throw new RadixCacheError(
+        RadixCacheErrorCode.IdleLockMismatch,
+        `decLockRef on node ${node} whose ${lockRef[n]} lock(s) are all marked idle (unmarkLockIdle first)`,
+        node,
+      )
+    }
     this.#lockEpoch++
     if (this.#host !== undefined) return this.#host.decLock(n)
     const parent = st.parent
@@ -466,12 +586,17 @@ export class RadixCache {
     const childCount = st.childCount
     let delta = 0
     while (isRoot[n] === 0) {
-      if (lockRef[n] === 1) {
+      const l = lockRef[n]! - 1
+      lockRef[n] = l
+      if (l === 0) {
         delta += keys[n]!.length
-        lockRef[n] = 0
         if (childCount[n] === 0) st.pushHeap(n)
       } else {
-        lockRef[n]!--
+        const i = idleRef[n]!
+        if (i !== 0) {
+          if (i === l) st.idleLockedTokens += keys[n]!.length // idle locks only now
+          if (l === 1) st.soleLockEpoch++ // an idle holder's sole tokens grow
+        }
       }
       n = parent[n]!
     }
@@ -829,7 +954,21 @@ export class RadixCache {
   tokensLockedOnlyBy(nodes: readonly NodeHandle[]): number {
     const st = this.#st
     for (let i = 0; i < nodes.length; i++) st.slotOf(nodes[i]!)
-    if (nodes.length === 1) return this.#countLockedOnlyBy(nodes)
+    if (nodes.length === 1) {
+      // One holder: its path's nodes that no other lock holds, up to the first one another holds
+      // (the general walk below, without its per-node counts).
+      const lockRef = st.lockRef
+      const isRoot = st.isRoot
+      const parent = st.parent
+      const keys = st.keys
+      let tokens = 0
+      for (let n = nodes[0]! & SLOT_MASK; isRoot[n] === 0; n = parent[n]!) {
+        const l = lockRef[n]!
+        if (l > 1) break
+        if (l === 1) tokens += keys[n]!.length
+      }
+      return tokens
+    }
     // The same holders as the last call, and no lock moved since: the same count (a D's capacity
     // report asks it for all its idle sessions, often several times between two lock moves).
     const h = nodes.length
@@ -849,6 +988,140 @@ export class RadixCache {
     this.#lastEpoch = this.#lockEpoch
     this.#lastTokens = tokens
     return tokens
+  }
+
+  /**
+   * Mark one lock the caller holds on `node` as idle (a session between turns, say): the tree then
+   * keeps {@link RadixCache.idleLockedTokens}, the tokens only idle locks protect, up to date as
+   * locks move, so asking it costs O(1) instead of a walk over every idle holder. A mark changes
+   * no lock, size or eviction order; unmark it ({@link RadixCache.unmarkLockIdle}) before releasing
+   * the lock (`decLockRef` refuses to release the last unmarked lock's node while marks remain on
+   * it). O(depth of `node`). A namespace root takes no mark (like `incLockRef`, a no-op).
+   * Throws `UNKNOWN_NODE` for a stale handle and `IDLE_LOCK_MISMATCH` when every lock through `node`
+   * is already marked, changing nothing. Like `decLockRef`, the call trusts that the caller holds
+   * the lock it marks on `node` itself (the counts cannot tell it from a lock further down).
+   *
+   * @example
+   * ```ts
+   * const cache = new RadixCache({ trackValues: false })
+   * const a = cache.insert([1, 2, 3, 4]).lastNode
+   * const b = cache.insert([1, 2, 5]).lastNode // [1, 2] is shared
+   * cache.incLockRef(a)
+   * cache.incLockRef(b)
+   * cache.markLockIdle(a)
+   * cache.idleLockedTokens() // 2: [3, 4]; [1, 2] is also b's, which is busy
+   * cache.markLockIdle(b)
+   * cache.idleLockedTokens() // 5
+   * cache.unmarkLockIdle(b)
+   * cache.decLockRef(b)
+   * cache.idleLockedTokens() // 4
+   * ```
+   */
+  markLockIdle(node: NodeHandle): void {
+    const st = this.#st
+    let n = st.slotOf(node)
+    const lockRef = st.lockRef
+    const idleRef = st.idleRef
+    const isRoot = st.isRoot
+    if (isRoot[n] === 1) return
+    if (idleRef[n]! >= lockRef[n]!) {
+      throw new RadixCacheError(
+        RadixCacheErrorCode.IdleLockMismatch,
+        `markLockIdle on node ${node}: none of its ${lockRef[n]} lock(s) is left to mark`,
+        node,
+      )
+    }
+    const parent = st.parent
+    const keys = st.keys
+    let tokens = 0
+    for (; isRoot[n] === 0; n = parent[n]!) {
+      const i = idleRef[n]! + 1
+      idleRef[n] = i
+      if (i === lockRef[n]) tokens += keys[n]!.length
+    }
+    st.idleLockedTokens += tokens
+  }
+
+  /**
+   * Take back one idle mark on `node` ({@link RadixCache.markLockIdle}): its lock counts as busy
+   * again. O(depth of `node`); a namespace root is a no-op. Throws `UNKNOWN_NODE` for a stale
+   * handle and `IDLE_LOCK_MISMATCH` when no lock through `node` is marked, changing nothing (the
+   * mark must be one the caller put on `node` itself).
+   *
+   * @example
+   * ```ts
+   * const cache = new RadixCache({ trackValues: false })
+   * const a = cache.insert([1, 2, 3]).lastNode
+   * cache.incLockRef(a)
+   * cache.markLockIdle(a)
+   * cache.unmarkLockIdle(a)
+   * cache.idleLockedTokens() // 0
+   * ```
+   */
+  unmarkLockIdle(node: NodeHandle): void {
+    const st = this.#st
+    let n = st.slotOf(node)
+    const lockRef = st.lockRef
+    const idleRef = st.idleRef
+    const isRoot = st.isRoot
+    if (isRoot[n] === 1) return
+    if (idleRef[n] === 0) {
+      throw new RadixCacheError(
+        RadixCacheErrorCode.IdleLockMismatch,
+        `unmarkLockIdle on node ${node}, which carries no idle mark`,
+        node,
+      )
+    }
+    const parent = st.parent
+    const keys = st.keys
+    let tokens = 0
+    for (; isRoot[n] === 0; n = parent[n]!) {
+      const i = idleRef[n]!
+      if (i === lockRef[n]) tokens += keys[n]!.length
+      idleRef[n] = i - 1
+    }
+    st.idleLockedTokens -= tokens
+  }
+
+  /**
+   * Tokens only the locks marked idle protect ({@link RadixCache.markLockIdle}): every node whose
+   * locks are all marked, shared prefixes counted once. The same as
+   * {@link RadixCache.tokensLockedOnlyBy} over the marked locks' handles (host-only nodes included,
+   * like there), kept up to date as locks and marks move: O(1).
+   *
+   * @example
+   * ```ts
+   * const cache = new RadixCache({ trackValues: false })
+   * const a = cache.insert([1, 2, 3]).lastNode
+   * cache.incLockRef(a)
+   * cache.markLockIdle(a)
+   * cache.idleLockedTokens() // 3
+   * ```
+   */
+  idleLockedTokens(): number {
+    return this.#st.idleLockedTokens
+  }
+
+  /**
+   * A counter that moves whenever a node that some idle-marked lock passes through
+   * ({@link RadixCache.markLockIdle}) goes from one lock to two or back. While it stands still,
+   * `tokensLockedOnlyBy([h])` gives the same answer for every idle-marked holder `h`: a caller that
+   * asks it for many idle holders (a D's admission, for each idle session) can keep the answers
+   * and recompute only when this moved or the holder's mark did.
+   *
+   * @example
+   * ```ts
+   * const cache = new RadixCache({ trackValues: false })
+   * const a = cache.insert([1, 2, 3]).lastNode
+   * cache.incLockRef(a)
+   * cache.markLockIdle(a)
+   * const epoch = cache.soleLockEpoch()
+   * cache.incLockRef(cache.insert([1, 2, 3, 4]).lastNode) // a second lock on [1, 2, 3]
+   * cache.soleLockEpoch() === epoch // false: a's sole tokens went from 3 to 0
+   * ```
+   */
+  soleLockEpoch(): number {
+    return this.#st.soleLockEpoch
   }
 
   /** Lock moves so far: what the last multi-holder count (below) was taken at. */

@@ -20,7 +20,7 @@ import type {
   SessionStatus,
 } from './types.js'
 import { ceilPage, demoteSlot, heldBySlot, poolAccounting, slotResidency, slotStatus } from './residency.js'
-import { EMPTY_I32, RequestState, Slot } from './state.js'
+import { EMPTY_I32, matchResult, RequestState, Slot } from './state.js'
 import { fail, startsWith, toTokens } from './tokens.js'
 
 function defaultNow(): number {
@@ -91,6 +91,8 @@ export class SessionCache {
   readonly #onEviction: ((event: EvictionEvent) => void) | undefined
   readonly #releasedMemory: number
   readonly #slots = new Map<string, Slot>()
+  /** Parked tails (`heldBySlot`) of all slots: what releasing the idle ones frees outside the tree. */
+  #idleHeld = 0
   /** Scratch of `releasableTokens`: the counted sessions' lock holders. */
   readonly #holderScratch: NodeHandle[] = []
   /** Recently dropped sessions: why, and (evicted ones) how many tokens they had committed. */
@@ -468,7 +470,8 @@ export class SessionCache {
    * overstates: releasing several sessions together gains at least the sum of their counts).
    * A demoted session (host tier) locks nothing on the device and counts 0: its device tokens are
    * already evictable. Demoting a session under pressure gains the same device tokens as releasing
-   * it. O(total path length of the counted sessions, in nodes).
+   * it. O(1) for all idle sessions (the tree keeps that count as locks move), O(path length) for
+   * one session, O(total path length of the counted sessions) with `idleMs`.
    *
    * @throws SessionCacheError `INVALID_OPTION` (bad `idleMs` or `sessionId`).
    *
@@ -488,16 +491,38 @@ export class SessionCache {
     if (sessionId !== undefined && (typeof sessionId !== 'string' || sessionId.length === 0)) {
       fail('INVALID_OPTION', `sessionId must be a non-empty string, got ${String(sessionId)}`, sessionId)
     }
+    // Every idle session: kept up to date as sessions go idle or busy and locks move (O(1)).
+    if (idleMs === undefined && sessionId === undefined) return this.#idleHeld + this.cache.idleLockedTokens()
     const now = idleMs === undefined ? 0 : this.#now()
     const holders = this.#holderScratch
     let tokens = 0
-    const one = sessionId === undefined ? undefined : this.#slots.get(sessionId)
-    if (sessionId !== undefined && one === undefined) return 0
-    for (const s of one === undefined ? this.#slots.values() : [one]) {
-      if (s.activeRid !== undefined || (idleMs !== undefined && now - s.lastAccessTime < idleMs)) continue
-      if (s.pinned) continue // a demoted session locks nothing on the device
-      tokens += heldBySlot(s, this.#legacy, this.pageSize)
-      if (s.lastNode !== undefined) holders.push(s.lastNode)
+    if (sessionId !== undefined) {
+      const s = this.#slots.get(sessionId)
+      if (s === undefined || s.activeRid !== undefined || s.pinned) return 0 // demoted: no device lock
+      if (idleMs !== undefined && now - s.lastAccessTime < idleMs) return 0
+      tokens = heldBySlot(s, this.#legacy, this.pageSize)
+      if (s.lastNode === undefined) return tokens
+      // An idle session's answer stands while no node on its path went between one lock and two.
+      const epoch = this.cache.soleLockEpoch()
+      if (s.idleMark !== undefined && s.soleEpoch === epoch) return tokens + s.sole
+      holders.push(s.lastNode)
+      try {
+        const sole = this.cache.tokensLockedOnlyBy(holders)
+        if (s.idleMark !== undefined) {
+          s.sole = sole
+          s.soleEpoch = epoch
+        }
+        return tokens + sole
+      } finally {
+        holders.length = 0
+      }
+    } else {
+      for (const s of this.#slots.values()) {
+        if (s.activeRid !== undefined || now - s.lastAccessTime < idleMs!) continue
+        if (s.pinned) continue // a demoted session locks nothing on the device
+        tokens += heldBySlot(s, this.#legacy, this.pageSize)
+        if (s.lastNode !== undefined) holders.push(s.lastNode)
+      }
     }
     if (holders.length === 0) return tokens
     try {
@@ -538,8 +563,18 @@ export class SessionCache {
     if (typeof priority !== 'number' || !Number.isFinite(priority)) {
       fail('INVALID_REQUEST', `priority must be a finite number, got ${String(priority)}`, priority)
     }
-    const tokens = toTokens(inputIds, 64)
-    const len = tokens.length - 64
+    const { maxNewTokens } = init
+    if (maxNewTokens !== undefined && (!Number.isInteger(maxNewTokens) || maxNewTokens < 0)) {
+      fail(
+        'INVALID_REQUEST',
+        `maxNewTokens must be a non-negative integer, got ${String(maxNewTokens)}`,
+        maxNewTokens,
+      )
+    }
+    // Room for the output, so that decoding does not copy the prompt to grow the buffers.
+    const spare = maxNewTokens === undefined ? 64 : Math.min(maxNewTokens, 65_536)
+    const tokens = toTokens(inputIds, spare)
+    const len = tokens.length - spare
     if (len === 0) fail('INVALID_REQUEST', 'inputIds must hold at least one token', inputIds)
     const req = new RequestState(rid, tokens, len, sessionId, extraKey, priority)
     this.#created.add(req)
@@ -608,7 +643,7 @@ export class SessionCache {
     r.phase = 'running'
     this.#requests.set(r.rid, r)
     let length: number
-    let indices: Int32Array
+    let indices: Int32Array | undefined
     let fromSlot = false
     let loaded = 0
     const hooks: Slot[] = []
@@ -617,6 +652,7 @@ export class SessionCache {
       slot.lastAccessTime = now
       slot.seq = ++this.#seq
       r.extra = slot.extra
+      this.#syncIdle(slot)
     }
     if (this.#legacy && slot !== undefined && slot.row !== undefined) {
       // Legacy restore: the slot lends its row; the tree is not consulted.
@@ -632,24 +668,31 @@ export class SessionCache {
       indices = r.reqToToken.slice(0, length)
       fromSlot = true
     } else {
-      const m = this.cache.matchPrefix(r.buf.subarray(0, r.len - 1), { extraKey: ns })
+      // A held session's node is the path of its committed tokens, which the prompt extends: the
+      // walk starts there instead of comparing the whole prompt again.
+      const from = slot !== undefined && !slot.pinned ? slot.lastNode : undefined
+      const tokens = r.buf.subarray(0, r.len - 1)
+      // The row has room for the prompt and the expected output; the match writes into it.
+      this.#ensureRow(r, r.buf.length)
+      const into = r.reqToToken
+      const m =
+        from === undefined
+          ? this.cache.matchPrefix(tokens, { extraKey: ns, into })
+          : this.cache._matchPrefixFrom(from, tokens, { extraKey: ns, into })
       length = m.length
-      indices = m.indices // a fresh array: the caller's copy
       let lastNode = m.lastNode
       if (m.hostLength > this.#loadThreshold) {
         // Load-back on match (SGLang HiCache): copy the host hit back instead of recomputing it.
         const lb = this.#loadBack(m.lastHostNode, m.hostLength, hooks)
         if (lb !== undefined) {
           loaded = m.hostLength
-          indices = new Int32Array(length + loaded)
-          indices.set(m.indices)
-          indices.set(lb, length)
+          into.set(lb, length)
           length += loaded
           lastNode = m.lastHostNode // locked by #loadBack: that lock is the request's
         }
       }
-      this.#ensureRow(r, r.len + 64)
-      r.reqToToken.set(indices, 0)
+      // The caller's copy of row[0, length), made when first read: the row never changes there.
+      indices = undefined
       r.cacheProtectedLen = length
       r.kvCommittedLen = length
       r.kvAllocatedLen = length
@@ -667,14 +710,7 @@ export class SessionCache {
     }
     this.#loadedBackTokens += loaded
     for (const h of hooks) this.#runExtraHook(h)
-    return {
-      length,
-      indices,
-      lastNode: r.lastNode!,
-      fromSlot,
-      reprefillTokens: reprefill,
-      loadedTokens: loaded,
-    }
+    return matchResult(length, indices, r.reqToToken, r.lastNode!, fromSlot, reprefill, loaded)
   }
 
   /**
@@ -740,7 +776,9 @@ export class SessionCache {
       r.kvCommittedLen = r.len
     }
     if (r.len === r.buf.length) {
-      const b = new Uint32Array(r.buf.length * 2)
+      // Grow by a quarter (a turn's output is short next to its prompt): less to allocate and
+      // retain than doubling a prompt of tens of thousands of tokens, still amortized O(1).
+      const b = new Uint32Array(r.buf.length + (r.buf.length >> 2) + 64)
       b.set(r.buf)
       r.buf = b
     }
@@ -772,7 +810,8 @@ export class SessionCache {
     const chunked = options.chunked === true
     const c = r.kvCommittedLen
     const tokens = r.buf.subarray(0, c)
-    const res = this.cache.insert(tokens, r.reqToToken.subarray(0, c), {
+    // The request's lock sits on the path of its tokens [0, cacheProtectedLen): walks start there.
+    const res = this.cache._insertFrom(r.lastNode!, tokens, r.reqToToken.subarray(0, c), {
       extraKey: r.ns,
       priority: r.priority,
       chunked,
@@ -786,7 +825,7 @@ export class SessionCache {
     const aligned = res.alignedLen
     if (aligned > p) {
       // Re-match (as SGLang does) to adopt the tree's canonical slots for [p, aligned).
-      const m = this.cache.matchPrefix(tokens.subarray(0, aligned), {
+      const m = this.cache._matchPrefixFrom(r.lastNode!, tokens.subarray(0, aligned), {
         extraKey: r.ns,
         into: this.#matchScratch(aligned),
       })
@@ -845,7 +884,7 @@ export class SessionCache {
       this.cache.decLockRef(r.lastNode!)
       result = { insertedTokens: 0, prefixLen: 0, freedTokens: 0, protectedLen: r.cacheProtectedLen }
     } else {
-      const res = this.cache.insert(r.buf.subarray(0, c), r.reqToToken.subarray(0, c), {
+      const res = this.cache._insertFrom(r.lastNode!, r.buf.subarray(0, c), r.reqToToken.subarray(0, c), {
         extraKey: r.ns,
         priority: r.priority,
       })
@@ -883,6 +922,7 @@ export class SessionCache {
       slot.seq = ++this.#seq
       if ('extra' in options) slot.extra = options.extra
       this.#sessionTurns++
+      this.#syncIdle(slot)
     }
     r.phase = 'finished'
     r.lastNode = undefined
@@ -915,7 +955,10 @@ export class SessionCache {
     this.cache.decLockRef(r.lastNode!)
     if (r.sessionId !== undefined) {
       const slot = this.#slots.get(r.sessionId)
-      if (slot !== undefined) slot.activeRid = undefined
+      if (slot !== undefined) {
+        slot.activeRid = undefined
+        this.#syncIdle(slot)
+      }
     }
     r.phase = 'aborted'
     r.lastNode = undefined
@@ -1087,7 +1130,7 @@ export class SessionCache {
   #ensureRow(r: RequestState, n: number): void {
     const row = r.reqToToken
     if (row.length >= n) return
-    const grown = new Int32Array(Math.max(n, row.length * 2, 16))
+    const grown = new Int32Array(Math.max(n, row.length + (row.length >> 2) + 64))
     grown.set(row.subarray(0, r.kvAllocatedLen))
     r.reqToToken = grown
   }
@@ -1125,7 +1168,7 @@ export class SessionCache {
 
   #rematch(r: RequestState): SessionMatchResult {
     if (!r.restored) {
-      const m = this.cache.matchPrefix(r.buf.subarray(0, r.len - 1), {
+      const m = this.cache._matchPrefixFrom(r.lastNode!, r.buf.subarray(0, r.len - 1), {
         extraKey: r.ns,
         into: this.#matchScratch(r.len - 1),
       })
@@ -1190,6 +1233,7 @@ export class SessionCache {
   #moveSessionLock(slot: Slot, node: NodeHandle): void {
     const old = slot.lastNode
     if (node === old && !slot.pinned) return
+    this.#unmarkIdle(slot)
     this.cache.incLockRef(node)
     if (old !== undefined) {
       if (slot.pinned) this.cache.releaseHost(old)
@@ -1197,6 +1241,31 @@ export class SessionCache {
     }
     slot.pinned = false
     slot.lastNode = node
+  }
+
+  /**
+   * Bring the slot's idle bookkeeping up to date after its state moved: an idle slot (no request
+   * in flight, not demoted) has its lock marked idle in the tree, so `cache.idleLockedTokens()`
+   * counts what only idle sessions protect, and its parked tail counts in `#idleHeld`.
+   */
+  #syncIdle(s: Slot): void {
+    const want = s.activeRid === undefined && !s.pinned ? s.lastNode : undefined
+    if (s.idleMark !== want) {
+      if (s.idleMark !== undefined) this.cache.unmarkLockIdle(s.idleMark)
+      if (want !== undefined) this.cache.markLockIdle(want)
+      s.idleMark = want
+      s.soleEpoch = -1
+    }
+    const held = heldBySlot(s, this.#legacy, this.pageSize)
+    this.#idleHeld += held - s.heldCounted
+    s.heldCounted = held
+  }
+
+  /** Take back the slot's idle mark (before its lock moves or is released). */
+  #unmarkIdle(s: Slot): void {
+    if (s.idleMark === undefined) return
+    this.cache.unmarkLockIdle(s.idleMark)
+    s.idleMark = undefined
   }
 
   /**
@@ -1209,6 +1278,9 @@ export class SessionCache {
       this.pool.free(slot.row.subarray(slot.protectedLen, slot.allocatedLen))
       freed = ceilPage(slot.allocatedLen, this.pageSize) - slot.protectedLen
     }
+    this.#unmarkIdle(slot)
+    this.#idleHeld -= slot.heldCounted
+    slot.heldCounted = 0
     if (slot.lastNode !== undefined) {
       if (slot.pinned) this.cache.releaseHost(slot.lastNode)
       else this.cache.decLockRef(slot.lastNode)
@@ -1291,7 +1363,9 @@ export class SessionCache {
    * it when the host can retain its KV; otherwise release it (an eviction). Returns slots freed.
    */
   #shed(v: Slot, demoted: string[], released: string[], dropped: Slot[]): number {
+    this.#unmarkIdle(v) // a demotion drops the slot's device lock (and a release drops the slot)
     if (this.#tiered && !this.#legacy && demoteSlot(this.cache, v)) {
+      this.#syncIdle(v)
       this.#sessionsDemoted++
       demoted.push(v.sessionId)
       return 0

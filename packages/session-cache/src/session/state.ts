@@ -3,7 +3,7 @@
  * only through {@link SessionRequest} and snapshots.
  */
 import type { NodeHandle } from '@kvc/radix-cache'
-import type { RequestPhase, SessionRequest } from './types.js'
+import type { RequestPhase, SessionMatchResult, SessionRequest } from './types.js'
 
 export const EMPTY_I32 = new Int32Array(0)
 export const EMPTY_U32 = new Uint32Array(0)
@@ -79,6 +79,13 @@ export class Slot {
   lostCommitted = 0
   /** Demoted: holds a host reference on `lastNode` instead of a device lock. */
   pinned = false
+  /** The node whose lock (the slot's) is marked idle in the tree (`markLockIdle`), if any. */
+  idleMark: NodeHandle | undefined = undefined
+  /** What the slot adds to the cache's running sum of parked tails (`heldBySlot`). */
+  heldCounted = 0
+  /** Marked idle: the tree tokens only its lock protects, as of `cache.soleLockEpoch()` = `soleEpoch`. */
+  sole = 0
+  soleEpoch = -1
   // Session mode only: the parked row and its ownership split.
   row: Int32Array | undefined = undefined
   protectedLen = 0
@@ -90,5 +97,33 @@ export class Slot {
     this.extra = extra
     this.lastAccessTime = now
     this.seq = seq
+  }
+}
+
+/**
+ * A {@link SessionMatchResult} whose `indices` (an own, enumerable property) copy `row[0, length)`
+ * when first read, unless given: most callers never read them, and a block-mode request never
+ * writes its row below its match, so the copy is the same whenever it is made.
+ */
+export function matchResult(
+  length: number,
+  given: Int32Array | undefined,
+  row: Int32Array,
+  lastNode: NodeHandle,
+  fromSlot: boolean,
+  reprefillTokens: number,
+  loadedTokens: number,
+): SessionMatchResult {
+  let indices = given
+  return {
+    length,
+    get indices(): Int32Array {
+      if (indices === undefined) indices = row.slice(0, length)
+      return indices
+    },
+    lastNode,
+    fromSlot,
+    reprefillTokens,
+    loadedTokens,
   }
 }

@@ -319,6 +319,12 @@ export interface RequestInit {
   readonly extraKey?: string
   /** Priority for the `priority` eviction policy (default 0). */
   readonly priority?: number
+  /**
+   * Output tokens to expect (SGLang's `max_new_tokens`), a sizing hint only: the request's token
+   * buffer and KV row are allocated for the prompt plus this many decoded tokens (at most 65,536;
+   * default 64) and grow as needed beyond. A non-negative integer.
+   */
+  readonly maxNewTokens?: number
 }
 
 /**

@@ -19,7 +19,10 @@ import type { SessionCache } from '../session/sessionCache.js'
  * - every request in flight: `cacheProtectedLen` is page-aligned, `protected <= committed <=
  *   allocated`, its lock covers exactly `[0, cacheProtectedLen)` (unless lent by a legacy slot),
  *   and its request-owned pages are neither tree pages nor another request's pages (the ownership
- *   rule); its locked prefix is on the device; with a `PagedAllocator`, none of its slots is free.
+ *   rule); its locked prefix is on the device; with a `PagedAllocator`, none of its slots is free;
+ * - the walks that start at a lock (block mode): a request's locked node's path is its tokens
+ *   `[0, cacheProtectedLen)`, and a held session's node's path is its committed tokens rounded down
+ *   to a page, token for token.
  *
  * Throws an `Error` listing every violation.
  *
@@ -66,6 +69,32 @@ export function checkSessionInvariants(sc: SessionCache): void {
     }
   }
   const tiered = cache.hostTier !== undefined
+  // The session cache starts walks at these nodes (`_matchPrefixFrom`, `_insertFrom`), vouching
+  // that their paths are the holder's tokens: check it token for token.
+  const checkPath = (node: NodeHandle, tokens: Uint32Array, who: string): void => {
+    if (!cache.isValid(node)) return
+    const parts: Uint32Array[] = []
+    for (let n: NodeHandle | undefined = node; n !== undefined; ) {
+      const info = cache.nodeInfo(n)
+      if (info.isRoot) break
+      parts.push(info.tokens)
+      n = info.parent
+    }
+    let off = 0
+    for (let i = parts.length - 1; i >= 0; i--) {
+      const t = parts[i]!
+      for (let j = 0; j < t.length; j++) {
+        if (tokens[off + j] !== t[j]) {
+          problems.push(`${who}: its node's path differs from its tokens at position ${off + j}`)
+          return
+        }
+      }
+      off += t.length
+    }
+  }
+  // Idle sessions' locks per node, and their parked tails: what `releasableTokens()` must count.
+  const expectedIdle = new Map<NodeHandle, number>()
+  let idleHeld = 0
   for (const st of sc.listSessionStatuses()) {
     const slot = sc.getSessionSlot(st.sessionId)!
     const who = `session ${slot.sessionId}`
@@ -76,13 +105,16 @@ export function checkSessionInvariants(sc: SessionCache): void {
       problems.push(
         `${who}: resident ${st.residentTokens} + host ${st.hostResidentTokens} != retained ${st.retainedTokens}`,
       )
+    if (!st.active && !st.demoted) idleHeld += st.heldTokens
     if (slot.lastNode === undefined) continue
     addHolder(slot.lastNode, who, slot.demoted ? expectedHost : expected)
+    if (!st.active && !st.demoted) addHolder(slot.lastNode, who, expectedIdle)
     if (sc.granularity === 'block' && cache.isValid(slot.lastNode)) {
       const want = slot.committedLen - (slot.committedLen % ps)
       const got = cache.tokensUnder(slot.lastNode)
       if (got !== want) problems.push(`${who}: tokensUnder(lastNode) ${got} != ${want}`)
       if (st.retainedTokens !== got) problems.push(`${who}: status retainedTokens ${st.retainedTokens}`)
+      checkPath(slot.lastNode, sc.committedTokens(slot.sessionId)!, who)
       // I6: the committed prefix is retained whole, on the device (locked) or on the host (demoted).
       const res = cache.residencyOf(slot.lastNode)
       if (!slot.demoted && res.hostTokens !== 0)
@@ -139,6 +171,7 @@ export function checkSessionInvariants(sc: SessionCache): void {
     if (cache.isValid(r.lastNode) && cache.tokensUnder(r.lastNode) !== p) {
       problems.push(`${who}: lock covers ${cache.tokensUnder(r.lastNode)} tokens, cacheProtectedLen ${p}`)
     }
+    if (sc.granularity === 'block') checkPath(r.lastNode, r.tokenIds, who)
     if (cache.isValid(r.lastNode) && cache.residencyOf(r.lastNode).hostTokens !== 0)
       problems.push(`${who}: part of its locked prefix is host-only`)
     const row = r.reqToToken
@@ -160,13 +193,41 @@ export function checkSessionInvariants(sc: SessionCache): void {
     }
   }
 
+  let idleOnly = 0
   for (const n of allNodes) {
     const info = cache.nodeInfo(n)
     const want = expected.get(n) ?? 0
+    const idle = expectedIdle.get(n) ?? 0
+    if (idle > 0 && idle === want) idleOnly += info.tokens.length
     if (info.lockRef !== want) problems.push(`node ${n}: lockRef ${info.lockRef}, holders ${want}`)
     const wantHost = expectedHost.get(n) ?? 0
     if (info.hostRef !== wantHost)
       problems.push(`node ${n}: host references ${info.hostRef}, demoted holders ${wantHost}`)
+  }
+  // Releasable memory: the running count, the walk over the idle sessions' paths (`idleMs: 0`
+  // counts every idle session) and the brute-force count above agree.
+  const releasable = sc.releasableTokens()
+  if (releasable !== idleHeld + idleOnly)
+    problems.push(
+      `releasableTokens() ${releasable} != parked ${idleHeld} + idle-only tree tokens ${idleOnly}`,
+    )
+  const walked = sc.releasableTokens({ idleMs: 0 })
+  if (walked !== releasable) problems.push(`releasableTokens({ idleMs: 0 }) ${walked} != ${releasable}`)
+  // Each idle session alone: its parked tail and the nodes on its path no other lock holds.
+  for (const st of sc.listSessionStatuses()) {
+    const slot = sc.getSessionSlot(st.sessionId)!
+    let want = 0
+    if (!st.active && !st.demoted) {
+      want = st.heldTokens
+      for (let n = slot.lastNode; n !== undefined && cache.isValid(n); ) {
+        const info = cache.nodeInfo(n)
+        if (info.isRoot || (expected.get(n) ?? 0) > 1) break
+        want += info.tokens.length
+        n = info.parent
+      }
+    }
+    const got = sc.releasableTokens({ sessionId: st.sessionId })
+    if (got !== want) problems.push(`releasableTokens({ sessionId: ${st.sessionId} }) ${got} != ${want}`)
   }
   if (problems.length > 0) throw new Error(`session cache invariants violated:\n- ${problems.join('\n- ')}`)
 }

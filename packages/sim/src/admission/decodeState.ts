@@ -52,12 +52,15 @@ class TokenView {
         ? undefined
         : {
             cache: { evictableSize: () => g.tokens(sc.cache.evictableSize()) },
-            listSessionStatuses: () =>
-              Array.from(sc.listSessionStatuses(), (s) => ({
-                ...s,
-                residentTokens: g.tokens(s.residentTokens),
-                hostResidentTokens: g.tokens(s.hostResidentTokens),
-              })),
+            // At token level a unit is a token: the statuses as they are, without a copy each.
+            listSessionStatuses: g.tokenLevel
+              ? () => sc.listSessionStatuses()
+              : () =>
+                  Array.from(sc.listSessionStatuses(), (s) => ({
+                    ...s,
+                    residentTokens: g.tokens(s.residentTokens),
+                    hostResidentTokens: g.tokens(s.hostResidentTokens),
+                  })),
             releasableTokens: (options) => g.tokens(sc.releasableTokens(options)),
           }
   }

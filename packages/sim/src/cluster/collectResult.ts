@@ -124,6 +124,8 @@ export function collectResult(ctx: SimContext, tally: RunTally): RunResult {
       syncIngestedTokens: syncStats?.ingestedTokens ?? 0,
       loadBacks: c.loadBacks,
       loadedBackTokens: c.loadedBackTokens,
+      peerFetches: c.peerFetches,
+      peerFetchedTokens: c.peerFetchedTokens,
     },
     wallMs: performance.now() - tally.wallStart,
     peakRssMB: peakRssMB(),

@@ -29,6 +29,9 @@ export interface SimCounters {
   /** Prefills that loaded part of their prompt back from the host tier, and the tokens loaded. */
   loadBacks: number
   loadedBackTokens: number
+  /** Seeds whose P read part of the prompt from the session's old D (peer fetch), and the tokens read. */
+  peerFetches: number
+  peerFetchedTokens: number
   preallocTimeouts: number
   retries: number
 }
@@ -77,6 +80,8 @@ export class SimContext {
     seedWakes: 0,
     loadBacks: 0,
     loadedBackTokens: 0,
+    peerFetches: 0,
+    peerFetchedTokens: 0,
     preallocTimeouts: 0,
     retries: 0,
   }

@@ -50,6 +50,9 @@ export interface HostTierFigures {
   readonly reseeds: number
   /** Reseeds onto another D than the session's previous turn's. */
   readonly migrations: number
+  /** Peer fetch (`--host-tier …:peer`): seeds whose P read part of the prompt from the old D, and the tokens read. */
+  readonly peerFetches: number
+  readonly peerFetchedTokens: number
 }
 
 /** {@link HostTierFigures} of one run. */
@@ -88,5 +91,7 @@ export function hostTierFigures(r: RunResult): HostTierFigures {
     reprefilledBy: { sameDecodeReseed: same, migration: moved, localSeed: local, fastPath: fast },
     reseeds,
     migrations,
+    peerFetches: r.counters.peerFetches,
+    peerFetchedTokens: r.counters.peerFetchedTokens,
   }
 }

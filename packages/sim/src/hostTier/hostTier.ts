@@ -6,7 +6,7 @@
  *
  * @module
  */
-import { type CostModel, loadBackSeconds } from '../adapters/router.js'
+import { type CostModel, loadBackSeconds, transferSeconds } from '../adapters/router.js'
 import type { HostTierOptions, HostWritePolicy } from '../adapters/sessionCache.js'
 import { SimError, SimErrorCode } from '../errors/simError.js'
 
@@ -32,6 +32,14 @@ export interface HostTierSpec {
   readonly medium?: 'host' | 'disk'
   /** When device pages are copied to the tier (default `write_back`: on eviction). */
   readonly writePolicy?: HostWritePolicy
+  /**
+   * Peer fetch (`:peer`): when a session moves to another D, the P that seeds it reads the part of
+   * the prompt its old D still holds (device or host tier) over the inter-worker link, at the cost
+   * model's `linkGbps`, instead of recomputing it, as a shared KV store lets any worker read
+   * another's offloaded KV (Mooncake Store, LMCache's peer-to-peer sharing, Dynamo KVBM's remote
+   * tiers). Default off: each worker's tier is its own.
+   */
+  readonly peerFetch?: boolean
 }
 
 /**
@@ -50,6 +58,8 @@ export interface ResolvedHostTier {
   readonly writePolicy: HostWritePolicy
   /** The engine loads a host hit back when it is longer than this many tokens. */
   readonly loadBackThreshold: number
+  /** {@link HostTierSpec.peerFetch}. */
+  readonly peerFetch: boolean
 }
 
 const bad = (flag: string, s: string, why: string) =>
@@ -58,8 +68,9 @@ const bad = (flag: string, s: string, why: string) =>
 /**
  * Parse `--host-tier`: `none` (no tier), a multiple of the device pool (`2x`, `0.5x`), or tokens
  * per worker (`400000`, `400k`, `1.5M`), optionally followed by `:disk` (the tier on NVMe) or
- * `:host` and by `:write_through` / `:write_through_selective` / `:write_back` (`+` works as the
- * separator too, as in the policy key `hostTier=2x+disk`).
+ * `:host`, by `:write_through` / `:write_through_selective` / `:write_back`, and by `:peer`
+ * (peer fetch, {@link HostTierSpec.peerFetch}); `+` works as the separator too, as in the policy
+ * key `hostTier=2x+disk`.
  *
  * @throws SimError `INVALID_OPTION` naming the value.
  *
@@ -68,6 +79,7 @@ const bad = (flag: string, s: string, why: string) =>
  * import { parseHostTier } from '@kvc/sim'
  * parseHostTier('2x') // { ratio: 2 }
  * parseHostTier('400k:disk') // { capacityTokens: 400000, medium: 'disk' }
+ * parseHostTier('4x:peer') // { ratio: 4, peerFetch: true }
  * parseHostTier('none') // undefined
  * ```
  */
@@ -80,12 +92,13 @@ export function parseHostTier(s: string): HostTierSpec | undefined {
     return undefined
   }
   const use =
-    'use none, a multiple of the device pool (2x) or tokens per worker (400k), then :disk or a write policy'
+    'use none, a multiple of the device pool (2x) or tokens per worker (400k), then :disk, a write policy or :peer'
   let spec: {
     ratio?: number
     capacityTokens?: number
     medium?: 'host' | 'disk'
     writePolicy?: HostWritePolicy
+    peerFetch?: boolean
   }
   const ratio = /^(\d+(?:\.\d+)?)x$/.exec(size)
   const tokens = /^(\d+(?:\.\d+)?)([km]?)$/.exec(size)
@@ -100,6 +113,7 @@ export function parseHostTier(s: string): HostTierSpec | undefined {
   } else throw bad(flag, s, use)
   for (const p of parts.slice(1)) {
     if (p === 'disk' || p === 'host') spec.medium = p
+    else if (p === 'peer') spec.peerFetch = true
     else if (p === 'write_back' || p === 'write_through' || p === 'write_through_selective')
       spec.writePolicy = p
     else throw bad(flag, s, `unknown part ${JSON.stringify(p)}: ${use}`)
@@ -177,6 +191,8 @@ export function resolveHostTier(
   const medium = spec.medium ?? 'host'
   if (medium !== 'host' && medium !== 'disk')
     fail(`medium must be 'host' or 'disk', got ${String(medium)}`, medium)
+  if (spec.peerFetch !== undefined && typeof spec.peerFetch !== 'boolean')
+    fail(`peerFetch must be a boolean, got ${String(spec.peerFetch)}`, spec.peerFetch)
   const raw = ratio !== undefined ? ratio * deviceCapacity : capacityTokens!
   const cap = Math.max(pageSize, Math.floor(raw / pageSize) * pageSize)
   if (cap > 2 ** 31 - pageSize) fail(`a host tier of ${cap} tokens is above 2^31 tokens per worker`, raw)
@@ -185,6 +201,7 @@ export function resolveHostTier(
     capacityTokens: cap,
     medium,
     writePolicy: spec.writePolicy ?? 'write_back',
+    peerFetch: spec.peerFetch === true,
     loadBackThreshold: Number.isFinite(even) ? Math.max(0, Math.ceil(even / tokenScale) - 1) : 2 ** 31,
   }
 }
@@ -240,4 +257,18 @@ export function admissionCostModel(cost: CostModel, medium: 'host' | 'disk'): Co
  */
 export function tierLoadSeconds(cost: CostModel, tier: ResolvedHostTier | undefined, tokens: number): number {
   return tier === undefined ? 0 : loadBackSeconds(cost, tokens, tier.medium)
+}
+
+/**
+ * Seconds for a P to read `tokens` (cost-model tokens) of a session's KV from its old D over the
+ * inter-worker link (peer fetch, {@link HostTierSpec.peerFetch}): a KV transfer at `linkGbps`.
+ *
+ * @example
+ * ```ts
+ * import { DEFAULT_COST_MODEL, peerFetchSeconds } from '@kvc/sim'
+ * peerFetchSeconds(DEFAULT_COST_MODEL, 50_000).toFixed(3) // '0.103': 4.9 GB at 400 Gb/s + 5 ms
+ * ```
+ */
+export function peerFetchSeconds(cost: CostModel, tokens: number): number {
+  return transferSeconds(cost, tokens)
 }

@@ -62,6 +62,12 @@ export interface RunCounters {
   /** Host tier (`--host-tier`): prefills that loaded part of their prompt back, and the tokens they loaded. */
   readonly loadBacks: number
   readonly loadedBackTokens: number
+  /**
+   * Peer fetch (`--host-tier …:peer`): seeds whose P read part of the prompt from the session's
+   * old D instead of recomputing it, and the tokens read.
+   */
+  readonly peerFetches: number
+  readonly peerFetchedTokens: number
 }
 
 /**

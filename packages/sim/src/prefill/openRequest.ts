@@ -30,8 +30,12 @@ export function openRequest(
   const rid = `${turn.id}.${turn.seq}`
   const make = () => {
     if (sid !== undefined && !cache.hasSession(sid)) cache.openSession(sid)
+    // Room for the output it decodes here, so decoding does not grow its buffers.
+    const maxNewTokens = g.units(reserve)
     req = cache.createRequest(
-      sid === undefined ? { rid, inputIds: prompt } : { rid, inputIds: prompt, sessionId: sid },
+      sid === undefined
+        ? { rid, inputIds: prompt, maxNewTokens }
+        : { rid, inputIds: prompt, sessionId: sid, maxNewTokens },
     )
     const m = cache.matchPrefix(req)
     cachedUnits = m.length

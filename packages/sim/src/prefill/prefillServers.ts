@@ -5,7 +5,8 @@ import type { Job, SimWorker } from '../cluster/worker.js'
 import { prefillSeconds } from '../cost/costModel.js'
 import type { DecodeBatches } from '../decode/decodeBatches.js'
 import type { KvTransfers } from '../transfer/kvTransfers.js'
-import { tierLoadSeconds } from '../hostTier/hostTier.js'
+import { peerFetchSeconds, tierLoadSeconds } from '../hostTier/hostTier.js'
+import { peerFetchTokens } from '../hostTier/peerFetch.js'
 import { openRequest } from './openRequest.js'
 
 /**
@@ -86,7 +87,13 @@ export class PrefillServers {
     if (decodes) w.reservedOutputs += out
     const input = turn.spec.inputLength
     const cachedCost = Math.min(Math.round(opened.cached * ctx.config.workload.tokenScale), input)
-    const newCost = Math.max(1, input - cachedCost)
+    // Peer fetch: a seed of a session that moved reads what its old D still holds over the link.
+    const fetched = decodes ? 0 : peerFetchTokens(ctx, turn, cachedCost)
+    if (fetched > 0) {
+      ctx.counters.peerFetches++
+      ctx.counters.peerFetchedTokens += fetched
+    }
+    const newCost = Math.max(1, input - cachedCost - fetched)
     turn.cached = cachedCost
     turn.matched = opened.cached
     turn.computed = newCost
@@ -107,7 +114,9 @@ export class PrefillServers {
     w.loadBackTokens = loadCost
     w.loadBackStartsMs = ctx.now
     w.loadBackEndsMs = ctx.now + loadS * 1000
-    w.prefillEndsMs = ctx.now + (prefillSeconds(ctx.config.cost, newCost, cachedCost) + loadS) * 1000
+    const fetchS = fetched > 0 ? peerFetchSeconds(ctx.config.cost, fetched) : 0
+    w.prefillEndsMs =
+      ctx.now + (prefillSeconds(ctx.config.cost, newCost, cachedCost + fetched) + loadS + fetchS) * 1000
     ctx.q.push(w.prefillEndsMs, EV_PREFILL_DONE, w.idx, w.prefillGen)
     this.#decode.refresh(w)
     ctx.touch(w)

@@ -286,13 +286,15 @@ export interface PolicySummary {
   readonly migrations: number
   /**
    * Host tier: prefills that loaded part of their prompt back (all seeds), the tokens loaded back
-   * and the tokens later turns computed again of their own history, per trial (mean over seeds).
-   * See {@link hostTierFigures}.
+   * and the tokens later turns computed again of their own history, per trial (mean over seeds),
+   * and with peer fetch (`hostTier=4x+peer`) the tokens seeds read from the sessions' old D workers
+   * instead of recomputing them, per trial. See {@link hostTierFigures}.
    */
   readonly hostTier: {
     readonly loadBacks: number
     readonly loadedBackTokens: number
     readonly reprefilledTokens: number
+    readonly peerFetchedTokens: number
   }
   readonly prefixHitRatio: number
   readonly kvTransferGB: number
@@ -692,6 +694,7 @@ export function summarizeExperiment(
         loadBacks: tiers.reduce((a, f) => a + f.loadBacks, 0),
         loadedBackTokens: tiers.reduce((a, f) => a + f.loadedBackTokens, 0) / S,
         reprefilledTokens: tiers.reduce((a, f) => a + f.reprefilledTokens, 0) / S,
+        peerFetchedTokens: tiers.reduce((a, f) => a + f.peerFetchedTokens, 0) / S,
       },
       prefixHitRatio: sum((m) => m.prefixHitRatio) / S,
       kvTransferGB: sum((m) => m.kvTransferBytes) / S / 1e9,

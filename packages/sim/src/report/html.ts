@@ -177,13 +177,13 @@ function hostTierSection(r: ExperimentResult): string {
   const rows = r.policies
     .map(
       (p) =>
-        `<tr><td class="name">${nameCell(p.policy)}</td><td>${p.hostTier.loadBacks}</td><td>${fmt(p.hostTier.loadedBackTokens)}</td><td>${fmt(p.hostTier.reprefilledTokens)}</td><td>${p.reseeds}</td><td>${p.migrations}</td><td>${est(p.estimates.ttft_p99)}</td></tr>`,
+        `<tr><td class="name">${nameCell(p.policy)}</td><td>${p.hostTier.loadBacks}</td><td>${fmt(p.hostTier.loadedBackTokens)}</td><td>${fmt(p.hostTier.reprefilledTokens)}</td><td>${fmt(p.hostTier.peerFetchedTokens)}</td><td>${p.reseeds}</td><td>${p.migrations}</td><td>${est(p.estimates.ttft_p99)}</td></tr>`,
     )
     .join('\n')
   return `<h2>Host tier</h2>
-<p class="note">Load-backs are prefills that copied part of their prompt back from the worker's host tier instead of computing it; re-prefilled tokens are what later turns of a session computed again of their own history. Tokens are per trial (mean over seeds), load-backs, reseeds and migrations summed over seeds. A migration cannot load back: the host tier belongs to the session's previous D.</p>
+<p class="note">Load-backs are prefills that copied part of their prompt back from the worker's host tier instead of computing it; re-prefilled tokens are what later turns of a session computed again of their own history. Tokens are per trial (mean over seeds), load-backs, reseeds and migrations summed over seeds. A migration cannot load back: the host tier belongs to the session's previous D; with peer fetch (<code>hostTier=4x+peer</code>) its P reads what that D still holds over the link instead (fetched from peers).</p>
 <table>
-<tr><th>policy</th><th>load-backs</th><th>loaded back (tok/trial)</th><th>re-prefilled (tok/trial)</th><th>reseeds</th><th>migrations</th><th>TTFT p99 (s)</th></tr>
+<tr><th>policy</th><th>load-backs</th><th>loaded back (tok/trial)</th><th>re-prefilled (tok/trial)</th><th>fetched from peers (tok/trial)</th><th>reseeds</th><th>migrations</th><th>TTFT p99 (s)</th></tr>
 ${rows}
 </table>
 `
