@@ -24,16 +24,9 @@ import {
   recommendedPauseMs,
   transferSeconds,
 } from '../src/index.js'
+import { tierCostOverrides } from './arbitraries.js'
 
-const costModels = fc.record({
-  prefillFixedS: fc.double({ min: 0, max: 0.1, noNaN: true }),
-  prefillTokensPerS: fc.double({ min: 1_000, max: 100_000, noNaN: true }),
-  prefillQuadraticS: fc.double({ min: 0, max: 1e-8, noNaN: true }),
-  hostLoadGBps: fc.double({ min: 0.01, max: 200, noNaN: true }),
-  diskLoadGBps: fc.double({ min: 0.01, max: 50, noNaN: true }),
-  loadBackSetupS: fc.double({ min: 0, max: 0.05, noNaN: true }),
-  kvBytesPerToken: fc.integer({ min: 1_000, max: 400_000 }),
-})
+const costModels = tierCostOverrides
 
 /** A prompt split into device / host / disk / absent parts. */
 const hits = fc

@@ -18,22 +18,15 @@ import {
   transferSeconds,
 } from '../src/index.js'
 import { ManualClock, ScriptedDriver } from '../src/testing/index.js'
+import { tierCostOverrides } from './arbitraries.js'
 
 /**
  * Cost models in the domain where the host tier loads a token no slower than the prefill
  * computes one (every real PCIe link): the premise of the host-token monotonicity.
  */
 const costModels = fc
-  .record({
-    prefillFixedS: fc.double({ min: 0, max: 0.1, noNaN: true }),
-    prefillTokensPerS: fc.double({ min: 1_000, max: 100_000, noNaN: true }),
-    prefillQuadraticS: fc.double({ min: 0, max: 1e-8, noNaN: true }),
-    hostLoadGBps: fc.double({ min: 0.01, max: 200, noNaN: true }),
-    diskLoadGBps: fc.double({ min: 0.01, max: 50, noNaN: true }),
-    loadBackSetupS: fc.double({ min: 0, max: 0.05, noNaN: true }),
-    kvBytesPerToken: fc.integer({ min: 1_000, max: 400_000 }),
-    linkGbps: fc.double({ min: 1, max: 800, noNaN: true }),
-  })
+  .tuple(tierCostOverrides, fc.double({ min: 1, max: 800, noNaN: true }))
+  .map(([c, linkGbps]) => ({ ...c, linkGbps }))
   .filter((c) => c.kvBytesPerToken / (c.hostLoadGBps * 1e9) <= 1 / c.prefillTokensPerS)
   .map((c) => makeCostModel(c))
 
