@@ -7,6 +7,7 @@ import {
   SessionCacheError,
   SessionCacheErrorCode,
   type SessionCacheErrorCode as Code,
+  type SessionRequest,
 } from '../src/index.js'
 import { checkSessionInvariants } from '../src/testing/index.js'
 import { expectRefused, makeCache, range, turn } from './helpers.js'
@@ -602,10 +603,103 @@ describe('maxNewTokens and the match indices', () => {
     sc.prefill(req, 2)
     sc.cacheUnfinishedReq(req)
     for (let t = 0; t < 70; t++) sc.decode(req, 300 + t) // grows the row past its first capacity
-    sc.cacheFinishedReq(req)
     expect(Array.from(m.indices)).toEqual(want)
     expect(m.indices).toBe(m.indices) // one copy
     expect({ ...m }.indices).toEqual(m.indices) // an own, enumerable property
+    sc.cacheFinishedReq(req)
+    expect(Array.from(m.indices)).toEqual(want) // read before the end: kept
+  })
+
+  it('a request gives its KV row back at its end; a match result read only after the end refuses', () => {
+    const { sc } = makeCache({ pageSize: 4, poolSize: 256 })
+    const a = sc.createRequest({ rid: 'a', inputIds: range(1, 20), maxNewTokens: 4 })
+    const ma = sc.matchPrefix(a)
+    sc.prefill(a, 20)
+    const row = a.reqToToken
+    expect(row.length).toBeGreaterThanOrEqual(24)
+    sc.cacheFinishedReq(a)
+    // SGLang's req_to_token_pool: the row is free again, the finished request shows none.
+    expect(a.reqToToken.length).toBe(0)
+    expect(a.prefixIndices.length).toBe(0)
+    expect(Array.from(a.tokenIds)).toEqual(range(1, 20)) // its tokens stay readable
+    const e = expectCode(() => ma.indices, 'REQUEST_FINISHED')
+    expect(e.value).toBe('a')
+    // The next request of that size takes the same row; its slots are its own.
+    const b = sc.createRequest({ rid: 'b', inputIds: range(1, 22), maxNewTokens: 2 })
+    const mb = sc.matchPrefix(b)
+    expect(b.reqToToken).toBe(row)
+    expect(mb.length).toBe(20)
+    sc.prefill(b, 2)
+    checkSessionInvariants(sc)
+    const c = sc.createRequest({ rid: 'c', inputIds: range(500, 9) })
+    sc.matchPrefix(c)
+    expect(c.reqToToken.buffer).not.toBe(b.reqToToken.buffer) // in flight together: two rows
+    sc.abortReq(c)
+    expect(c.reqToToken.length).toBe(0)
+    checkSessionInvariants(sc)
+    sc.cacheFinishedReq(b)
+    checkSessionInvariants(sc)
+  })
+
+  it("a session's turns share one token stream; earlier turns' tokens never change", () => {
+    const { sc } = makeCache({ pageSize: 4, poolSize: 1024 })
+    sc.openSession('s')
+    const run = (rid: string, inputIds: number[], output: number[], maxNewTokens = 8): SessionRequest => {
+      const req = sc.createRequest({ rid, sessionId: 's', inputIds, maxNewTokens })
+      sc.matchPrefix(req)
+      sc.prefill(req, inputIds.length - req.kvCommittedLen)
+      sc.cacheUnfinishedReq(req)
+      for (const t of output) sc.decode(req, t)
+      sc.cacheFinishedReq(req)
+      checkSessionInvariants(sc)
+      return req
+    }
+    const t1 = run('t1', range(1, 10), [50, 51], 40)
+    const t1Tokens = Array.from(t1.tokenIds)
+    const t2 = run('t2', [...t1.tokenIds, 60, 61, 62], [70])
+    expect(t2.tokenIds.buffer).toBe(t1.tokenIds.buffer) // only the new tokens were copied
+    // A created turn owns the stream's end: another one created meanwhile copies its prompt.
+    const t3 = sc.createRequest({
+      rid: 't3',
+      sessionId: 's',
+      inputIds: [...t2.tokenIds, 80],
+      maxNewTokens: 0,
+    })
+    const other = sc.createRequest({ rid: 'x', sessionId: 's', inputIds: [...t2.tokenIds, 90, 91] })
+    expect(t3.tokenIds.buffer).toBe(t2.tokenIds.buffer)
+    expect(other.tokenIds.buffer).not.toBe(t2.tokenIds.buffer)
+    sc.abortReq(other)
+    sc.matchPrefix(t3)
+    sc.prefill(t3, t3.originInputIds.length - t3.kvCommittedLen)
+    sc.cacheUnfinishedReq(t3)
+    for (let t = 0; t < 200; t++) sc.decode(t3, 1000 + t) // grows the stream
+    sc.cacheFinishedReq(t3)
+    checkSessionInvariants(sc)
+    // A prompt that rewrites history (not an extension) gets its own copy; the older turns keep theirs.
+    const t4 = sc.createRequest({ rid: 't4', sessionId: 's', inputIds: [...range(1, 10), 7] })
+    expect(t4.tokenIds.buffer).not.toBe(t3.tokenIds.buffer)
+    expectCode(() => sc.matchPrefix(t4), 'PREFIX_MISMATCH')
+    const t2Tokens = [...t1Tokens, 60, 61, 62, 70]
+    const t3Tokens = [...t2Tokens, 80, ...range(1000, 200)]
+    // Token ids are validated on the stream path as on a copy, before anything changes.
+    const bad = [...t3.tokenIds, -1]
+    expectCode(() => sc.createRequest({ rid: 'bad', sessionId: 's', inputIds: bad }), 'INVALID_REQUEST')
+    const t5 = run('t5', [...t3.tokenIds, 5], [6, 7])
+    expect(Array.from(t5.tokenIds)).toEqual([...t3Tokens, 5, 6, 7])
+    // An aborted turn's tokens stay too; the turn after it copies its own when it does not extend them.
+    const t6 = sc.createRequest({ rid: 't6', sessionId: 's', inputIds: [...t5.tokenIds, 8] })
+    sc.matchPrefix(t6)
+    sc.abortReq(t6)
+    const t7 = run('t7', [...t5.tokenIds, 9], [], 20)
+    expect(t7.tokenIds.buffer).not.toBe(t6.tokenIds.buffer)
+    const t8 = run('t8', [...t7.tokenIds, 10], [11])
+    expect(t8.tokenIds.buffer).toBe(t7.tokenIds.buffer) // t7's copy became the stream
+    expect(Array.from(t1.tokenIds)).toEqual(t1Tokens)
+    expect(Array.from(t2.tokenIds)).toEqual(t2Tokens)
+    expect(Array.from(t3.tokenIds)).toEqual(t3Tokens)
+    expect(Array.from(t6.tokenIds)).toEqual([...t3Tokens, 5, 6, 7, 8])
+    expect(Array.from(t7.tokenIds)).toEqual([...t3Tokens, 5, 6, 7, 9])
+    expect(Array.from(t8.tokenIds)).toEqual([...t3Tokens, 5, 6, 7, 9, 10, 11])
   })
 })
 

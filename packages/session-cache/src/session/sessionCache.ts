@@ -20,7 +20,9 @@ import type {
   SessionStatus,
 } from './types.js'
 import { ceilPage, demoteSlot, heldBySlot, poolAccounting, slotResidency, slotStatus } from './residency.js'
+import { RowPool } from './rowPool.js'
 import { EMPTY_I32, matchResult, RequestState, Slot } from './state.js'
+import { streamTokens } from './tokenStream.js'
 import { fail, startsWith, toTokens } from './tokens.js'
 
 function defaultNow(): number {
@@ -98,6 +100,8 @@ export class SessionCache {
   /** Recently dropped sessions: why, and (evicted ones) how many tokens they had committed. */
   readonly #released = new Map<string, { why: 'released' | 'evicted'; committed: number }>()
   readonly #requests = new Map<string, RequestState>()
+  /** KV rows reused across requests (block mode gives them back at a request's end). */
+  readonly #rows = new RowPool()
   readonly #created = new WeakSet<object>()
   readonly #hist: Histogram
   #seq = 0
@@ -573,10 +577,18 @@ export class SessionCache {
     }
     // Room for the output, so that decoding does not copy the prompt to grow the buffers.
     const spare = maxNewTokens === undefined ? 64 : Math.min(maxNewTokens, 65_536)
-    const tokens = toTokens(inputIds, spare)
-    const len = tokens.length - spare
+    // A turn that extends its session's last tokens shares the session's token stream: only its
+    // new tokens are copied.
+    const slot = sessionId === undefined ? undefined : this.#slots.get(sessionId)
+    const shared = slot === undefined ? undefined : streamTokens(slot, inputIds, spare)
+    const tokens = shared ?? toTokens(inputIds, spare)
+    const len = shared === undefined ? tokens.length - spare : inputIds.length
     if (len === 0) fail('INVALID_REQUEST', 'inputIds must hold at least one token', inputIds)
-    const req = new RequestState(rid, tokens, len, sessionId, extraKey, priority)
+    const req = new RequestState(rid, tokens, len, len + spare, sessionId, extraKey, priority)
+    if (shared !== undefined) {
+      slot!.streamTail = req
+      req.streamSlot = slot
+    }
     this.#created.add(req)
     return req
   }
@@ -673,7 +685,7 @@ export class SessionCache {
       const from = slot !== undefined && !slot.pinned ? slot.lastNode : undefined
       const tokens = r.buf.subarray(0, r.len - 1)
       // The row has room for the prompt and the expected output; the match writes into it.
-      this.#ensureRow(r, r.buf.length)
+      this.#ensureRow(r, r.rowHint)
       const into = r.reqToToken
       const m =
         from === undefined
@@ -710,7 +722,7 @@ export class SessionCache {
     }
     this.#loadedBackTokens += loaded
     for (const h of hooks) this.#runExtraHook(h)
-    return matchResult(length, indices, r.reqToToken, r.lastNode!, fromSlot, reprefill, loaded)
+    return matchResult(length, indices, r, r.lastNode!, fromSlot, reprefill, loaded)
   }
 
   /**
@@ -781,6 +793,7 @@ export class SessionCache {
       const b = new Uint32Array(r.buf.length + (r.buf.length >> 2) + 64)
       b.set(r.buf)
       r.buf = b
+      if (r.streamSlot !== undefined) r.streamSlot.stream = b
     }
     r.buf[r.len++] = tokenId
     r.outputIds.push(tokenId)
@@ -914,6 +927,7 @@ export class SessionCache {
         protectedLen: aligned,
       }
     }
+    this.#endStream(r, slot)
     if (slot !== undefined) {
       if (!keepSession) slot.committed = r.buf.subarray(0, c)
       slot.turns++
@@ -926,6 +940,7 @@ export class SessionCache {
     }
     r.phase = 'finished'
     r.lastNode = undefined
+    this.#giveRow(r)
     this.#requests.delete(r.rid)
     this.#requestsFinished++
     if (replacedExtra && this.#releaseExtra !== undefined) this.#releaseExtra(oldExtra, slot!.sessionId)
@@ -946,6 +961,7 @@ export class SessionCache {
   abortReq(req: SessionRequest): void {
     const r = this.#requireRequest(req, true)
     if (r.phase === 'created') {
+      this.#endStream(r, undefined)
       r.phase = 'aborted'
       this.#requestsAborted++
       return
@@ -960,8 +976,10 @@ export class SessionCache {
         this.#syncIdle(slot)
       }
     }
+    this.#endStream(r, undefined)
     r.phase = 'aborted'
     r.lastNode = undefined
+    this.#giveRow(r)
     this.#requests.delete(r.rid)
     this.#requestsAborted++
   }
@@ -1127,12 +1145,65 @@ export class SessionCache {
 
   #scratch: Int32Array = EMPTY_I32
 
+  /** Give the request a row with room for `n` positions (from the pool), keeping its slots. */
   #ensureRow(r: RequestState, n: number): void {
     const row = r.reqToToken
     if (row.length >= n) return
-    const grown = new Int32Array(Math.max(n, row.length + (row.length >> 2) + 64))
+    const grown = this.#rows.take(n)
     grown.set(row.subarray(0, r.kvAllocatedLen))
+    // Session mode may have lent the row by a slot: it stays the slot's.
+    if (!this.#legacy) this.#rows.give(row)
     r.reqToToken = grown
+  }
+
+  /**
+   * At a request's end (block mode): its row goes back to the pool (SGLang frees a request's
+   * `req_to_token_pool` row too); the request shows an empty one. Session mode keeps rows (a
+   * session slot parks them).
+   */
+  #giveRow(r: RequestState): void {
+    if (this.#legacy) return
+    this.#rows.give(r.reqToToken)
+    r.reqToToken = EMPTY_I32
+  }
+
+  /**
+   * At a request's end: the tokens it wrote to its session's stream are the stream's now. A
+   * session turn that ended on a copy of its own (its prompt did not extend the stream) leaves
+   * that copy as the stream when no other request owns the stream's end.
+   */
+  #endStream(r: RequestState, slot: Slot | undefined): void {
+    const s = r.streamSlot
+    if (s !== undefined) {
+      s.streamLen = r.len
+      s.streamTail = undefined
+      r.streamSlot = undefined
+    } else if (slot !== undefined && r.buf !== slot.stream) {
+      const tail = slot.streamTail
+      if (tail === undefined || tail.phase === 'finished' || tail.phase === 'aborted') {
+        slot.stream = r.buf
+        slot.streamLen = r.len
+        slot.streamTail = undefined
+      }
+    }
+  }
+
+  /** Internal: the row pool's consistency with the requests in flight (for the invariant checks). @internal */
+  _checkRows(): string[] {
+    const problems: string[] = []
+    const inUse = new Set<ArrayBufferLike>()
+    for (const r of this.#requests.values()) {
+      const b = r.reqToToken.buffer
+      if (r.reqToToken.length > 0 && inUse.has(b)) problems.push(`request ${r.rid} shares its KV row`)
+      inUse.add(b)
+    }
+    for (const row of this.#rows.freeRows()) {
+      if (inUse.has(row.buffer)) problems.push('a KV row in the pool belongs to a request in flight')
+    }
+    if (!this.#legacy && this.#rows.rowsOut !== this.#requests.size) {
+      problems.push(`${this.#rows.rowsOut} KV rows taken, ${this.#requests.size} requests in flight`)
+    }
+    return problems
   }
 
   /** Give positions `[kvAllocatedLen, target)` slots (paged layout), evicting the shortfall first. */

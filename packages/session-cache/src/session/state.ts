@@ -3,6 +3,7 @@
  * only through {@link SessionRequest} and snapshots.
  */
 import type { NodeHandle } from '@kvc/radix-cache'
+import { fail } from './tokens.js'
 import type { RequestPhase, SessionMatchResult, SessionRequest } from './types.js'
 
 export const EMPTY_I32 = new Int32Array(0)
@@ -18,9 +19,17 @@ export class RequestState implements SessionRequest {
   readonly priority: number
   readonly originInputIds: Uint32Array
   readonly outputIds: number[] = []
-  /** origin + output tokens; capacity grows by doubling. */
+  /**
+   * origin + output tokens in `[0, len)`; room for the expected output after them. A session turn
+   * may share its session's token stream (`streamSlot`): then only this request writes past `len`.
+   */
   buf: Uint32Array
   len: number
+  /** Positions the row is first sized for (the prompt plus the expected output). */
+  readonly rowHint: number
+  /** The slot whose token stream `buf` is, while this request may append to it. */
+  streamSlot: Slot | undefined = undefined
+  /** The KV row, taken from the cache's row pool at admission and given back at the end (block mode). */
   reqToToken: Int32Array = EMPTY_I32
   cacheProtectedLen = 0
   kvCommittedLen = 0
@@ -38,6 +47,7 @@ export class RequestState implements SessionRequest {
     rid: string,
     tokens: Uint32Array,
     len: number,
+    rowHint: number,
     sessionId: string | undefined,
     extraKey: string | undefined,
     priority: number,
@@ -50,6 +60,7 @@ export class RequestState implements SessionRequest {
     // `tokens` is a private buffer with spare capacity for the output (see toTokens).
     this.buf = tokens
     this.len = len
+    this.rowHint = rowHint
     this.originInputIds = tokens.subarray(0, len)
   }
 
@@ -73,6 +84,16 @@ export class Slot {
   extra: unknown
   /** Committed token ids of the session (a view of the last finished request's tokens). */
   committed: Uint32Array = EMPTY_U32
+  /**
+   * The session's token stream: `stream[0, streamLen)` are the tokens of its last request that
+   * ended (prompt and output). Never rewritten there (finished requests' `tokenIds` are views of
+   * it): the next turn whose prompt extends them copies only its new tokens after them, and
+   * appends its output, as `streamTail`.
+   */
+  stream: Uint32Array = EMPTY_U32
+  streamLen = 0
+  /** The request that owns `stream` past `streamLen` (it was created on the stream), if any. */
+  streamTail: RequestState | undefined = undefined
   turns = 0
   activeRid: string | undefined = undefined
   /** Tokens its previous incarnation had committed when it was evicted (until its first match). */
@@ -101,14 +122,16 @@ export class Slot {
 }
 
 /**
- * A {@link SessionMatchResult} whose `indices` (an own, enumerable property) copy `row[0, length)`
- * when first read, unless given: most callers never read them, and a block-mode request never
- * writes its row below its match, so the copy is the same whenever it is made.
+ * A {@link SessionMatchResult} whose `indices` (an own, enumerable property) copy
+ * `reqToToken[0, length)` when first read, unless given: most callers never read them, and a
+ * block-mode request never writes its row below its match, so the copy is the same whenever it is
+ * made while the request is in flight. After its end the row is back in the pool: reading them
+ * then throws `REQUEST_FINISHED`.
  */
 export function matchResult(
   length: number,
   given: Int32Array | undefined,
-  row: Int32Array,
+  r: RequestState,
   lastNode: NodeHandle,
   fromSlot: boolean,
   reprefillTokens: number,
@@ -118,7 +141,16 @@ export function matchResult(
   return {
     length,
     get indices(): Int32Array {
-      if (indices === undefined) indices = row.slice(0, length)
+      if (indices === undefined) {
+        if (r.phase !== 'running') {
+          fail(
+            'REQUEST_FINISHED',
+            `request ${r.rid} is ${r.phase}: read a match's indices while the request is in flight (its KV row is reused after its end)`,
+            r.rid,
+          )
+        }
+        indices = r.reqToToken.slice(0, length)
+      }
       return indices
     },
     lastNode,

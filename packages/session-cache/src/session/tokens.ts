@@ -30,10 +30,14 @@ export function toTokens(tokens: ArrayLike<number>, spare: number): Uint32Array 
   return out
 }
 
-/** Whether `a` starts with all of `b` (8 tokens per step: committed prefixes are long). */
+/**
+ * Whether `a` starts with all of `b` (8 tokens per step: committed prefixes are long). Views that
+ * start at the same place of the same buffer (a session's token stream) need no comparison.
+ */
 export function startsWith(a: Uint32Array, b: Uint32Array): boolean {
   const n = b.length
   if (a.length < n) return false
+  if (a.buffer === b.buffer && a.byteOffset === b.byteOffset) return true
   let i = 0
   const n8 = n - 7
   while (i < n8) {

@@ -69,6 +69,11 @@ export interface SessionRealState {
   readonly clock: { t: number }
   readonly reqs: Map<string, SessionRequest>
   readonly finished: SessionRequest[]
+  /**
+   * The tokens of recently ended requests, copied at their end: they must never change (a
+   * session's later turns write to the same token stream, after them).
+   */
+  readonly endedTokens: Map<SessionRequest, Uint32Array>
   readonly hookCalls: unknown[]
   readonly events: EvictionEvent[]
   /** Another cache, whose requests this one must refuse. */
@@ -148,6 +153,12 @@ function expectRefused(
   fail(`${what}: expected ${code}, nothing was thrown`)
 }
 
+/** Remember an ended request's tokens (the 64 most recent), which must never change. */
+function noteEnded(r: SessionRealState, q: SessionRequest): void {
+  r.endedTokens.set(q, q.tokenIds.slice())
+  if (r.endedTokens.size > 64) r.endedTokens.delete(r.endedTokens.keys().next().value!)
+}
+
 /** Check everything that must hold after any step. */
 function checkAll(m: SessionModelState, r: SessionRealState): void {
   const sc = r.sc
@@ -215,6 +226,11 @@ function checkAll(m: SessionModelState, r: SessionRealState): void {
       )
     }
     if (!sameArray(q.tokenIds, mq.tokens)) fail(`request ${q.rid}: tokens differ`)
+  }
+  // Ended requests: their tokens never change, and (block mode) their KV rows are back in the pool.
+  for (const [q, tokens] of r.endedTokens) {
+    if (!sameArray(q.tokenIds, tokens)) fail(`ended request ${q.rid}: its tokens changed`)
+    if (sc.granularity === 'block' && q.reqToToken.length !== 0) fail(`ended request ${q.rid} kept its row`)
   }
   // The extra release hook: each extra exactly once, in the model's order.
   if (
@@ -525,6 +541,7 @@ function runStep(step: SessionStep, m: SessionModelState, r: SessionRealState): 
       if (mq.sid !== undefined) m.histories.set(mq.sid, mq.tokens.slice())
       r.reqs.delete(mq.rid)
       r.finished.push(q)
+      noteEnded(r, q)
       if (q.phase !== 'finished' || q.lastNode !== undefined) fail(`request ${mq.rid} not finished`)
       break
     }
@@ -533,6 +550,7 @@ function runStep(step: SessionStep, m: SessionModelState, r: SessionRealState): 
       if (p === undefined) break
       abortBoth(m, r, p[0], p[1])
       r.finished.push(p[1])
+      noteEnded(r, p[1])
       break
     }
     case 'release': {
@@ -835,6 +853,7 @@ export function sessionModelSetup(
         clock,
         reqs: new Map(),
         finished: [],
+        endedTokens: new Map(),
         hookCalls,
         events,
         foreign: new SessionCache({ poolSize: ps, pageSize: ps }),

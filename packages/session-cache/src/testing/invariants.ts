@@ -20,6 +20,8 @@ import type { SessionCache } from '../session/sessionCache.js'
  *   allocated`, its lock covers exactly `[0, cacheProtectedLen)` (unless lent by a legacy slot),
  *   and its request-owned pages are neither tree pages nor another request's pages (the ownership
  *   rule); its locked prefix is on the device; with a `PagedAllocator`, none of its slots is free;
+ * - KV rows: every request in flight has a row of its own, no free row of the row pool is a
+ *   request's, and (block mode) the pool has handed out one row per request in flight;
  * - the walks that start at a lock (block mode): a request's locked node's path is its tokens
  *   `[0, cacheProtectedLen)`, and a held session's node's path is its committed tokens rounded down
  *   to a page, token for token.
@@ -42,6 +44,8 @@ export function checkSessionInvariants(sc: SessionCache): void {
   } catch (e) {
     problems.push((e as Error).message)
   }
+  // KV rows (SGLang's req_to_token_pool): each request in flight has its own, none is also free.
+  problems.push(...sc._checkRows())
   const cache = sc.cache
   const ps = sc.pageSize
   const acc = sc.poolAccounting()
