@@ -9,9 +9,19 @@ import { checkRadixInvariants } from '../src/testing/index.js'
 // whole state (every node's tokens, values, lock count, access time, hit count, priority) are
 // identical, and so is what each eviction removes (the eviction order). Stale or unqualified
 // handles (evicted, other namespace, root, longer than the tokens) fall back to the full walk.
+// After an insert, the session cache's re-match starts at the node the insert returned (its path is
+// the aligned tokens) and copies only the slots after a prefix: checked the same way.
 
 type Op =
-  | { kind: 'insert'; tokens: number[]; ns: string; priority: number; chunked: boolean; from: number }
+  | {
+      kind: 'insert'
+      tokens: number[]
+      ns: string
+      priority: number
+      chunked: boolean
+      from: number
+      rematch: boolean
+    }
   | { kind: 'match'; tokens: number[]; ns: string; readOnly: boolean; from: number }
   | { kind: 'lock'; tokens: number[]; ns: string }
   | { kind: 'unlock'; pick: number }
@@ -65,7 +75,14 @@ const tokens = fc.array(token, { maxLength: 18 })
 const ns = fc.constantFrom('', 'x')
 const op: fc.Arbitrary<Op> = fc.oneof(
   fc
-    .record({ tokens, ns, priority: fc.constantFrom(0, 0, 3), chunked: fc.boolean(), from: fc.nat() })
+    .record({
+      tokens,
+      ns,
+      priority: fc.constantFrom(0, 0, 3),
+      chunked: fc.boolean(),
+      from: fc.nat(),
+      rematch: fc.boolean(),
+    })
     .map((r) => ({ kind: 'insert' as const, ...r })),
   fc
     .record({ tokens, ns, readOnly: fc.boolean(), from: fc.nat() })
@@ -134,6 +151,22 @@ function run(pageSize: number, policy: EvictionPolicy, ops: Op[]): void {
         ] as const) {
           if (a.prefixLen > 0) s.pool.free(slots.subarray(0, a.prefixLen))
           if (a.alignedLen < n) s.pool.free(slots.subarray(a.alignedLen))
+        }
+        if (o.kind === 'insert' && o.rematch) {
+          // The re-match of the inserted tokens, from the insert's node, writing slots after `cut` only.
+          const k = a.alignedLen
+          const cut = k === 0 ? 0 : o.from % (k + 1)
+          const into = new Int32Array(k).fill(-7)
+          const fm = full.cache.matchPrefix(v.tokens.slice(0, k), { extraKey: v.ns })
+          const gm = fast.cache._matchPrefixFrom(
+            b.lastNode,
+            v.tokens.slice(0, k),
+            { extraKey: v.ns, into },
+            cut,
+          )
+          same('re-match length and node', [fm.length, fm.lastNode], [gm.length, gm.lastNode])
+          same('re-match slots', Array.from(fm.indices.subarray(cut)), Array.from(gm.indices.subarray(cut)))
+          same('slots before the cut untouched', new Int32Array(cut).fill(-7), into.subarray(0, cut))
         }
         if (o.kind === 'lock') {
           same('incLockRef', full.cache.incLockRef(a.lastNode), fast.cache.incLockRef(b.lastNode))

@@ -175,7 +175,20 @@ describe('PagedAllocator (slots, runs and whole pages) agrees with the naive per
             } else if (o.kind === 'extend') {
               const seq = owned.length === 0 ? [] : owned[o.owner % owned.length]!
               const last = seq.length === 0 ? -1 : seq[seq.length - 1]!
-              a = outcome(() => Array.from(real.allocExtend(last, o.n)))
+              // Odd owners extend through allocExtendInto, into a row with a margin on each side.
+              a = outcome(() => {
+                if (o.owner % 2 === 0) return Array.from(real.allocExtend(last, o.n))
+                const row = new Int32Array(o.n + 4).fill(-5)
+                try {
+                  real.allocExtendInto(last, o.n, row, 2)
+                } catch (e) {
+                  if (row.some((x) => x !== -5)) throw new Error('a refused allocExtendInto wrote')
+                  throw e
+                }
+                if (row[0] !== -5 || row[1] !== -5 || row[o.n + 2] !== -5 || row[o.n + 3] !== -5)
+                  throw new Error('allocExtendInto wrote outside its range')
+                return Array.from(row.subarray(2, 2 + o.n))
+              })
               b = outcome(() => naive.allocExtend(last, o.n))
               if ('ok' in b) seq.push(...b.ok)
               if ('ok' in b && seq.length > 0 && owned.indexOf(seq) < 0) owned.push(seq)

@@ -466,4 +466,22 @@ describe('PagedAllocator', () => {
     pool.clear()
     expect(pool.availableSize()).toBe(16)
   })
+
+  it('allocExtendInto writes the slots allocExtend would return into a row, and refuses a row without room', () => {
+    const pool = new PagedAllocator({ size: 16, pageSize: 4 })
+    const row = new Int32Array(8).fill(-1)
+    pool.allocExtendInto(-1, 2, row, 0)
+    pool.allocExtendInto(row[1]!, 4, row, 2)
+    expect(Array.from(row)).toEqual([0, 1, 2, 3, 4, 5, -1, -1])
+    expect(pool.availableSize()).toBe(8)
+    for (const [out, at] of [
+      [row, 7],
+      [row, -1],
+      [new Uint32Array(8), 0],
+    ] as const) {
+      expectCode(() => pool.allocExtendInto(5, 2, out as Int32Array, at), 'INVALID_OPTION')
+    }
+    expect(pool.availableSize()).toBe(8)
+    expect(Array.from(row)).toEqual([0, 1, 2, 3, 4, 5, -1, -1])
+  })
 })

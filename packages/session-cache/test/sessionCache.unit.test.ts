@@ -549,7 +549,8 @@ describe('decode allocation', () => {
     const req = sc.createRequest({ rid: 'r', inputIds: range(1, 6) })
     sc.matchPrefix(req)
     sc.prefill(req, 6)
-    const spy = vi.spyOn(pool, 'allocExtend')
+    // A PagedAllocator writes the slots into the request's row (allocExtendInto).
+    const spy = vi.spyOn(pool, 'allocExtendInto')
     // Six steps give positions 6..10 their KV (the last sampled token's comes with the next step):
     // page 1 holds 4..7, position 8 opens page 2.
     for (let t = 0; t < 6; t++) sc.decode(req, 100 + t)
@@ -562,6 +563,35 @@ describe('decode allocation', () => {
     expect(sc.poolAccounting().balanced).toBe(true)
     sc.cacheFinishedReq(req)
     expect(sc.poolAccounting().balanced).toBe(true)
+  })
+
+  it('takes the same slots from a pool that only has allocExtend', () => {
+    const inner = new PagedAllocator({ size: 64, pageSize: 4 })
+    const calls: number[] = []
+    const pool = {
+      size: inner.size,
+      pageSize: inner.pageSize,
+      availableSize: () => inner.availableSize(),
+      allocExtend: (last: number, n: number) => {
+        calls.push(n)
+        return inner.allocExtend(last, n)
+      },
+      free: (i: Int32Array) => inner.free(i),
+    }
+    const plain = new SessionCache({ pool })
+    const { sc } = makeCache({ pageSize: 4, poolSize: 64 })
+    const rows: number[][] = []
+    for (const c of [plain, sc]) {
+      const req = c.createRequest({ rid: 'r', inputIds: range(1, 6) })
+      c.matchPrefix(req)
+      c.prefill(req, 6)
+      for (let t = 0; t < 6; t++) c.decode(req, 100 + t)
+      rows.push(Array.from(req.reqToToken.subarray(0, req.kvAllocatedLen)))
+      c.cacheFinishedReq(req)
+      checkSessionInvariants(c)
+    }
+    expect(calls).toEqual([6, 1]) // the prefill, then the step that opens page 2
+    expect(rows[0]).toEqual(rows[1])
   })
 })
 

@@ -90,6 +90,53 @@ export class PagedAllocator implements KvAllocator {
   allocExtend(lastLoc: number, numTokens: number): Int32Array {
     this.#checkCount(numTokens)
     if (lastLoc === -1) return this.alloc(numTokens)
+    const inPage = this.#checkExtend(lastLoc, numTokens)
+    if (numTokens === 0) return EMPTY
+    // One array: the rest of lastLoc's page, then fresh pages written in place.
+    const out = new Int32Array(numTokens)
+    for (let j = 0; j < inPage; j++) out[j] = lastLoc + 1 + j
+    if (numTokens > inPage) this.#fill(out, inPage, numTokens - inPage)
+    return out
+  }
+
+  /**
+   * {@link PagedAllocator.allocExtend} written into `out[at, at + numTokens)` instead of a new
+   * array (a request's KV row: nothing to allocate per call). Same checks, same slots; `out`
+   * must be an `Int32Array` with room (`INVALID_OPTION`), and a refusal writes nothing.
+   *
+   * @example
+   * ```ts
+   * const pool = new PagedAllocator({ size: 64, pageSize: 16 })
+   * const row = new Int32Array(40)
+   * pool.allocExtendInto(-1, 20, row, 0)        // row[0..20) = slots 0..19 (pages 0, 1)
+   * pool.allocExtendInto(row[19]!, 4, row, 20)  // row[20..24) = slots 20..23, still page 1
+   * ```
+   */
+  allocExtendInto(lastLoc: number, numTokens: number, out: Int32Array, at: number): void {
+    this.#checkCount(numTokens)
+    if (!(out instanceof Int32Array) || !Number.isInteger(at) || at < 0 || at + numTokens > out.length) {
+      throw new RadixCacheError(
+        RadixCacheErrorCode.InvalidOption,
+        `out must be an Int32Array with room for ${numTokens} slots at ${String(at)}`,
+        out,
+      )
+    }
+    if (lastLoc === -1) {
+      if (numTokens === 0) return
+      this.#checkPages(numTokens, Math.ceil(numTokens / this.pageSize))
+      this.#fill(out, at, numTokens)
+      return
+    }
+    const inPage = this.#checkExtend(lastLoc, numTokens)
+    for (let j = 0; j < inPage; j++) out[at + j] = lastLoc + 1 + j
+    if (numTokens > inPage) this.#fill(out, at + inPage, numTokens - inPage)
+  }
+
+  /**
+   * Check an extension of `lastLoc` by `numTokens` (its page is allocated, the fresh pages exist)
+   * and return how many of them stay in `lastLoc`'s page.
+   */
+  #checkExtend(lastLoc: number, numTokens: number): number {
     this.#checkIndex(lastLoc)
     const ps = this.pageSize
     const page = Math.floor(lastLoc / ps)
@@ -103,12 +150,7 @@ export class PagedAllocator implements KvAllocator {
     const inPage = Math.min(numTokens, ps - 1 - (lastLoc % ps))
     const rest = numTokens - inPage
     if (rest > 0) this.#checkPages(rest, Math.ceil(rest / ps))
-    if (numTokens === 0) return EMPTY
-    // One array: the rest of lastLoc's page, then fresh pages written in place.
-    const out = new Int32Array(numTokens)
-    for (let j = 0; j < inPage; j++) out[j] = lastLoc + 1 + j
-    if (rest > 0) this.#fill(out, inPage, rest)
-    return out
+    return inPage
   }
 
   /**

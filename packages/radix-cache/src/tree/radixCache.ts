@@ -309,17 +309,24 @@ export class RadixCache {
    * ```
    */
   matchPrefix(tokens: ArrayLike<number>, options?: MatchOptions): MatchResult {
-    return this.#match(-1, tokens, options)
+    return this.#match(-1, tokens, options, 0)
   }
 
   /**
    * `matchPrefix` for a caller that vouches that `tokens[0 : tokensUnder(known))` is exactly the
    * path root → `known` (see `_insertFrom`): the walk starts at `known`. Same effects and result
    * as `matchPrefix`; the full walk when `known` does not qualify, with a host tier or `readOnly`.
+   * With `indicesFrom`, `indices[0, indicesFrom)` are not written (a caller that only needs the
+   * slots after a prefix it already has: they are left as they were in `options.into`).
    * @internal
    */
-  _matchPrefixFrom(known: NodeHandle, tokens: ArrayLike<number>, options?: MatchOptions): MatchResult {
-    return this.#match(known, tokens, options)
+  _matchPrefixFrom(
+    known: NodeHandle,
+    tokens: ArrayLike<number>,
+    options?: MatchOptions,
+    indicesFrom = 0,
+  ): MatchResult {
+    return this.#match(known, tokens, options, indicesFrom)
   }
 
   /**
@@ -345,7 +352,12 @@ export class RadixCache {
     return n === root ? depth : -1
   }
 
-  #match(known: number, tokens: ArrayLike<number>, options: MatchOptions | undefined): MatchResult {
+  #match(
+    known: number,
+    tokens: ArrayLike<number>,
+    options: MatchOptions | undefined,
+    indicesFrom: number,
+  ): MatchResult {
     const key = toTokenArray(tokens)
     const extraKey = options?.extraKey ?? ''
     if (typeof extraKey !== 'string') {
@@ -460,13 +472,12 @@ export class RadixCache {
       let w = 0
       for (let d = 0; d < devDepth; d++) {
         const v = values[path[d]!]!
-        if (d === depth - 1 && lastTake < v.length) {
-          indices.set(v.subarray(0, lastTake), w)
-          w += lastTake
-        } else {
-          indices.set(v, w)
-          w += v.length
+        const take = d === depth - 1 && lastTake < v.length ? lastTake : v.length
+        if (w + take > indicesFrom) {
+          if (w >= indicesFrom) indices.set(take === v.length ? v : v.subarray(0, take), w)
+          else indices.set(v.subarray(indicesFrom - w, take), indicesFrom)
         }
+        w += take
       }
     }
     // A read-only partial match ends inside a node that was not split; report its parent as

@@ -837,11 +837,16 @@ export class SessionCache {
     }
     const aligned = res.alignedLen
     if (aligned > p) {
-      // Re-match (as SGLang does) to adopt the tree's canonical slots for [p, aligned).
-      const m = this.cache._matchPrefixFrom(r.lastNode!, tokens.subarray(0, aligned), {
-        extraKey: r.ns,
-        into: this.#matchScratch(aligned),
-      })
+      // Re-match (as SGLang does) to adopt the tree's canonical slots for [p, aligned). The insert
+      // just ended at `res.lastNode`, whose path is these tokens: the walk starts there (nothing
+      // left to compare), with the same effects as a walk from the request's lock, and copies
+      // only the slots after `p`.
+      const m = this.cache._matchPrefixFrom(
+        res.lastNode,
+        tokens.subarray(0, aligned),
+        { extraKey: r.ns, into: this.#matchScratch(aligned) },
+        p,
+      )
       if (m.length !== aligned) {
         throw new Error(`session-cache: re-match found ${m.length} of ${aligned} just-inserted tokens`)
       }
@@ -1232,7 +1237,9 @@ export class SessionCache {
       const row = r.reqToToken
       for (let i = have; i < target; i++) row[i] = lastLoc + 1 + (i - have)
     } else {
-      r.reqToToken.set(this.pool.allocExtend(lastLoc, target - have), have)
+      const pool = this.pool
+      if (pool.allocExtendInto !== undefined) pool.allocExtendInto(lastLoc, target - have, r.reqToToken, have)
+      else r.reqToToken.set(pool.allocExtend(lastLoc, target - have), have)
     }
     r.kvAllocatedLen = target
   }

@@ -60,6 +60,11 @@ export interface KvPool extends KvAllocator {
    * (a decode step mostly), so the pool sees only requests that take fresh pages.
    */
   allocExtend(lastLoc: number, numTokens: number): Int32Array
+  /**
+   * Optional: `allocExtend` written into `out[at, at + numTokens)` (the request's KV row) instead
+   * of a new array; the cache uses it when present (`PagedAllocator` has it).
+   */
+  allocExtendInto?(lastLoc: number, numTokens: number, out: Int32Array, at: number): void
 }
 
 /**
