@@ -10,7 +10,7 @@ import { checkRadixInvariants } from '../src/testing/index.js'
 // identical, and so is what each eviction removes (the eviction order). Stale or unqualified
 // handles (evicted, other namespace, root, longer than the tokens) fall back to the full walk.
 // After an insert, the session cache's re-match starts at the node the insert returned (its path is
-// the aligned tokens) and copies only the slots after a prefix: checked the same way.
+// the aligned tokens) and copies only the slots of a range: checked the same way.
 
 type Op =
   | {
@@ -153,9 +153,11 @@ function run(pageSize: number, policy: EvictionPolicy, ops: Op[]): void {
           if (a.alignedLen < n) s.pool.free(slots.subarray(a.alignedLen))
         }
         if (o.kind === 'insert' && o.rematch) {
-          // The re-match of the inserted tokens, from the insert's node, writing slots after `cut` only.
+          // The re-match of the inserted tokens, from the insert's node, writing the slots of
+          // [cut, to) only.
           const k = a.alignedLen
           const cut = k === 0 ? 0 : o.from % (k + 1)
+          const to = cut + ((o.from >> 5) % (k - cut + 1))
           const into = new Int32Array(k).fill(-7)
           const fm = full.cache.matchPrefix(v.tokens.slice(0, k), { extraKey: v.ns })
           const gm = fast.cache._matchPrefixFrom(
@@ -163,10 +165,20 @@ function run(pageSize: number, policy: EvictionPolicy, ops: Op[]): void {
             v.tokens.slice(0, k),
             { extraKey: v.ns, into },
             cut,
+            to,
           )
           same('re-match length and node', [fm.length, fm.lastNode], [gm.length, gm.lastNode])
-          same('re-match slots', Array.from(fm.indices.subarray(cut)), Array.from(gm.indices.subarray(cut)))
-          same('slots before the cut untouched', new Int32Array(cut).fill(-7), into.subarray(0, cut))
+          same(
+            're-match slots',
+            Array.from(fm.indices.subarray(cut, to)),
+            Array.from(gm.indices.subarray(cut, to)),
+          )
+          const untouched = [...into.subarray(0, cut), ...into.subarray(to)]
+          same(
+            'slots outside [cut, to) untouched',
+            untouched.map(() => -7),
+            untouched,
+          )
         }
         if (o.kind === 'lock') {
           same('incLockRef', full.cache.incLockRef(a.lastNode), fast.cache.incLockRef(b.lastNode))

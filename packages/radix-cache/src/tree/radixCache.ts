@@ -309,15 +309,15 @@ export class RadixCache {
    * ```
    */
   matchPrefix(tokens: ArrayLike<number>, options?: MatchOptions): MatchResult {
-    return this.#match(-1, tokens, options, 0)
+    return this.#match(-1, tokens, options, 0, Number.POSITIVE_INFINITY)
   }
 
   /**
    * `matchPrefix` for a caller that vouches that `tokens[0 : tokensUnder(known))` is exactly the
    * path root → `known` (see `_insertFrom`): the walk starts at `known`. Same effects and result
    * as `matchPrefix`; the full walk when `known` does not qualify, with a host tier or `readOnly`.
-   * With `indicesFrom`, `indices[0, indicesFrom)` are not written (a caller that only needs the
-   * slots after a prefix it already has: they are left as they were in `options.into`).
+   * Only `indices[indicesFrom, indicesTo)` are written (a caller that needs only the slots of part
+   * of the match: the others are left as they were in `options.into`).
    * @internal
    */
   _matchPrefixFrom(
@@ -325,8 +325,9 @@ export class RadixCache {
     tokens: ArrayLike<number>,
     options?: MatchOptions,
     indicesFrom = 0,
+    indicesTo = Number.POSITIVE_INFINITY,
   ): MatchResult {
-    return this.#match(known, tokens, options, indicesFrom)
+    return this.#match(known, tokens, options, indicesFrom, indicesTo)
   }
 
   /**
@@ -357,6 +358,7 @@ export class RadixCache {
     tokens: ArrayLike<number>,
     options: MatchOptions | undefined,
     indicesFrom: number,
+    indicesTo: number,
   ): MatchResult {
     const key = toTokenArray(tokens)
     const extraKey = options?.extraKey ?? ''
@@ -473,9 +475,11 @@ export class RadixCache {
       for (let d = 0; d < devDepth; d++) {
         const v = values[path[d]!]!
         const take = d === depth - 1 && lastTake < v.length ? lastTake : v.length
-        if (w + take > indicesFrom) {
-          if (w >= indicesFrom) indices.set(take === v.length ? v : v.subarray(0, take), w)
-          else indices.set(v.subarray(indicesFrom - w, take), indicesFrom)
+        if (w >= indicesFrom && w + take <= indicesTo)
+          indices.set(take === v.length ? v : v.subarray(0, take), w)
+        else if (w + take > indicesFrom && w < indicesTo) {
+          const a = Math.max(w, indicesFrom)
+          indices.set(v.subarray(a - w, Math.min(take, indicesTo - w)), a)
         }
         w += take
       }

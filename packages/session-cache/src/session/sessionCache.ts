@@ -839,18 +839,20 @@ export class SessionCache {
     if (aligned > p) {
       // Re-match (as SGLang does) to adopt the tree's canonical slots for [p, aligned). The insert
       // just ended at `res.lastNode`, whose path is these tokens: the walk starts there (nothing
-      // left to compare), with the same effects as a walk from the request's lock, and copies
-      // only the slots after `p`.
+      // left to compare), with the same effects as a walk from the request's lock. Only the slots
+      // of [p, prefixLen) can differ from the row's: the tree took the row's own after that.
+      const to = Math.max(p, res.prefixLen)
       const m = this.cache._matchPrefixFrom(
         res.lastNode,
         tokens.subarray(0, aligned),
         { extraKey: r.ns, into: this.#matchScratch(aligned) },
         p,
+        to,
       )
       if (m.length !== aligned) {
         throw new Error(`session-cache: re-match found ${m.length} of ${aligned} just-inserted tokens`)
       }
-      r.reqToToken.set(m.indices.subarray(p), p)
+      if (to > p) r.reqToToken.set(m.indices.subarray(p, to), p)
       this.#moveRequestLock(r, m.lastNode)
       r.cacheProtectedLen = aligned
     }
