@@ -671,6 +671,43 @@ describe('maxNewTokens and the match indices', () => {
     checkSessionInvariants(sc)
   })
 
+  it('copyInputIds: false reads a Uint32Array prompt in place; decoding copies it, never writes it', () => {
+    const { sc } = makeCache({ pageSize: 4, poolSize: 512 })
+    const stream = Uint32Array.from(range(1, 40))
+    const prompt = stream.subarray(0, 21)
+    const p = sc.createRequest({ rid: 'p', inputIds: prompt, copyInputIds: false })
+    expect(p.originInputIds.buffer).toBe(stream.buffer) // no copy
+    expect(sc.matchPrefix(p).length).toBe(0)
+    sc.prefill(p, 21)
+    sc.cacheUnfinishedReq(p)
+    sc.cacheFinishedReq(p)
+    expect(Array.from(p.tokenIds)).toEqual(range(1, 21))
+    // A decoding turn copies the prompt at its first step; the caller's array is never written.
+    sc.openSession('s')
+    const d = sc.createRequest({ rid: 'd', sessionId: 's', inputIds: prompt, copyInputIds: false })
+    sc.matchPrefix(d)
+    sc.prefill(d, 21 - d.kvCommittedLen)
+    sc.cacheUnfinishedReq(d)
+    for (let t = 0; t < 5; t++) sc.decode(d, 900 + t)
+    expect(d.tokenIds.buffer).not.toBe(stream.buffer)
+    expect(Array.from(stream)).toEqual(range(1, 40))
+    sc.cacheFinishedReq(d)
+    checkSessionInvariants(sc)
+    // The next turn extends the session's stream (its own copy): only its new tokens are copied.
+    const next = Uint32Array.from([...d.tokenIds, 7])
+    const d2 = sc.createRequest({ rid: 'd2', sessionId: 's', inputIds: next, copyInputIds: false })
+    expect(d2.tokenIds.buffer).not.toBe(next.buffer)
+    expect(sc.matchPrefix(d2).length).toBe(24)
+    // Ignored for a plain array: copied.
+    const plain = [5, 6, 7]
+    const q = sc.createRequest({ rid: 'q', inputIds: plain, copyInputIds: false })
+    expect(Array.from(q.tokenIds)).toEqual(plain)
+    expectCode(
+      () => sc.createRequest({ rid: 'e', inputIds: new Uint32Array(0), copyInputIds: false }),
+      'INVALID_REQUEST',
+    )
+  })
+
   it("a session's turns share one token stream; earlier turns' tokens never change", () => {
     const { sc } = makeCache({ pageSize: 4, poolSize: 1024 })
     sc.openSession('s')

@@ -581,10 +581,13 @@ export class SessionCache {
     // new tokens are copied.
     const slot = sessionId === undefined ? undefined : this.#slots.get(sessionId)
     const shared = slot === undefined ? undefined : streamTokens(slot, inputIds, spare)
-    const tokens = shared ?? toTokens(inputIds, spare)
-    const len = shared === undefined ? tokens.length - spare : inputIds.length
+    // `copyInputIds: false`: read the caller's token array in place.
+    const borrowed = shared === undefined && init.copyInputIds === false && inputIds instanceof Uint32Array
+    const tokens = shared ?? (borrowed ? (inputIds as Uint32Array) : toTokens(inputIds, spare))
+    const len = shared === undefined && !borrowed ? tokens.length - spare : inputIds.length
     if (len === 0) fail('INVALID_REQUEST', 'inputIds must hold at least one token', inputIds)
     const req = new RequestState(rid, tokens, len, len + spare, sessionId, extraKey, priority)
+    req.borrowed = borrowed
     if (shared !== undefined) {
       slot!.streamTail = req
       req.streamSlot = slot
@@ -787,12 +790,14 @@ export class SessionCache {
       this.#extendTo(r, r.len)
       r.kvCommittedLen = r.len
     }
-    if (r.len === r.buf.length) {
+    if (r.len === r.buf.length || r.borrowed) {
       // Grow by a quarter (a turn's output is short next to its prompt): less to allocate and
-      // retain than doubling a prompt of tens of thousands of tokens, still amortized O(1).
-      const b = new Uint32Array(r.buf.length + (r.buf.length >> 2) + 64)
-      b.set(r.buf)
+      // retain than doubling a prompt of tens of thousands of tokens, still amortized O(1). The
+      // caller's array (`copyInputIds: false`) is copied first: the cache never writes to it.
+      const b = new Uint32Array(r.len + (r.len >> 2) + 64)
+      b.set(r.buf.subarray(0, r.len))
       r.buf = b
+      r.borrowed = false
       if (r.streamSlot !== undefined) r.streamSlot.stream = b
     }
     r.buf[r.len++] = tokenId
@@ -1185,7 +1190,7 @@ export class SessionCache {
       s.streamLen = r.len
       s.streamTail = undefined
       r.streamSlot = undefined
-    } else if (slot !== undefined && r.buf !== slot.stream) {
+    } else if (slot !== undefined && r.buf !== slot.stream && !r.borrowed) {
       const tail = slot.streamTail
       if (tail === undefined || tail.phase === 'finished' || tail.phase === 'aborted') {
         slot.stream = r.buf

@@ -29,6 +29,8 @@ export class RequestState implements SessionRequest {
   readonly rowHint: number
   /** The slot whose token stream `buf` is, while this request may append to it. */
   streamSlot: Slot | undefined = undefined
+  /** `buf` is the caller's array (`copyInputIds: false`), until a decode step copies it. */
+  borrowed = false
   /** The KV row, taken from the cache's row pool at admission and given back at the end (block mode). */
   reqToToken: Int32Array = EMPTY_I32
   cacheProtectedLen = 0

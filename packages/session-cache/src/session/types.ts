@@ -330,6 +330,17 @@ export interface RequestInit {
    * default 64) and grow as needed beyond. A non-negative integer.
    */
   readonly maxNewTokens?: number
+  /**
+   * `false`: a `Uint32Array` of `inputIds` is read in place instead of copied (SGLang's `Req` keeps
+   * its input ids by reference too), for a caller whose prompts are views of token streams it
+   * never changes: the caller must not modify them while the request is in flight, nor, for a
+   * session turn, while the session is open (its committed tokens may be views of them).
+   * `originInputIds` is then a view of the caller's array; the first decode step copies the
+   * tokens into the request's own buffer. A session turn that extends its session's token stream
+   * shares the stream instead (only its new tokens are copied). Default `true`; ignored for
+   * other array types.
+   */
+  readonly copyInputIds?: boolean
 }
 
 /**

@@ -74,6 +74,8 @@ export interface SessionRealState {
    * session's later turns write to the same token stream, after them).
    */
   readonly endedTokens: Map<SessionRequest, Uint32Array>
+  /** Prompts lent with `copyInputIds: false` (the 64 most recent) and their contents: never written. */
+  readonly lent: [Uint32Array, Uint32Array][]
   readonly hookCalls: unknown[]
   readonly events: EvictionEvent[]
   /** Another cache, whose requests this one must refuse. */
@@ -227,6 +229,7 @@ function checkAll(m: SessionModelState, r: SessionRealState): void {
     }
     if (!sameArray(q.tokenIds, mq.tokens)) fail(`request ${q.rid}: tokens differ`)
   }
+  for (const [a, copy] of r.lent) if (!sameArray(a, copy)) fail('the cache wrote to a lent prompt')
   // Ended requests: their tokens never change, and (block mode) their KV rows are back in the pool.
   for (const [q, tokens] of r.endedTokens) {
     if (!sameArray(q.tokenIds, tokens)) fail(`ended request ${q.rid}: its tokens changed`)
@@ -421,9 +424,17 @@ function runStep(step: SessionStep, m: SessionModelState, r: SessionRealState): 
       }
       const extraKey = sid === undefined && step.namespaced ? 'x' : undefined
       const rid = `r${++m.counters.rid}`
+      // Odd appends lend the prompt (`copyInputIds: false`): the cache reads it in place.
+      const lend = step.append.length % 2 === 1
+      const inputIds = lend ? Uint32Array.from(prompt) : prompt
+      if (lend) {
+        r.lent.push([inputIds as Uint32Array, Uint32Array.from(prompt)])
+        if (r.lent.length > 64) r.lent.shift()
+      }
       const q = sc.createRequest({
         rid,
-        inputIds: prompt,
+        inputIds,
+        ...(lend ? { copyInputIds: false } : {}),
         ...(sid !== undefined ? { sessionId: sid } : {}),
         ...(extraKey !== undefined ? { extraKey } : {}),
       })
@@ -854,6 +865,7 @@ export function sessionModelSetup(
         reqs: new Map(),
         finished: [],
         endedTokens: new Map(),
+        lent: [],
         hookCalls,
         events,
         foreign: new SessionCache({ poolSize: ps, pageSize: ps }),

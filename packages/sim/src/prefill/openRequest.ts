@@ -30,12 +30,13 @@ export function openRequest(
   const rid = `${turn.id}.${turn.seq}`
   const make = () => {
     if (sid !== undefined && !cache.hasSession(sid)) cache.openSession(sid)
-    // Room for the output it decodes here, so decoding does not grow its buffers.
+    // Room for the output it decodes here, so decoding does not grow its buffers. The workload's
+    // prompts are never written: the cache reads them in place (`copyInputIds: false`).
     const maxNewTokens = g.units(reserve)
     req = cache.createRequest(
       sid === undefined
-        ? { rid, inputIds: prompt, maxNewTokens }
-        : { rid, inputIds: prompt, sessionId: sid, maxNewTokens },
+        ? { rid, inputIds: prompt, maxNewTokens, copyInputIds: false }
+        : { rid, inputIds: prompt, sessionId: sid, maxNewTokens, copyInputIds: false },
     )
     const m = cache.matchPrefix(req)
     cachedUnits = m.length

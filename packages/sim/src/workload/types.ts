@@ -95,7 +95,8 @@ export interface Workload {
   /**
    * The prompt's token ids as the caches see them. For hash-id traces every block is a full page
    * (a partial last block is padded to its page), so `length` may exceed `inputLength` by less
-   * than a block; the cost model charges `inputLength`.
+   * than a block; the cost model charges `inputLength`. Read-only: the simulated caches read it
+   * in place (a session's prompts are usually views of one token stream).
    */
   promptTokens(turnId: number): Uint32Array
   /**
