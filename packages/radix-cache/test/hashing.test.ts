@@ -5,6 +5,8 @@ import { describe, expect, it } from 'vitest'
 import {
   type BlockHasher,
   computeBlockHashes,
+  type KvEvent,
+  RadixCache,
   RadixCacheError,
   sglangBlockHasher,
   xxh3BlockHasher,
@@ -521,5 +523,46 @@ describe('computeBlockHashes', () => {
       expect(b[2]).not.toBe(a[2])
       for (let i = 0; i < 3; i++) expect(c[i]).not.toBe(a[i])
     }
+  })
+})
+
+describe('block digests in the tree', () => {
+  it('are stored per node and give the events the hasher’s ids, across splits; a digest of another length is refused', () => {
+    const events: KvEvent[] = []
+    const hasher = xxh3BlockHasher()
+    const cache = new RadixCache({
+      pageSize: 2,
+      trackValues: false,
+      blockHasher: hasher,
+      onEvent: (e) => events.push(e),
+    })
+    const tokens = [1, 2, 3, 4, 5, 6, 7, 8]
+    const { lastNode } = cache.insert(tokens)
+    cache.insert([1, 2, 3, 4, 9, 9]) // splits the first node after two pages
+    const want = computeBlockHashes(hasher, tokens, 2)
+    const up = cache.parentOf(lastNode)!
+    expect([...cache.blockHashesOf(up), ...cache.blockHashesOf(lastNode)]).toEqual(want)
+    expect(cache.blockHashDump().blockHashes).toHaveLength(5)
+    expect(events.flatMap((e) => (e.type === 'BlockStored' ? e.blockHashes : []))).toEqual([
+      ...want,
+      computeBlockHashes(hasher, [1, 2, 3, 4, 9, 9], 2)[2]!,
+    ])
+    // A hasher whose digests change length breaks its contract: refused before the tree changes.
+    let calls = 0
+    const odd: BlockHasher = {
+      name: 'odd',
+      hashBlock: (p, page, ns) => {
+        const d = hasher.hashBlock(p, page, ns)
+        return calls++ === 2 ? d.subarray(0, 4) : d
+      },
+      blockId: (d) => hasher.blockId(d),
+    }
+    const bad = new RadixCache({ pageSize: 2, trackValues: false, blockHasher: odd, onEvent: () => {} })
+    bad.insert([1, 2, 3, 4])
+    const dump = bad.blockHashDump()
+    expect(() => bad.insert([5, 6, 7, 8])).toThrowError(RadixCacheError)
+    expect(bad.blockHashDump()).toEqual(dump) // no event, no node
+    expect(bad.totalSize()).toBe(4)
+    expect(bad.matchPrefix([5, 6, 7, 8]).length).toBe(0)
   })
 })

@@ -1,8 +1,10 @@
+import { RadixCacheError, RadixCacheErrorCode } from '../errors/radixCacheError.js'
 import type { BlockHasher } from '../hashing/blockHasher.js'
 import type { NodeStore } from '../tree/nodeStore.js'
 import type { KvEvent } from './kvEvents.js'
 
 const NO_TOKENS: readonly number[] = Object.freeze([])
+const EMPTY_DIGESTS = new Uint8Array(0)
 
 /** How a cache emits its KV events (validated by `RadixCache`). @internal */
 export interface KvEventEmitterOptions {
@@ -30,6 +32,8 @@ export class KvEventEmitter {
   /** Id of the next event. */
   eventId = 0
   emitted = 0
+  /** One digest copied out of a node's packed digests, for `blockId`. */
+  #one: Uint8Array = new Uint8Array(0)
 
   constructor(store: NodeStore, o: KvEventEmitterOptions) {
     this.#store = store
@@ -50,26 +54,69 @@ export class KvEventEmitter {
     this.emit({ type: 'AllBlocksCleared', eventId: this.eventId++ })
   }
 
-  /** Hash the pages of new device leaf `s` (chained on `parent`'s last page) and emit them stored. */
-  storeBlocks(s: number, parent: number): void {
+  /**
+   * The packed digests of the pages of `key[from, to)`, a new leaf under `parent` (chained on its
+   * last page). Called before the leaf is linked: a hasher that breaks its contract throws
+   * (`INVALID_OPTION`) with the tree unchanged.
+   */
+  hashLeaf(key: Uint32Array, from: number, to: number, parent: number): Uint8Array {
     const st = this.#store
     const hasher = this.#hasher
     const ps = st.pageSize
-    const key = st.keys[s]!
-    const pages = key.length / ps
-    const nsName = st.nsNames[st.ns[s]!]!
+    const pages = (to - from) / ps
+    const nsName = st.nsNames[st.ns[parent]!]!
     const extraKey = nsName === '' ? undefined : nsName
     const pd = st.digests[parent]
     let prev: Uint8Array | undefined =
-      st.isRoot[parent] === 1 || pd === undefined ? undefined : pd[pd.length - 1]
-    const digests: Uint8Array[] = new Array(pages)
+      st.isRoot[parent] === 1 || pd === undefined || pd.length === 0
+        ? undefined
+        : pd.subarray(pd.length - st.digestLen)
+    let packed = EMPTY_DIGESTS
     for (let p = 0; p < pages; p++) {
-      const d = hasher.hashBlock(prev, key.subarray(p * ps, (p + 1) * ps), extraKey)
-      digests[p] = d
+      const at = from + p * ps
+      const d = hasher.hashBlock(prev, key.subarray(at, at + ps), extraKey)
+      if (p === 0) {
+        if (st.digestLen === 0) st.digestLen = d.length
+        packed = new Uint8Array(pages * st.digestLen)
+      }
+      if (d.length !== st.digestLen) {
+        throw new RadixCacheError(
+          RadixCacheErrorCode.InvalidOption,
+          `block hasher ${hasher.name} returned a ${d.length}-byte digest after ${st.digestLen}-byte ones`,
+          hasher.name,
+        )
+      }
+      packed.set(d, p * st.digestLen)
       prev = d
     }
-    st.digests[s] = digests
+    return packed
+  }
+
+  /** Emit the pages of new device leaf `s` (its digests set) stored. */
+  storedLeaf(s: number): void {
     this.emitStored(s, this.#deviceMedium)
+  }
+
+  /** The block id of digest `i` of the packed digests `d`. */
+  idAt(d: Uint8Array, i: number): bigint {
+    const len = this.#store.digestLen
+    let one = this.#one
+    if (one.length !== len) {
+      one = new Uint8Array(len)
+      this.#one = one
+    }
+    const at = i * len
+    for (let j = 0; j < len; j++) one[j] = d[at + j]!
+    return this.#hasher.blockId(one)
+  }
+
+  /** Block ids of the packed digests `d`. */
+  ids(d: Uint8Array): bigint[] {
+    const len = this.#store.digestLen
+    const n = len === 0 ? 0 : d.length / len
+    const out: bigint[] = new Array(n)
+    for (let i = 0; i < n; i++) out[i] = this.idAt(d, i)
+    return out
   }
 
   /** Emit `BlockStored` for the pages of `n` (hashes already computed) on `medium`. */
@@ -77,7 +124,6 @@ export class KvEventEmitter {
     const st = this.#store
     const d = st.digests[n]
     if (d === undefined) return
-    const hasher = this.#hasher
     const ps = st.pageSize
     const key = st.keys[n]!
     const ns = st.nsNames[st.ns[n]!]!
@@ -85,8 +131,10 @@ export class KvEventEmitter {
     const p = st.parent[n]!
     const pd = st.digests[p]
     const parentId =
-      st.isRoot[p] === 1 || pd === undefined || pd.length === 0 ? null : hasher.blockId(pd[pd.length - 1]!)
-    const ids = d.map((x) => hasher.blockId(x))
+      st.isRoot[p] === 1 || pd === undefined || pd.length === 0
+        ? null
+        : this.idAt(pd, pd.length / st.digestLen - 1)
+    const ids = this.ids(d)
     if (this.#perNode) {
       this.emit(
         withMedium(
@@ -127,21 +175,20 @@ export class KvEventEmitter {
     const st = this.#store
     const d = st.digests[n]
     if (d === undefined) return
-    const hasher = this.#hasher
     const ns = st.nsNames[st.ns[n]!]!
     const extraKey = ns === '' ? null : ns
     if (this.#perNode) {
-      const ids: bigint[] = new Array(d.length)
-      for (let i = 0; i < d.length; i++) ids[i] = hasher.blockId(d[i]!)
+      const ids = this.ids(d)
       this.emit(
         withMedium({ type: 'BlockRemoved', eventId: this.eventId++, blockHashes: ids, extraKey }, medium),
       )
       return
     }
-    for (let i = 0; i < d.length; i++) {
+    const pages = st.digestLen === 0 ? 0 : d.length / st.digestLen
+    for (let i = 0; i < pages; i++) {
       this.emit(
         withMedium(
-          { type: 'BlockRemoved', eventId: this.eventId++, blockHashes: [hasher.blockId(d[i]!)], extraKey },
+          { type: 'BlockRemoved', eventId: this.eventId++, blockHashes: [this.idAt(d, i)], extraKey },
           medium,
         ),
       )

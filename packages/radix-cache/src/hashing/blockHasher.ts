@@ -21,7 +21,9 @@ export interface BlockHasher {
   readonly name: string
   /**
    * Digest of one full page chained onto the previous page's digest (`parent` is `undefined`
-   * for the first page of a namespace). The returned array is owned by the caller.
+   * for the first page of a namespace). The returned array is owned by the caller. Every digest
+   * of one hasher has the same length (a cache that emits events stores them packed, and refuses
+   * a digest of another length with `INVALID_OPTION`).
    */
   hashBlock(parent: Uint8Array | undefined, page: Uint32Array, extraKey: string | undefined): Uint8Array
   /** The 64-bit block id carried by KV events for a digest. */

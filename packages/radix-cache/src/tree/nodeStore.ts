@@ -82,7 +82,14 @@ export class NodeStore {
   readonly keys: Uint32Array[]
   readonly values: (Int32Array | undefined)[]
   readonly children: (Map<number, number> | undefined)[]
-  readonly digests: (Uint8Array[] | undefined)[]
+  /**
+   * Per node (with KV events), the digests of its pages packed back to back, `digestLen` bytes
+   * each: one array per node rather than one per page (fewer long-lived objects for the garbage
+   * collector).
+   */
+  readonly digests: (Uint8Array | undefined)[]
+  /** Bytes per digest of the cache's block hasher (known from its first digest; 0 before). */
+  digestLen = 0
   /** DEV / HOST bits. */
   tier: Uint8Array
   /** Children that are on the device (equals `childCount` without a host tier). */
@@ -419,9 +426,9 @@ export class NodeStore {
     } else this.values[up] = undefined
     const d = this.digests[child]
     if (d !== undefined) {
-      const pages = m / this.pageSize
-      this.digests[up] = d.slice(0, pages)
-      this.digests[child] = d.slice(pages)
+      const bytes = (m / this.pageSize) * this.digestLen
+      this.digests[up] = d.subarray(0, bytes)
+      this.digests[child] = d.subarray(bytes)
     } else this.digests[up] = undefined
     this.parent[up] = p
     this.isRoot[up] = 0
@@ -458,6 +465,8 @@ export class NodeStore {
     priority: number,
     countHit: boolean,
   ): number {
+    // Hashed first: nothing has changed yet if the hasher throws.
+    const digests = this.hasEvents ? this.events!.hashLeaf(key, from, to, parent) : undefined
     const s = this.allocSlot()
     const len = to - from
     this.keys[s] = key.slice(from, to)
@@ -484,8 +493,8 @@ export class NodeStore {
     this.liveNodes++
     this.evictableTokens += len
     this.pushHeap(s)
-    if (this.hasEvents) this.events!.storeBlocks(s, parent)
-    else this.digests[s] = undefined
+    this.digests[s] = digests
+    if (this.hasEvents) this.events!.storedLeaf(s)
     return s
   }
 

@@ -1340,9 +1340,8 @@ export class RadixCache {
   blockHashesOf(node: NodeHandle): bigint[] {
     const s = this.#st.slotOf(node)
     const d = this.#st.digests[s]
-    if (d === undefined || this.#hasher === undefined) return []
-    const hasher = this.#hasher
-    return d.map((x) => hasher.blockId(x))
+    if (d === undefined || this.#events === undefined) return []
+    return this.#events.ids(d)
   }
 
   /**
@@ -1376,7 +1375,7 @@ export class RadixCache {
       for (let s = 0; s < st.nextSlot; s++) {
         if (st.isRoot[s] === 1 || st.parent[s]! < 0 || (st.tier[s]! & bit) === 0) continue
         const d = st.digests[s]
-        if (d !== undefined) for (let i = 0; i < d.length; i++) out.push(hasher.blockId(d[i]!))
+        if (d !== undefined) for (const id of this.#events.ids(d)) out.push(id)
       }
     }
     return { blockHashes: out, lastEventId: this.lastEventId() }
