@@ -793,8 +793,9 @@ export class SessionCache {
     if (r.len === r.buf.length || r.borrowed) {
       // Grow by a quarter (a turn's output is short next to its prompt): less to allocate and
       // retain than doubling a prompt of tens of thousands of tokens, still amortized O(1). The
-      // caller's array (`copyInputIds: false`) is copied first: the cache never writes to it.
-      const b = new Uint32Array(r.len + (r.len >> 2) + 64)
+      // caller's array (`copyInputIds: false`) is copied first, with room for the expected output
+      // (`rowHint`): the cache never writes to it.
+      const b = new Uint32Array(r.borrowed ? Math.max(r.rowHint, r.len + 1) : r.len + (r.len >> 2) + 64)
       b.set(r.buf.subarray(0, r.len))
       r.buf = b
       r.borrowed = false
