@@ -100,11 +100,27 @@ export function listFiles(dir: string, ext: string): string[] {
 }
 
 /**
- * The records of a JSONL trace: each non-blank line parsed as a JSON object, with its 1-based
- * line number. A line that is not valid JSON, or not an object, fails with `INVALID_TRACE`.
+ * The records of a JSONL trace: each non-blank line parsed as a JSON object and handed to `visit`
+ * with its 1-based line number, in file order. A line that is not valid JSON, or not an object,
+ * fails with `INVALID_TRACE`. A plain loop rather than a generator: a trace has a record per
+ * request, and this is most of loading one.
  */
-export function* jsonObjectLines(text: string, file: string): Generator<[number, Record<string, unknown>]> {
-  for (const [line, s] of nonBlankLines(text)) {
+export function forEachJsonObjectLine(
+  text: string,
+  file: string,
+  visit: (line: number, record: Record<string, unknown>) => void,
+): void {
+  let line = 0
+  let start = 0
+  const n = text.length
+  while (start <= n) {
+    let end = text.indexOf('\n', start)
+    if (end === -1) end = n
+    line++
+    let s = text.slice(start, end)
+    start = end + 1
+    if (s.endsWith('\r')) s = s.slice(0, -1)
+    if (s.trim() === '') continue
     let o: unknown
     try {
       o = JSON.parse(s)
@@ -114,12 +130,14 @@ export function* jsonObjectLines(text: string, file: string): Generator<[number,
     if (typeof o !== 'object' || o === null || Array.isArray(o)) {
       throw traceError(file, line, '(json)', 'each line must be a JSON object', o)
     }
-    for (const [k, v] of Object.entries(o)) {
+    const r = o as Record<string, unknown>
+    for (const k in r) {
+      const v = r[k]
       // JSON.parse reads 1e400 as Infinity, which every later message would show as null.
       if (typeof v === 'number' && !Number.isFinite(v))
         throw traceError(file, line, k, 'is a number too large for a double', new RawText(rawValue(s, k)))
     }
-    yield [line, o as Record<string, unknown>]
+    visit(line, r)
   }
 }
 
