@@ -177,20 +177,38 @@ class SortedColumn {
     clusters: number,
     complete = false,
   ) {
-    const keep: number[] = []
     const excluded: number[] = []
-    for (let j = 0; j < members.length; j++) {
+    let m = 0
+    for (let j = 0; j < members.length; j++) if (!Number.isNaN(values[members[j]!]!)) m++
+    const kept = new Float64Array(m)
+    const keptCluster = new Int32Array(m)
+    for (let j = 0, k = 0; j < members.length; j++) {
       const i = members[j]!
       if (Number.isNaN(values[i]!)) excluded.push(clusterOf[i]!)
-      else keep.push(i)
+      else {
+        kept[k] = values[i]!
+        keptCluster[k++] = clusterOf[i]!
+      }
     }
-    keep.sort((a, b) => {
-      const x = values[a]!
-      const y = values[b]!
-      return x < y ? -1 : x > y ? 1 : a - b
-    })
-    this.values = Float64Array.from(keep, (i) => values[i]!)
-    this.cluster = Int32Array.from(keep, (i) => clusterOf[i]!)
+    // Sorted by value alone (the typed array's own sort, no comparator calls): the order among
+    // equal values changes where a walk crosses a rank within their run, never the value read.
+    // Each entry's cluster goes to the next free place of its value's run.
+    const sorted = kept.slice().sort()
+    const cluster = new Int32Array(m)
+    const placed = new Int32Array(m)
+    for (let k = 0; k < m; k++) {
+      const v = kept[k]!
+      let lo = 0
+      let hi = m
+      while (lo < hi) {
+        const mid = (lo + hi) >>> 1
+        if (sorted[mid]! < v) lo = mid + 1
+        else hi = mid
+      }
+      cluster[lo + placed[lo]!++] = keptCluster[k]!
+    }
+    this.values = sorted
+    this.cluster = cluster
     this.perCluster = new Int32Array(clusters)
     for (let j = 0; j < this.cluster.length; j++) this.perCluster[this.cluster[j]!]!++
     this.#excluded = Int32Array.from(excluded)
@@ -319,6 +337,16 @@ class PreparedPolicy {
       // The buckets a cluster touched, ascending (a few of the histogram's 768 per cluster).
       const touched: number[] = []
       clusters.forEach((members, k) => {
+        if (members.length === 1 && ascendingPositive(g, members[0]!)) {
+          // One turn whose row is already merged: copied as it is.
+          const i = members[0]!
+          for (let e = g.offsets[i]!; e < g.offsets[i + 1]!; e++) {
+            buckets.push(g.buckets[e]!)
+            counts.push(g.counts[e]!)
+          }
+          offsets[k + 1] = buckets.length
+          return
+        }
         for (let j = 0; j < members.length; j++) {
           const i = members[j]!
           for (let e = g.offsets[i]!; e < g.offsets[i + 1]!; e++) {
@@ -429,6 +457,16 @@ class PreparedPolicy {
     for (; k < Q3.length; k++) out[M_INDEX.itl_p50 + k] = Number.NaN
     h.fill(0)
   }
+}
+
+/** Whether turn `i`'s gap row has strictly ascending buckets and positive counts (a merged row). */
+function ascendingPositive(g: DecodeGapHistograms, i: number): boolean {
+  for (let e = g.offsets[i]!, prev = -1; e < g.offsets[i + 1]!; e++) {
+    const b = g.buckets[e]!
+    if (b <= prev || !(g.counts[e]! > 0)) return false
+    prev = b
+  }
+  return true
 }
 
 function diffOf(a: number, b: number): number {
