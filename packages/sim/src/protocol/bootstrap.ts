@@ -527,22 +527,56 @@ function resamplesOf(layout: ClusterLayout, resamples: number, seed: number): re
   const kept = drawn.get(layout)
   if (kept !== undefined && kept.resamples === resamples && kept.seed === seed && kept.shape === shape)
     return kept.draws
+  const draws = drawResamples(
+    layout.seeds.map((s) => s.length),
+    resamples,
+    seed,
+  )
+  drawn.set(layout, { resamples, seed, shape, draws })
+  return draws
+}
+
+/**
+ * The draws of {@link resamplesOf} for a layout with `clustersPerSeed` clusters in each seed:
+ * they depend on nothing else, so they can be drawn before the runs end (on another thread).
+ */
+export function drawResamples(
+  clustersPerSeed: readonly number[],
+  resamples: number,
+  seed: number,
+): Int32Array[] {
   const rng = new Prng(seed, 'bootstrap')
   let C = 0
-  for (const s of layout.seeds) C += s.length
+  for (const k of clustersPerSeed) C += k
   const draws: Int32Array[] = []
   for (let b = 0; b < resamples; b++) {
     const counts = new Int32Array(C)
     let base = 0
-    for (const clusters of layout.seeds) {
-      const k = clusters.length
+    for (const k of clustersPerSeed) {
       for (let j = 0; j < k; j++) counts[base + rng.int(k)]!++
       base += k
     }
     draws.push(counts)
   }
-  drawn.set(layout, { resamples, seed, shape, draws })
   return draws
+}
+
+/**
+ * Keeps `draws`, drawn by {@link drawResamples} for `clustersPerSeed`, with `layout` for later
+ * bootstraps on it with the same count and seed, when the layout has that shape; `false`
+ * (nothing kept) when it has not.
+ */
+export function keepDraws(
+  layout: ClusterLayout,
+  resamples: number,
+  seed: number,
+  clustersPerSeed: readonly number[],
+  draws: readonly Int32Array[],
+): boolean {
+  const shape = layout.seeds.map((s) => s.length).join(',')
+  if (shape !== clustersPerSeed.join(',') || draws.length !== resamples) return false
+  drawn.set(layout, { resamples, seed, shape, draws })
+  return true
 }
 
 const drawn = new WeakMap<

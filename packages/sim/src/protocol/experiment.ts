@@ -24,6 +24,8 @@ import {
   type Estimate,
   type PairedEstimate,
   type PolicyColumns,
+  drawResamples,
+  keepDraws,
   pairedBootstrap,
   stratumBootstrap,
 } from './bootstrap.js'
@@ -527,13 +529,111 @@ export async function runExperiment(
     readonly onProgress?: (task: number, ended: number, total: number) => void
     /** Receives the raw run results (every turn record), in task order: policy-major, then seed. */
     readonly onResults?: (results: readonly RunResult[]) => void
+    /**
+     * Computes the summary's part that does not need the runs ({@link prepareSummary}), started
+     * before them: the CLI runs it on a spare thread while the runs go. Unset, or if it fails, the
+     * summary computes it after the runs. The result is the same either way.
+     */
+    readonly prepare?: (job: SummaryPrepJob) => Promise<SummaryPrep>
   } = {},
 ): Promise<ExperimentResult> {
   const plan = planExperiment(config)
   const runner = options.runner ?? inProcessRunner
+  const prepared = options.prepare?.(summaryPrepJob(plan)).catch(() => undefined)
   const results = await runner(plan.tasks, options.onProgress ?? (() => {}))
   options.onResults?.(results)
-  return summarizeExperiment(plan, results)
+  return summarizeExperiment(plan, results, false, await prepared)
+}
+
+/**
+ * What an experiment's summary needs that does not depend on its runs (see
+ * {@link prepareSummary}): the first seed's workload, the page size the runs will use, and the
+ * bootstrap's count, seed and, when known before the runs, clusters per seed (a trace: the same
+ * turns in every trial; the built-in workload's sessions are known per seed only after generating it).
+ *
+ * @example
+ * ```ts
+ * import type { SummaryPrepJob } from '@kvc/sim'
+ * const job: SummaryPrepJob = { workload: { kind: 'agentic' }, seed: 1, pageSize: 16, resamples: 200, bootSeed: 1 ^ 0x5eed }
+ * ```
+ */
+export interface SummaryPrepJob {
+  readonly workload: WorkloadSource
+  /** The first seed (its workload's statistics describe the experiment). */
+  readonly seed: number
+  readonly pageSize: number
+  readonly resamples: number
+  readonly bootSeed: number
+  readonly clustersPerSeed?: readonly number[]
+}
+
+/**
+ * The part of an experiment's summary computed from its workload alone: the workload's
+ * statistics and, with `clustersPerSeed`, the bootstrap's resample draws (cluster counts).
+ *
+ * @example
+ * ```ts
+ * import type { SummaryPrep } from '@kvc/sim'
+ * const pages = (p: SummaryPrep) => p.stats.totalPages
+ * ```
+ */
+export interface SummaryPrep {
+  readonly job: SummaryPrepJob
+  readonly stats: TraceStats
+  readonly draws?: readonly Int32Array[]
+}
+
+/** The page size a plan's runs use: the configured one, else the workload's suggestion, else 16. */
+function runPageSize(plan: ExperimentPlan): number {
+  return plan.config.pageSize ?? plan.w0.suggestedPageSize ?? 16
+}
+
+/** The bootstrap's clusters in one trial of workload `w`: sessions (and session-less turns), or turns. */
+function clustersOf(w: Workload): number {
+  if (w.sessions === 0) return w.turns.length
+  const sessions = new Set<number>()
+  let loose = 0
+  for (const t of w.turns) {
+    if (t.session >= 0) sessions.add(t.session)
+    else loose++
+  }
+  return sessions.size + loose
+}
+
+function summaryPrepJob(plan: ExperimentPlan): SummaryPrepJob {
+  const { config, w0, resamples } = plan
+  return {
+    workload: config.workload,
+    seed: config.seeds[0]!,
+    pageSize: runPageSize(plan),
+    resamples,
+    bootSeed: config.seeds[0]! ^ 0x5eed,
+    // A trace gives every trial the same turns; each seed of the built-in workload has its own.
+    ...(config.workload.kind === 'trace' ? { clustersPerSeed: config.seeds.map(() => clustersOf(w0)) } : {}),
+  }
+}
+
+/**
+ * Compute the part of an experiment's summary that does not need its runs (pure: the same job
+ * gives the same result on any thread). `runExperiment` uses it only where it matches what the
+ * runs produced (their page size, the bootstrap layout's shape).
+ *
+ * @example
+ * ```ts
+ * import { prepareSummary } from '@kvc/sim'
+ * const p = prepareSummary({ workload: { kind: 'agentic', options: { sessions: 2 } }, seed: 1, pageSize: 16, resamples: 10, bootSeed: 7 })
+ * p.stats.sessions // 2
+ * ```
+ */
+export function prepareSummary(job: SummaryPrepJob): SummaryPrep {
+  const w = buildWorkload(job.workload, job.seed)
+  return {
+    job,
+    stats: computeTraceStats(w, job.pageSize),
+    ...(job.clustersPerSeed === undefined
+      ? {}
+      : { draws: drawResamples(job.clustersPerSeed, job.resamples, job.bootSeed) }),
+  }
 }
 
 /** An experiment checked and turned into tasks (policy-major, then seed), ready to run. */
@@ -609,11 +709,13 @@ export function planExperiment(config: ExperimentConfig): ExperimentPlan {
 /**
  * The protocol's statistics of a planned experiment's results (in task order). `lean` leaves out
  * what only the HTML report of one experiment shows (strata, usage series, CDFs): a sweep's points.
+ * `prepared`: {@link prepareSummary} of this experiment, computed earlier (used where it matches).
  */
 export function summarizeExperiment(
   plan: ExperimentPlan,
   results: readonly RunResult[],
   lean = false,
+  prepared?: SummaryPrep,
 ): ExperimentResult {
   const { config, specs, topology, cost, timeScale, faults, resamples, w0 } = plan
   const S = config.seeds.length
@@ -628,6 +730,17 @@ export function summarizeExperiment(
   )
   const columns: PolicyColumns[] = byPolicy.map((runs) => policyColumns(runs, layout, slo, sessionsUnit))
   const bootSeed = config.seeds[0]! ^ 0x5eed
+  // A preparation counts only where it is this experiment's and matches what the runs did.
+  const prep =
+    prepared !== undefined &&
+    prepared.job.pageSize === results[0]!.pageSize &&
+    prepared.job.seed === config.seeds[0] &&
+    JSON.stringify(prepared.job.workload) === JSON.stringify(config.workload)
+      ? prepared
+      : undefined
+  if (prep?.draws !== undefined && prep.job.bootSeed === bootSeed) {
+    keepDraws(layout, resamples, bootSeed, prep.job.clustersPerSeed!, prep.draws)
+  }
   const boot = pairedBootstrap(columns, layout, 0, resamples, bootSeed)
   const peakOf = new Map<string, number>()
   const policies: PolicySummary[] = specs.map((spec, p) => {
@@ -726,7 +839,7 @@ export function summarizeExperiment(
   const strata = (buckets: readonly [string, number, number][], key: (r: TurnRecord) => number) =>
     lean ? [] : stratify(labels, pooled, columns, layout, resamples, bootSeed, slo, buckets, key)
   // The runs' page size (`pageSize`, else the workload's suggestion, else 16), as the caches paged.
-  const stats = computeTraceStats(w0, results[0]!.pageSize)
+  const stats = prep?.stats ?? computeTraceStats(w0, results[0]!.pageSize)
   const capacity = Number.isFinite(cost.capacityTokens) ? results[0]!.capacityTokens : ('unlimited' as const)
   return {
     tool: { name: 'kvc-sim', version: SIM_VERSION },
