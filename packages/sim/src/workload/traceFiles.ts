@@ -1,5 +1,4 @@
 import { closeSync, fstatSync, openSync, readSync, readdirSync, statSync } from 'node:fs'
-import { StringDecoder } from 'node:string_decoder'
 import { RawText, SimError, SimErrorCode, traceError } from '../errors/simError.js'
 
 /**
@@ -32,9 +31,10 @@ export function readTextCapped(file: string, maxBytes: number = MAX_TRACE_BYTES,
     if (st.isDirectory())
       throw new SimError(SimErrorCode.TraceNotFound, `cannot read ${what} ${file}: it is a directory`, file)
     if (st.isFile() && st.size > maxBytes) throw tooLarge(`${st.size} bytes`)
-    const decoder = new StringDecoder('utf8')
-    const buf = Buffer.allocUnsafe(CHUNK_BYTES)
-    const parts: string[] = []
+    // Chunks are kept as bytes and decoded once at the end (one UTF-8 decode of the whole file
+    // instead of one per chunk through a StringDecoder).
+    const chunks: Buffer[] = []
+    let buf = Buffer.allocUnsafe(CHUNK_BYTES)
     let total = 0
     for (;;) {
       let n: number
@@ -58,10 +58,10 @@ export function readTextCapped(file: string, maxBytes: number = MAX_TRACE_BYTES,
         )
       total += n
       if (total > maxBytes) throw tooLarge(`more than ${maxBytes} bytes read`)
-      parts.push(decoder.write(buf.subarray(0, n)))
+      chunks.push(buf.subarray(0, n))
+      buf = Buffer.allocUnsafe(CHUNK_BYTES)
     }
-    parts.push(decoder.end())
-    return parts.join('')
+    return (chunks.length === 1 ? chunks[0]! : Buffer.concat(chunks, total)).toString('utf8')
   } finally {
     closeSync(fd)
   }
