@@ -9,9 +9,9 @@ import { type CostModel, makeCostModel } from '../cost/costModel.js'
 import { checkOption } from '../errors/simError.js'
 import type { SimGranularity } from '../granularity/kvGeometry.js'
 import { type FaultSpec, formatFaults } from '../faults/faults.js'
-import { type RunMetrics, computeRunMetrics, e2eOf, fastPathBucket, ttftOf } from '../metrics/runMetrics.js'
+import { type RunMetrics, computeRunMetrics, fastPathBucket, ttftOf } from '../metrics/runMetrics.js'
 import { quantileSorted } from '../metrics/quantiles.js'
-import { DEFAULT_SLO, type Slo, meetsSlo, tpotOf } from '../metrics/slo.js'
+import { DEFAULT_SLO, type Slo } from '../metrics/slo.js'
 import type { TurnRecord } from '../metrics/types.js'
 import { type AgenticWorkloadOptions, generateAgenticWorkload } from '../workload/agentic.js'
 import { type LoadTraceOptions, loadTrace } from '../workload/loadTrace.js'
@@ -419,19 +419,21 @@ const OVERLAP_BUCKETS: readonly [string, number, number][] = [
   ['>=99%', 0.99, Number.POSITIVE_INFINITY],
 ]
 
+/**
+ * Strata of the turns by `key` of the reference policy's records `ref` (the same turns for every
+ * policy), each policy's figures read from its columns.
+ */
 function stratify(
   labels: readonly string[],
-  all: readonly (readonly TurnRecord[])[],
+  ref: readonly TurnRecord[],
   columns: readonly PolicyColumns[],
   layout: ClusterLayout,
   resamples: number,
   seed: number,
-  slo: Slo,
   buckets: readonly [string, number, number][],
   key: (r: TurnRecord) => number,
 ): Stratum[] {
   const out: Stratum[] = []
-  const ref = all[0]!
   for (const [name, lo, hi] of buckets) {
     const members: number[] = []
     ref.forEach((r, i) => {
@@ -450,28 +452,35 @@ function stratify(
     )
     const policies: Record<string, Stratum['policies'][string]> = {}
     labels.forEach((label, p) => {
-      const recs = members.map((i) => all[p]![i]!)
-      const e = Float64Array.from(recs, e2eOf).sort()
-      const tp = Float64Array.from(
-        recs.map(tpotOf).filter((x) => !Number.isNaN(x)),
-        (x) => x,
-      ).sort()
+      // The policy's columns hold each turn's end-to-end time, TPOT, failure, fast path and SLO.
+      const c = columns[p]!
+      const n = idx.length
+      const e = new Float64Array(n)
+      let nTpot = 0
       let failed = 0
       let fast = 0
       let good = 0
-      for (const r of recs) {
-        if (r.status === 'failed') failed++
-        else if (r.path === 'fast') fast++
-        if (meetsSlo(r, slo)) good++
+      for (let k = 0; k < n; k++) {
+        const i = idx[k]!
+        e[k] = c.e2e[i]!
+        if (!Number.isNaN(c.tpot![i]!)) nTpot++
+        failed += c.failed[i]!
+        fast += c.fast[i]!
+        good += c.good![i]!
+      }
+      const tp = new Float64Array(nTpot)
+      for (let k = 0, j = 0; k < n; k++) {
+        const x = c.tpot![idx[k]!]!
+        if (!Number.isNaN(x)) tp[j++] = x
       }
       policies[label] = {
         ttftP50: ttft[p]![0]!,
         ttftP90: ttft[p]![1]!,
-        tpotP90: quantileSorted(tp, 0.9),
-        e2eP50: quantileSorted(e, 0.5),
-        goodput: good / recs.length,
-        errorRate: failed / recs.length,
-        fastPathRate: fast / recs.length,
+        tpotP90: quantileSorted(tp.sort(), 0.9),
+        e2eP50: quantileSorted(e.sort(), 0.5),
+        goodput: good / n,
+        errorRate: failed / n,
+        fastPathRate: fast / n,
       }
     })
     out.push({ bucket: name, turns: members.length, policies })
@@ -835,9 +844,10 @@ export function summarizeExperiment(
     }
   })
   const labels = specs.map((s) => s.label)
-  const pooled = byPolicy.map((runs) => runs.flatMap((r) => r.records as TurnRecord[]))
+  // The reference policy's turns over all seeds, in column order (strata are the same turns for all).
+  const pooledRef = byPolicy[0]!.flatMap((r) => r.records as TurnRecord[])
   const strata = (buckets: readonly [string, number, number][], key: (r: TurnRecord) => number) =>
-    lean ? [] : stratify(labels, pooled, columns, layout, resamples, bootSeed, slo, buckets, key)
+    lean ? [] : stratify(labels, pooledRef, columns, layout, resamples, bootSeed, buckets, key)
   // The runs' page size (`pageSize`, else the workload's suggestion, else 16), as the caches paged.
   const stats = prep?.stats ?? computeTraceStats(w0, results[0]!.pageSize)
   const capacity = Number.isFinite(cost.capacityTokens) ? results[0]!.capacityTokens : ('unlimited' as const)
