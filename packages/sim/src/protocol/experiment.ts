@@ -421,7 +421,7 @@ const OVERLAP_BUCKETS: readonly [string, number, number][] = [
 
 /**
  * Strata of the turns by `key` of the reference policy's records `ref` (the same turns for every
- * policy), each policy's figures read from its columns.
+ * policy), each policy's figures read from its columns; `whole`: the main bootstrap's estimates.
  */
 function stratify(
   labels: readonly string[],
@@ -432,6 +432,7 @@ function stratify(
   seed: number,
   buckets: readonly [string, number, number][],
   key: (r: TurnRecord) => number,
+  whole: readonly Readonly<Record<CiMetric, Estimate>>[],
 ): Stratum[] {
   const out: Stratum[] = []
   for (const [name, lo, hi] of buckets) {
@@ -442,14 +443,19 @@ function stratify(
     })
     if (members.length === 0) continue
     const idx = Int32Array.from(members)
-    const ttft = stratumBootstrap(
-      columns.map((c) => c.ttft),
-      idx,
-      layout,
-      [0.5, 0.9],
-      resamples,
-      seed,
-    )
+    // A stratum of every turn (a trace's only turn index) is the whole sample: its intervals are
+    // the main bootstrap's, from the same draws.
+    const ttft =
+      members.length === ref.length
+        ? whole.map((e) => [e.ttft_p50, e.ttft_p90])
+        : stratumBootstrap(
+            columns.map((c) => c.ttft),
+            idx,
+            layout,
+            [0.5, 0.9],
+            resamples,
+            seed,
+          )
     const policies: Record<string, Stratum['policies'][string]> = {}
     labels.forEach((label, p) => {
       // The policy's columns hold each turn's end-to-end time, TPOT, failure, fast path and SLO.
@@ -847,7 +853,9 @@ export function summarizeExperiment(
   // The reference policy's turns over all seeds, in column order (strata are the same turns for all).
   const pooledRef = byPolicy[0]!.flatMap((r) => r.records as TurnRecord[])
   const strata = (buckets: readonly [string, number, number][], key: (r: TurnRecord) => number) =>
-    lean ? [] : stratify(labels, pooledRef, columns, layout, resamples, bootSeed, buckets, key)
+    lean
+      ? []
+      : stratify(labels, pooledRef, columns, layout, resamples, bootSeed, buckets, key, boot.estimates)
   // The runs' page size (`pageSize`, else the workload's suggestion, else 16), as the caches paged.
   const stats = prep?.stats ?? computeTraceStats(w0, results[0]!.pageSize)
   const capacity = Number.isFinite(cost.capacityTokens) ? results[0]!.capacityTokens : ('unlimited' as const)
