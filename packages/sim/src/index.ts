@@ -147,6 +147,7 @@ export {
   type Runner,
   type RunSummary,
   type RunTask,
+  cheapToRebuild,
   prepareSummary,
   runExperiment,
   SIM_VERSION,

@@ -7,6 +7,7 @@ import {
   type ExperimentConfig,
   type SummaryPrep,
   type SummaryPrepJob,
+  cheapToRebuild,
   computeTraceStats,
   loadTrace,
   prepareSummary,
@@ -119,7 +120,7 @@ describe('summary preparation', { timeout: 180_000 }, () => {
   })
 
   it('on a thread of its own (one run in process), the same preparation', async () => {
-    const prepare = summaryPreparer(2, 1)!
+    const prepare = summaryPreparer(2, 1, { kind: 'trace', path: trace })!
     const job: SummaryPrepJob = {
       workload: { kind: 'trace', path: trace },
       seed: 1,
@@ -132,9 +133,16 @@ describe('summary preparation', { timeout: 180_000 }, () => {
     const here = prepareSummary(job)
     expect(there.stats).toEqual(here.stats)
     expect(there.draws).toEqual(here.draws)
-    expect(summaryPreparer(1, 1)).toBeUndefined()
+    expect(summaryPreparer(1, 1, { kind: 'agentic' })).toBeUndefined()
+    // An LMCache trace (text to tokenize again) is not built twice; beside worker threads it
+    // is this thread's own workload, so it is prepared here.
+    const lmcache = { kind: 'trace' as const, path: tmp, format: 'lmcache' as const }
+    expect(cheapToRebuild(lmcache)).toBe(false)
+    expect(cheapToRebuild({ kind: 'trace', path: trace })).toBe(true)
+    expect(summaryPreparer(2, 1, lmcache)).toBeUndefined()
+    expect(summaryPreparer(2, 4, lmcache)).toBeDefined()
     // Beside threads that run the tasks: on this thread.
-    const beside = await summaryPreparer(2, 4)!(job)
+    const beside = await summaryPreparer(2, 4, job.workload)!(job)
     expect(beside.draws).toEqual(here.draws)
   })
 })

@@ -260,7 +260,7 @@ async function execute(
     `${tasks} run${tasks === 1 ? '' : 's'} (${config.policies.length} ${config.policies.length === 1 ? 'policy' : 'policies'} × ${config.seeds.length} seed${config.seeds.length === 1 ? '' : 's'}) on ${Math.min(jobs, tasks)} thread${Math.min(jobs, tasks) === 1 ? '' : 's'}…`,
   )
   try {
-    const prepare = summaryPreparer(jobs, tasks)
+    const prepare = summaryPreparer(jobs, tasks, config.workload)
     return await runExperiment(config, {
       runner: threadRunner(jobs),
       ...(prepare === undefined ? {} : { prepare }),

@@ -7,6 +7,8 @@ import {
   type Runner,
   type SummaryPrep,
   type SummaryPrepJob,
+  type WorkloadSource,
+  cheapToRebuild,
   inProcessRunner,
   prepareSummary,
 } from '../protocol/experiment.js'
@@ -90,13 +92,15 @@ function spawn(): Worker {
 
 /**
  * Where an experiment's summary preparation ({@link prepareSummary}) runs while its runs go, for
- * `runExperiment`'s `prepare`: on a thread of its own when the runs take this thread (one run in
- * process), else on this thread once the runner has handed out its first tasks (its threads run
- * them meanwhile). With one job (`--jobs 1`) nothing runs beside the runs: undefined.
+ * `runExperiment`'s `prepare`: on this thread once the runner has handed out its first tasks (its
+ * threads run them meanwhile), else, when the one run takes this thread, on a thread of its own
+ * if that thread can build the workload again cheaply ({@link cheapToRebuild}). Undefined (the
+ * summary prepares after the runs) with one job (`--jobs 1`) or a workload too dear to build twice.
  */
 export function summaryPreparer(
   jobs: number,
   tasks: number,
+  source: WorkloadSource,
 ): ((job: SummaryPrepJob) => Promise<SummaryPrep>) | undefined {
   if (jobs <= 1) return undefined
   if (Math.min(jobs, tasks) > 1) {
@@ -111,6 +115,7 @@ export function summaryPreparer(
         })
       })
   }
+  if (!cheapToRebuild(source)) return undefined
   return (job) =>
     new Promise<SummaryPrep>((resolve, reject) => {
       const w = spawn()

@@ -14,7 +14,7 @@ import { quantileSorted } from '../metrics/quantiles.js'
 import { DEFAULT_SLO, type Slo } from '../metrics/slo.js'
 import type { TurnRecord } from '../metrics/types.js'
 import { type AgenticWorkloadOptions, generateAgenticWorkload } from '../workload/agentic.js'
-import { type LoadTraceOptions, loadTrace } from '../workload/loadTrace.js'
+import { type LoadTraceOptions, detectTraceFormat, loadTrace } from '../workload/loadTrace.js'
 import { type TraceStats, computeTraceStats } from '../workload/stats.js'
 import type { Workload } from '../workload/types.js'
 import { clusterLayout, policyColumns } from './columns.js'
@@ -596,6 +596,23 @@ export interface SummaryPrep {
   readonly job: SummaryPrepJob
   readonly stats: TraceStats
   readonly draws?: readonly Int32Array[]
+}
+
+/**
+ * Whether another thread can build the workload again for little next to its statistics: the
+ * built-in generator and the number-only traces (Mooncake, Azure), not LMCache traces, whose
+ * loading tokenizes every prompt's text (seconds, where their statistics take milliseconds).
+ *
+ * @example
+ * ```ts
+ * import { cheapToRebuild } from '@kvc/sim'
+ * cheapToRebuild({ kind: 'agentic' }) // true
+ * ```
+ */
+export function cheapToRebuild(source: WorkloadSource): boolean {
+  if (source.kind === 'agentic') return true
+  const format = source.format ?? 'auto'
+  return (format === 'auto' ? detectTraceFormat(source.path) : format) !== 'lmcache'
 }
 
 /** The page size a plan's runs use: the configured one, else the workload's suggestion, else 16. */
