@@ -147,9 +147,13 @@ export {
   type Runner,
   type RunSummary,
   type RunTask,
+  cheapToRebuild,
+  prepareSummary,
   runExperiment,
   SIM_VERSION,
   type Stratum,
+  type SummaryPrep,
+  type SummaryPrepJob,
   type WorkloadSource,
 } from './protocol/experiment.js'
 export {

@@ -4,6 +4,7 @@ import fc from 'fast-check'
 import { describe, expect, it } from 'vitest'
 import {
   DEFAULT_SLO,
+  GAP_BUCKETS,
   type PolicyColumns,
   Prng,
   SIM_VERSION,
@@ -16,6 +17,7 @@ import {
   parseSlo,
   quantileSorted,
   SimError,
+  gapBucketMs,
   stratumBootstrap,
 } from '../src/index.js'
 
@@ -148,6 +150,138 @@ describe('paired bootstrap (weighted walks over columns sorted once)', () => {
         },
       ),
       { numRuns: 60 },
+    )
+  })
+
+  it('columns with gaps (NaN TPOT), strata, task times and gap histograms equal sorting every resample (property)', () => {
+    const interval95 = (s: Float64Array) => {
+      const x = Float64Array.from(s).sort()
+      return [quantileSorted(x, 0.025), quantileSorted(x, 0.975)]
+    }
+    fc.assert(
+      fc.property(
+        fc.array(fc.array(fc.integer({ min: 1, max: 5 }), { minLength: 1, maxLength: 9 }), {
+          minLength: 1,
+          maxLength: 3,
+        }),
+        fc.array(
+          fc.record({
+            v: fc.oneof(
+              fc.integer({ min: 0, max: 20 }).map((x) => x / 4),
+              fc.constant(Number.NaN),
+              fc.constant(Number.POSITIVE_INFINITY),
+            ),
+            inStratum: fc.boolean(),
+            gaps: fc.array(
+              fc.tuple(fc.integer({ min: 0, max: GAP_BUCKETS - 1 }), fc.integer({ min: 1, max: 4 })),
+              {
+                maxLength: 4,
+              },
+            ),
+          }),
+          { minLength: 60, maxLength: 60 },
+        ),
+        fc.integer({ min: 1, max: 1000 }),
+        (seedsSizes, pool, seed) => {
+          let next = 0
+          const layout = {
+            seeds: seedsSizes.map((sizes) => sizes.map((n) => Int32Array.from({ length: n }, () => next++))),
+          }
+          const turns = pool.slice(0, Math.min(next, pool.length))
+          while (turns.length < next) turns.push({ v: 1, inStratum: true, gaps: [] })
+          const tpot = Float64Array.from(turns, (t) => t.v)
+          const finite = Float64Array.from(turns, (t) => (Number.isNaN(t.v) ? 0 : t.v))
+          const offsets = new Int32Array(next + 1)
+          const buckets: number[] = []
+          const counts: number[] = []
+          turns.forEach((t, i) => {
+            for (const [b, c] of t.gaps) {
+              buckets.push(b)
+              counts.push(c)
+            }
+            offsets[i + 1] = buckets.length
+          })
+          const clusters = layout.seeds.flat()
+          const span = Float64Array.from(clusters, (c) => finite[c[0]!]! + c.length)
+          const c: PolicyColumns = {
+            ttft: finite,
+            e2e: finite,
+            elapsedTtft: finite,
+            elapsed: finite,
+            failed: new Uint8Array(next),
+            fast: new Uint8Array(next),
+            tpot,
+            gaps: { offsets, buckets: Uint16Array.from(buckets), counts: Float32Array.from(counts) },
+            task: { span, spanElapsed: span, served: span, servedElapsed: span },
+          }
+          const R = 30
+          const members = Int32Array.from(turns.flatMap((t, i) => (t.inStratum ? [i] : [])))
+          const r = pairedBootstrap([c], layout, 0, R, seed).estimates[0]!
+          const s = stratumBootstrap([tpot], members, layout, [0.25, 0.5, 0.75, 0.9], R, seed)[0]!
+          // The reference: every resample's turns gathered and sorted.
+          const rng = new Prng(seed, 'bootstrap')
+          const q3 = [0.5, 0.9, 0.99]
+          const qs = [0.25, 0.5, 0.75, 0.9]
+          const tp = q3.map(() => new Float64Array(R))
+          const st = qs.map(() => new Float64Array(R))
+          const itl = q3.map(() => new Float64Array(R))
+          const task = [0.5, 0.9].map(() => new Float64Array(R))
+          const inStratum = new Set(members)
+          for (let b = 0; b < R; b++) {
+            const drawn: number[] = []
+            const drawnClusters: number[] = []
+            let base = 0
+            for (const cl of layout.seeds) {
+              for (let j = 0; j < cl.length; j++) {
+                const k = rng.int(cl.length)
+                drawn.push(...cl[k]!)
+                drawnClusters.push(base + k)
+              }
+              base += cl.length
+            }
+            const sortedOf = (ids: number[]) => Float64Array.from(ids, (i) => tpot[i]!).sort()
+            const a = sortedOf(drawn.filter((i) => !Number.isNaN(tpot[i]!)))
+            q3.forEach((q, k) => {
+              tp[k]![b] = quantileSorted(a, q)
+            })
+            const m = sortedOf(drawn.filter((i) => inStratum.has(i) && !Number.isNaN(tpot[i]!)))
+            qs.forEach((q, k) => {
+              st[k]![b] = quantileSorted(m, q)
+            })
+            const sp = Float64Array.from(drawnClusters, (k) => span[k]!).sort()
+            ;[0.5, 0.9].forEach((q, k) => {
+              task[k]![b] = quantileSorted(sp, q)
+            })
+            const h = new Float64Array(GAP_BUCKETS)
+            let total = 0
+            for (const i of drawn) {
+              for (let e = offsets[i]!; e < offsets[i + 1]!; e++) {
+                h[buckets[e]!]! += counts[e]!
+                total += counts[e]!
+              }
+            }
+            q3.forEach((q, k) => {
+              let cum = 0
+              let at = Number.NaN
+              for (let x = 0; x < GAP_BUCKETS && total > 0; x++) {
+                cum += h[x]!
+                if (cum >= q * total * (1 - 1e-9)) {
+                  at = gapBucketMs(x) / 1000
+                  break
+                }
+              }
+              itl[k]![b] = at
+            })
+          }
+          expect([r.tpot_p50, r.tpot_p90, r.tpot_p99].map((e) => [e.lo, e.hi])).toEqual(tp.map(interval95))
+          expect(s.map((e) => [e.lo, e.hi])).toEqual(st.map(interval95))
+          expect([r.task_p50, r.task_p90].map((e) => [e.lo, e.hi])).toEqual(task.map(interval95))
+          expect([r.itl_p50, r.itl_p90, r.itl_p99].map((e) => [e.lo, e.hi])).toEqual(itl.map(interval95))
+          const all = Float64Array.from(tpot.filter((x) => !Number.isNaN(x))).sort()
+          expect(r.tpot_p99.value).toBe(all.length === 0 ? Number.NaN : quantileSorted(all, 0.99))
+        },
+      ),
+      { numRuns: 80 },
     )
   })
 

@@ -2,11 +2,21 @@ import { availableParallelism } from 'node:os'
 import { Worker } from 'node:worker_threads'
 import type { RunResult } from '../metrics/runResult.js'
 import { SimError, type SimErrorCode } from '../errors/simError.js'
-import { type RunTask, type Runner, inProcessRunner } from '../protocol/experiment.js'
+import {
+  type RunTask,
+  type Runner,
+  type SummaryPrep,
+  type SummaryPrepJob,
+  type WorkloadSource,
+  cheapToRebuild,
+  inProcessRunner,
+  prepareSummary,
+} from '../protocol/experiment.js'
 
 type Msg =
   | { type: 'progress'; index: number; ended: number; total: number }
   | { type: 'result'; index: number; result: RunResult }
+  | { type: 'prepared'; prepared: SummaryPrep }
   | {
       type: 'error'
       index: number
@@ -21,18 +31,7 @@ export function threadRunner(jobs: number): Runner {
   return async (tasks, onProgress, onResult) => {
     const n = Math.min(jobs, tasks.length)
     if (n <= 1) return inProcessRunner(tasks, onProgress, onResult)
-    const here = import.meta.url
-    const fromSource = here.endsWith('.ts')
     const results: RunResult[] = new Array(tasks.length)
-    // From source (tsx), a worker boots the TypeScript loader before importing the entry, and
-    // resolves workspace packages to their sources.
-    const spawn = (): Worker => {
-      if (!fromSource) return new Worker(new URL('./runWorker.js', here))
-      const api = import.meta.resolve('tsx/esm/api')
-      const entry = new URL('./runWorker.ts', here).href
-      const boot = `import(${JSON.stringify(api)}).then((m) => { m.register(); return import(${JSON.stringify(entry)}) })`
-      return new Worker(boot, { eval: true, execArgv: [...process.execArgv, '--conditions=@kvc/source'] })
-    }
     let next = 0
     return new Promise<RunResult[]>((resolve, reject) => {
       const workers: Worker[] = []
@@ -46,6 +45,7 @@ export function threadRunner(jobs: number): Runner {
         const w = spawn()
         workers.push(w)
         w.on('message', (m: Msg) => {
+          if (m.type === 'prepared') return
           if (m.type === 'progress') onProgress(m.index, m.ended, m.total)
           else if (m.type === 'result') {
             if (onResult === undefined) results[m.index] = m.result
@@ -76,6 +76,65 @@ export function threadRunner(jobs: number): Runner {
       }
     })
   }
+}
+
+/** A thread running the worker entry (`runWorker`). */
+function spawn(): Worker {
+  const here = import.meta.url
+  if (!here.endsWith('.ts')) return new Worker(new URL('./runWorker.js', here))
+  // From source (tsx), a worker boots the TypeScript loader before importing the entry, and
+  // resolves workspace packages to their sources.
+  const api = import.meta.resolve('tsx/esm/api')
+  const entry = new URL('./runWorker.ts', here).href
+  const boot = `import(${JSON.stringify(api)}).then((m) => { m.register(); return import(${JSON.stringify(entry)}) })`
+  return new Worker(boot, { eval: true, execArgv: [...process.execArgv, '--conditions=@kvc/source'] })
+}
+
+/**
+ * Where an experiment's summary preparation ({@link prepareSummary}) runs while its runs go, for
+ * `runExperiment`'s `prepare`: on this thread once the runner has handed out its first tasks (its
+ * threads run them meanwhile), else, when the one run takes this thread, on a thread of its own
+ * if that thread can build the workload again cheaply ({@link cheapToRebuild}). Undefined (the
+ * summary prepares after the runs) with one job (`--jobs 1`) or a workload too dear to build twice.
+ */
+export function summaryPreparer(
+  jobs: number,
+  tasks: number,
+  source: WorkloadSource,
+): ((job: SummaryPrepJob) => Promise<SummaryPrep>) | undefined {
+  if (jobs <= 1) return undefined
+  if (Math.min(jobs, tasks) > 1) {
+    return (job) =>
+      new Promise((resolve, reject) => {
+        setImmediate(() => {
+          try {
+            resolve(prepareSummary(job))
+          } catch (err) {
+            reject(err)
+          }
+        })
+      })
+  }
+  if (!cheapToRebuild(source)) return undefined
+  return (job) =>
+    new Promise<SummaryPrep>((resolve, reject) => {
+      const w = spawn()
+      let done = false
+      w.on('message', (m: Msg) => {
+        done = true
+        if (m.type === 'prepared') resolve(m.prepared)
+        else reject(new Error(m.type === 'error' ? m.error.message : 'unexpected message'))
+        w.postMessage(null)
+      })
+      w.on('error', (err) => {
+        done = true
+        reject(err)
+      })
+      w.on('exit', () => {
+        if (!done) reject(new Error('the preparing thread exited'))
+      })
+      w.postMessage({ prepare: job })
+    })
 }
 
 /** Default number of parallel runs: the machine's cores. */

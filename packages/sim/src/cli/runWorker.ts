@@ -1,12 +1,28 @@
 import { parentPort } from 'node:worker_threads'
-import { type RunTask, executeTask } from '../protocol/experiment.js'
+import { type RunTask, type SummaryPrepJob, executeTask, prepareSummary } from '../protocol/experiment.js'
 
-/** Worker-thread entry of the parallel runner: runs tasks, reports progress and results. */
+/**
+ * Worker-thread entry of the parallel runner: runs tasks, reports progress and results; or
+ * prepares an experiment's summary (`{ prepare: job }`) while the runs go elsewhere.
+ */
 if (parentPort !== null) {
   const port = parentPort
-  port.on('message', (task: RunTask | null) => {
+  port.on('message', (task: RunTask | { prepare: SummaryPrepJob } | null) => {
     if (task === null) {
       port.close()
+      return
+    }
+    if ('prepare' in task) {
+      try {
+        const prepared = prepareSummary(task.prepare)
+        // The draws move to the main thread instead of being copied.
+        port.postMessage(
+          { type: 'prepared', prepared },
+          (prepared.draws ?? []).map((d) => d.buffer as ArrayBuffer),
+        )
+      } catch (err) {
+        port.postMessage({ type: 'error', index: -1, error: { message: (err as Error).message } })
+      }
       return
     }
     try {

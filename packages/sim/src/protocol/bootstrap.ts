@@ -154,48 +154,125 @@ export interface ClusterLayout {
 /**
  * A column sorted once, so that a resample's nearest-rank quantiles are one walk weighted by how
  * many times each cluster was drawn (the same values a sort of the resampled turns would give,
- * without sorting per resample).
+ * without sorting per resample). Quantiles up to the median walk up from the smallest value,
+ * higher ones down from the largest (a p99 visits 1% of the column, not 99%).
  */
 class SortedColumn {
   readonly values: Float64Array
   readonly cluster: Int32Array
   /** Entries per cluster (for the resample's total weight). */
   readonly perCluster: Int32Array
+  /**
+   * The clusters of the members left out for a `NaN` value, one per member: with `complete`, the
+   * resample's weight is its turn count minus their draws.
+   */
+  readonly #excluded: Int32Array
+  /** Whether the members were every turn of every cluster (so `total − excluded` is the weight). */
+  readonly #complete: boolean
 
-  constructor(values: Float64Array, members: Int32Array, clusterOf: Int32Array, clusters: number) {
-    const keep: number[] = []
-    for (let j = 0; j < members.length; j++) if (!Number.isNaN(values[members[j]!]!)) keep.push(members[j]!)
-    keep.sort((a, b) => {
-      const x = values[a]!
-      const y = values[b]!
-      return x < y ? -1 : x > y ? 1 : a - b
-    })
-    this.values = Float64Array.from(keep, (i) => values[i]!)
-    this.cluster = Int32Array.from(keep, (i) => clusterOf[i]!)
+  constructor(
+    values: Float64Array,
+    members: Int32Array,
+    clusterOf: Int32Array,
+    clusters: number,
+    complete = false,
+  ) {
+    const excluded: number[] = []
+    let m = 0
+    for (let j = 0; j < members.length; j++) if (!Number.isNaN(values[members[j]!]!)) m++
+    const kept = new Float64Array(m)
+    const keptCluster = new Int32Array(m)
+    for (let j = 0, k = 0; j < members.length; j++) {
+      const i = members[j]!
+      if (Number.isNaN(values[i]!)) excluded.push(clusterOf[i]!)
+      else {
+        kept[k] = values[i]!
+        keptCluster[k++] = clusterOf[i]!
+      }
+    }
+    // Sorted by value alone (the typed array's own sort, no comparator calls): the order among
+    // equal values changes where a walk crosses a rank within their run, never the value read.
+    // Each entry's cluster goes to the next free place of its value's run.
+    const sorted = kept.slice().sort()
+    const cluster = new Int32Array(m)
+    const placed = new Int32Array(m)
+    for (let k = 0; k < m; k++) {
+      const v = kept[k]!
+      let lo = 0
+      let hi = m
+      while (lo < hi) {
+        const mid = (lo + hi) >>> 1
+        if (sorted[mid]! < v) lo = mid + 1
+        else hi = mid
+      }
+      cluster[lo + placed[lo]!++] = keptCluster[k]!
+    }
+    this.values = sorted
+    this.cluster = cluster
     this.perCluster = new Int32Array(clusters)
     for (let j = 0; j < this.cluster.length; j++) this.perCluster[this.cluster[j]!]!++
+    this.#excluded = Int32Array.from(excluded)
+    this.#complete = complete
   }
 
-  /** Nearest-rank quantiles `qs` (ascending) of the resample with cluster multiplicities `counts`. */
-  quantiles(counts: Int32Array, qs: readonly number[], out: Float64Array, at: number): void {
+  /**
+   * The resample's weight: entries counted with their cluster's multiplicity. `total` is the
+   * resample's turn count when known (then only the excluded members are visited), else -1.
+   */
+  #weight(counts: Int32Array, total: number): number {
     let w = 0
-    for (let c = 0; c < counts.length; c++) w += counts[c]! * this.perCluster[c]!
+    if (total >= 0 && this.#complete && this.#excluded.length < this.cluster.length) {
+      const ex = this.#excluded
+      w = total
+      for (let e = 0; e < ex.length; e++) w -= counts[ex[e]!]!
+    } else if (this.cluster.length < counts.length) {
+      const cl = this.cluster
+      for (let j = 0; j < cl.length; j++) w += counts[cl[j]!]!
+    } else {
+      const per = this.perCluster
+      for (let c = 0; c < counts.length; c++) w += counts[c]! * per[c]!
+    }
+    return w
+  }
+
+  /**
+   * Nearest-rank quantiles `qs` (ascending) of the resample with cluster multiplicities `counts`,
+   * into `out[at…]`. `total`: the resample's turn count, when the caller knows it (else -1).
+   */
+  quantiles(counts: Int32Array, qs: readonly number[], out: Float64Array, at: number, total = -1): void {
+    const w = this.#weight(counts, total)
     if (w === 0) {
       for (let k = 0; k < qs.length; k++) out[at + k] = Number.NaN
       return
     }
+    const cl = this.cluster
+    const vs = this.values
+    // Ranks up to half the weight: the smallest entry whose cumulative weight reaches the rank.
+    let k = 0
     let cum = 0
     let j = 0
-    for (let k = 0; k < qs.length; k++) {
+    for (; k < qs.length; k++) {
       const rank = Math.min(w, Math.max(1, Math.ceil(qs[k]! * w)))
-      while (cum < rank) cum += counts[this.cluster[j++]!]!
-      out[at + k] = this.values[j - 1]!
+      if (rank * 2 > w) break
+      while (cum < rank) cum += counts[cl[j++]!]!
+      out[at + k] = vs[j - 1]!
+    }
+    // Higher ranks, from the top: the same entry is the one where the weight above it stays
+    // at most `w − rank` and the weight from it on exceeds it.
+    let above = 0
+    let i = cl.length
+    for (let m = qs.length - 1; m >= k; m--) {
+      const lim = w - Math.min(w, Math.max(1, Math.ceil(qs[m]! * w)))
+      while (above <= lim) above += counts[cl[--i]!]!
+      out[at + m] = vs[i]!
     }
   }
 }
 
 const Q3 = [0.5, 0.9, 0.99] as const
 const Q2 = [0.5, 0.9] as const
+/** Numbers per cluster in {@link PreparedPolicy.sums}. */
+const SUMS = 10
 const M_INDEX = Object.fromEntries(CI_METRICS.map((m, i) => [m, i])) as Record<CiMetric, number>
 
 /** One policy's columns, reduced to what a resample needs: sorted columns and per-cluster sums. */
@@ -205,16 +282,13 @@ class PreparedPolicy {
   readonly tpot: SortedColumn | undefined
   readonly taskSpan: SortedColumn | undefined
   readonly taskServed: SortedColumn | undefined
-  // Per cluster.
-  readonly sumTtft: Float64Array
-  readonly sumE2e: Float64Array
-  readonly failed: Float64Array
-  readonly fast: Float64Array
-  readonly good: Float64Array | undefined
-  readonly tpotSum: Float64Array
-  readonly tpotN: Float64Array
-  readonly spanElapsed: Float64Array | undefined
-  readonly servedElapsed: Float64Array | undefined
+  readonly hasGood: boolean
+  /**
+   * Per cluster, {@link SUMS} numbers side by side (one cache line per cluster instead of one
+   * array per sum): turns, Σ TTFT (at the time taken), Σ end-to-end, failed, fast, good, Σ finite
+   * TPOT, their count, and the task's span and served time (0 without task columns).
+   */
+  readonly sums: Float64Array
   /** Gap histograms merged per cluster (compressed rows). */
   readonly gapOffsets: Int32Array | undefined
   readonly gapBuckets: Uint16Array | undefined
@@ -224,33 +298,34 @@ class PreparedPolicy {
   constructor(c: PolicyColumns, all: Int32Array, clusterOf: Int32Array, clusters: readonly Int32Array[]) {
     const C = clusters.length
     const ids = Int32Array.from({ length: C }, (_, i) => i)
-    this.ttft = new SortedColumn(c.ttft, all, clusterOf, C)
-    this.e2e = new SortedColumn(c.e2e, all, clusterOf, C)
-    this.tpot = c.tpot === undefined ? undefined : new SortedColumn(c.tpot, all, clusterOf, C)
-    this.taskSpan = c.task === undefined ? undefined : new SortedColumn(c.task.span, ids, ids, C)
-    this.taskServed = c.task === undefined ? undefined : new SortedColumn(c.task.served, ids, ids, C)
-    this.spanElapsed = c.task?.spanElapsed
-    this.servedElapsed = c.task?.servedElapsed
-    this.sumTtft = new Float64Array(C)
-    this.sumE2e = new Float64Array(C)
-    this.failed = new Float64Array(C)
-    this.fast = new Float64Array(C)
-    this.good = c.good === undefined ? undefined : new Float64Array(C)
-    this.tpotSum = new Float64Array(C)
-    this.tpotN = new Float64Array(C)
+    // `all` is every turn of every cluster, `ids` every cluster: complete columns.
+    this.ttft = new SortedColumn(c.ttft, all, clusterOf, C, true)
+    this.e2e = new SortedColumn(c.e2e, all, clusterOf, C, true)
+    this.tpot = c.tpot === undefined ? undefined : new SortedColumn(c.tpot, all, clusterOf, C, true)
+    this.taskSpan = c.task === undefined ? undefined : new SortedColumn(c.task.span, ids, ids, C, true)
+    this.taskServed = c.task === undefined ? undefined : new SortedColumn(c.task.served, ids, ids, C, true)
+    this.hasGood = c.good !== undefined
+    const sums = new Float64Array(C * SUMS)
+    this.sums = sums
     clusters.forEach((members, k) => {
+      const o = k * SUMS
+      sums[o] = members.length
       for (let j = 0; j < members.length; j++) {
         const i = members[j]!
-        this.sumTtft[k]! += c.elapsedTtft[i]!
-        this.sumE2e[k]! += c.elapsed[i]!
-        this.failed[k]! += c.failed[i]!
-        this.fast[k]! += c.fast[i]!
-        if (this.good !== undefined) this.good[k]! += c.good![i]!
+        sums[o + 1]! += c.elapsedTtft[i]!
+        sums[o + 2]! += c.elapsed[i]!
+        sums[o + 3]! += c.failed[i]!
+        sums[o + 4]! += c.fast[i]!
+        if (c.good !== undefined) sums[o + 5]! += c.good[i]!
         const t = c.tpot?.[i]
         if (t !== undefined && Number.isFinite(t)) {
-          this.tpotSum[k]! += t
-          this.tpotN[k]!++
+          sums[o + 6]! += t
+          sums[o + 7]!++
         }
+      }
+      if (c.task !== undefined) {
+        sums[o + 8] = c.task.spanElapsed[k]!
+        sums[o + 9] = c.task.servedElapsed[k]!
       }
     })
     if (c.gaps !== undefined) {
@@ -259,18 +334,37 @@ class PreparedPolicy {
       const buckets: number[] = []
       const counts: number[] = []
       const h = this.#hist
+      // The buckets a cluster touched, ascending (a few of the histogram's 768 per cluster).
+      const touched: number[] = []
       clusters.forEach((members, k) => {
+        if (members.length === 1 && ascendingPositive(g, members[0]!)) {
+          // One turn whose row is already merged: copied as it is.
+          const i = members[0]!
+          for (let e = g.offsets[i]!; e < g.offsets[i + 1]!; e++) {
+            buckets.push(g.buckets[e]!)
+            counts.push(g.counts[e]!)
+          }
+          offsets[k + 1] = buckets.length
+          return
+        }
         for (let j = 0; j < members.length; j++) {
           const i = members[j]!
-          for (let e = g.offsets[i]!; e < g.offsets[i + 1]!; e++) h[g.buckets[e]!]! += g.counts[e]!
+          for (let e = g.offsets[i]!; e < g.offsets[i + 1]!; e++) {
+            const b = g.buckets[e]!
+            if (h[b] === 0) touched.push(b)
+            h[b]! += g.counts[e]!
+          }
         }
-        for (let b = 0; b < GAP_BUCKETS; b++) {
+        if (touched.length > 1) touched.sort((a, b) => a - b)
+        for (let t = 0; t < touched.length; t++) {
+          const b = touched[t]!
           if (h[b]! > 0) {
             buckets.push(b)
             counts.push(h[b]!)
-            h[b] = 0
           }
+          h[b] = 0
         }
+        touched.length = 0
         offsets[k + 1] = buckets.length
       })
       this.gapOffsets = offsets
@@ -280,8 +374,9 @@ class PreparedPolicy {
   }
 
   /** Every metric of the resample with cluster multiplicities `counts`, into `out`. */
-  metrics(counts: Int32Array, turnsPerCluster: Int32Array, out: Float64Array): void {
+  metrics(counts: Int32Array, out: Float64Array): void {
     const C = counts.length
+    const sums = this.sums
     let n = 0
     let sT = 0
     let sE = 0
@@ -293,42 +388,40 @@ class PreparedPolicy {
     let sessions = 0
     let span = 0
     let served = 0
-    for (let c = 0; c < C; c++) {
+    for (let c = 0, o = 0; c < C; c++, o += SUMS) {
       const w = counts[c]!
       if (w === 0) continue
-      n += w * turnsPerCluster[c]!
-      sT += w * this.sumTtft[c]!
-      sE += w * this.sumE2e[c]!
-      failed += w * this.failed[c]!
-      fast += w * this.fast[c]!
-      if (this.good !== undefined) good += w * this.good[c]!
-      tpotSum += w * this.tpotSum[c]!
-      tpotN += w * this.tpotN[c]!
-      if (this.spanElapsed !== undefined) {
-        sessions += w
-        span += w * this.spanElapsed[c]!
-        served += w * this.servedElapsed![c]!
-      }
+      n += w * sums[o]!
+      sT += w * sums[o + 1]!
+      sE += w * sums[o + 2]!
+      failed += w * sums[o + 3]!
+      fast += w * sums[o + 4]!
+      good += w * sums[o + 5]!
+      tpotSum += w * sums[o + 6]!
+      tpotN += w * sums[o + 7]!
+      sessions += w
+      span += w * sums[o + 8]!
+      served += w * sums[o + 9]!
     }
     const nan = Number.NaN
     const per = (x: number, d: number) => (d === 0 ? nan : x / d)
     out[M_INDEX.ttft_mean] = per(sT, n)
-    this.ttft.quantiles(counts, Q3, out, M_INDEX.ttft_p50)
+    this.ttft.quantiles(counts, Q3, out, M_INDEX.ttft_p50, n)
     if (this.tpot === undefined) out.fill(nan, M_INDEX.tpot_mean, M_INDEX.tpot_p99 + 1)
     else {
       out[M_INDEX.tpot_mean] = per(tpotSum, tpotN)
-      this.tpot.quantiles(counts, Q3, out, M_INDEX.tpot_p50)
+      this.tpot.quantiles(counts, Q3, out, M_INDEX.tpot_p50, n)
     }
     this.#itl(counts, out)
     out[M_INDEX.e2e_mean] = per(sE, n)
-    this.e2e.quantiles(counts, Q3, out, M_INDEX.e2e_p50)
-    out[M_INDEX.goodput] = this.good === undefined ? nan : per(good, n)
+    this.e2e.quantiles(counts, Q3, out, M_INDEX.e2e_p50, n)
+    out[M_INDEX.goodput] = this.hasGood ? per(good, n) : nan
     if (this.taskSpan === undefined) out.fill(nan, M_INDEX.task_mean, M_INDEX.task_served_p90 + 1)
     else {
       out[M_INDEX.task_mean] = per(span, sessions)
-      this.taskSpan.quantiles(counts, Q2, out, M_INDEX.task_p50)
+      this.taskSpan.quantiles(counts, Q2, out, M_INDEX.task_p50, sessions)
       out[M_INDEX.task_served_mean] = per(served, sessions)
-      this.taskServed!.quantiles(counts, Q2, out, M_INDEX.task_served_p50)
+      this.taskServed!.quantiles(counts, Q2, out, M_INDEX.task_served_p50, sessions)
     }
     out[M_INDEX.error_rate] = per(failed, n)
     out[M_INDEX.fast_path_rate] = per(fast, n)
@@ -366,18 +459,26 @@ class PreparedPolicy {
   }
 }
 
+/** Whether turn `i`'s gap row has strictly ascending buckets and positive counts (a merged row). */
+function ascendingPositive(g: DecodeGapHistograms, i: number): boolean {
+  for (let e = g.offsets[i]!, prev = -1; e < g.offsets[i + 1]!; e++) {
+    const b = g.buckets[e]!
+    if (b <= prev || !(g.counts[e]! > 0)) return false
+    prev = b
+  }
+  return true
+}
+
 function diffOf(a: number, b: number): number {
   if (a === b) return 0 // covers Infinity − Infinity: both failed at that percentile
   return a - b
 }
 
 /** The clusters of a layout, numbered seed by seed, and the cluster of every turn. */
-function flatten(layout: ClusterLayout): {
-  clusters: Int32Array[]
-  clusterOf: Int32Array
-  all: Int32Array
-  turnsPerCluster: Int32Array
-} {
+function flatten(layout: ClusterLayout): Flat {
+  const shape = shapeOf(layout)
+  const kept = flattened.get(layout)
+  if (kept !== undefined && kept.shape === shape) return kept.flat
   const clusters = layout.seeds.flatMap((s) => [...s])
   let total = 0
   let maxTurn = -1
@@ -394,7 +495,25 @@ function flatten(layout: ClusterLayout): {
       all[k++] = c[j]!
     }
   })
-  return { clusters, clusterOf, all, turnsPerCluster: Int32Array.from(clusters, (c) => c.length) }
+  const flat = { clusters, clusterOf, all }
+  flattened.set(layout, { shape, flat })
+  return flat
+}
+
+interface Flat {
+  readonly clusters: readonly Int32Array[]
+  readonly clusterOf: Int32Array
+  readonly all: Int32Array
+}
+
+/** A layout's flattened form, kept with it (every stratum asks again). */
+const flattened = new WeakMap<ClusterLayout, { shape: string; flat: Flat }>()
+
+/** Clusters per seed, and turns in all: what a kept draw or flattening must match. */
+function shapeOf(layout: ClusterLayout): string {
+  let turns = 0
+  for (const s of layout.seeds) for (const c of s) turns += c.length
+  return `${layout.seeds.map((s) => s.length).join(',')}/${turns}`
 }
 
 /**
@@ -408,22 +527,56 @@ function resamplesOf(layout: ClusterLayout, resamples: number, seed: number): re
   const kept = drawn.get(layout)
   if (kept !== undefined && kept.resamples === resamples && kept.seed === seed && kept.shape === shape)
     return kept.draws
+  const draws = drawResamples(
+    layout.seeds.map((s) => s.length),
+    resamples,
+    seed,
+  )
+  drawn.set(layout, { resamples, seed, shape, draws })
+  return draws
+}
+
+/**
+ * The draws of {@link resamplesOf} for a layout with `clustersPerSeed` clusters in each seed:
+ * they depend on nothing else, so they can be drawn before the runs end (on another thread).
+ */
+export function drawResamples(
+  clustersPerSeed: readonly number[],
+  resamples: number,
+  seed: number,
+): Int32Array[] {
   const rng = new Prng(seed, 'bootstrap')
   let C = 0
-  for (const s of layout.seeds) C += s.length
+  for (const k of clustersPerSeed) C += k
   const draws: Int32Array[] = []
   for (let b = 0; b < resamples; b++) {
     const counts = new Int32Array(C)
     let base = 0
-    for (const clusters of layout.seeds) {
-      const k = clusters.length
+    for (const k of clustersPerSeed) {
       for (let j = 0; j < k; j++) counts[base + rng.int(k)]!++
       base += k
     }
     draws.push(counts)
   }
-  drawn.set(layout, { resamples, seed, shape, draws })
   return draws
+}
+
+/**
+ * Keeps `draws`, drawn by {@link drawResamples} for `clustersPerSeed`, with `layout` for later
+ * bootstraps on it with the same count and seed, when the layout has that shape; `false`
+ * (nothing kept) when it has not.
+ */
+export function keepDraws(
+  layout: ClusterLayout,
+  resamples: number,
+  seed: number,
+  clustersPerSeed: readonly number[],
+  draws: readonly Int32Array[],
+): boolean {
+  const shape = layout.seeds.map((s) => s.length).join(',')
+  if (shape !== clustersPerSeed.join(',') || draws.length !== resamples) return false
+  drawn.set(layout, { resamples, seed, shape, draws })
+  return true
 }
 
 const drawn = new WeakMap<
@@ -471,12 +624,12 @@ export function pairedBootstrap(
 } {
   const M = CI_METRICS.length
   const P = policies.length
-  const { clusters, clusterOf, all, turnsPerCluster } = flatten(layout)
+  const { clusters, clusterOf, all } = flatten(layout)
   const prepared = policies.map((c) => new PreparedPolicy(c, all, clusterOf, clusters))
   const ones = new Int32Array(clusters.length).fill(1)
   const point = prepared.map((p) => {
     const out = new Float64Array(M)
-    p.metrics(ones, turnsPerCluster, out)
+    p.metrics(ones, out)
     return out
   })
   // samples[p][m][b]
@@ -485,7 +638,7 @@ export function pairedBootstrap(
   let b = 0
   for (const counts of resamplesOf(layout, resamples, seed)) {
     for (let p = 0; p < P; p++) {
-      prepared[p]!.metrics(counts, turnsPerCluster, out)
+      prepared[p]!.metrics(counts, out)
       for (let m = 0; m < M; m++) samples[p]![m]![b] = out[m]!
     }
     b++

@@ -9,12 +9,12 @@ import { type CostModel, makeCostModel } from '../cost/costModel.js'
 import { checkOption } from '../errors/simError.js'
 import type { SimGranularity } from '../granularity/kvGeometry.js'
 import { type FaultSpec, formatFaults } from '../faults/faults.js'
-import { type RunMetrics, computeRunMetrics, e2eOf, fastPathBucket, ttftOf } from '../metrics/runMetrics.js'
+import { type RunMetrics, computeRunMetrics, fastPathBucket, ttftOf } from '../metrics/runMetrics.js'
 import { quantileSorted } from '../metrics/quantiles.js'
-import { DEFAULT_SLO, type Slo, meetsSlo, tpotOf } from '../metrics/slo.js'
+import { DEFAULT_SLO, type Slo } from '../metrics/slo.js'
 import type { TurnRecord } from '../metrics/types.js'
 import { type AgenticWorkloadOptions, generateAgenticWorkload } from '../workload/agentic.js'
-import { type LoadTraceOptions, loadTrace } from '../workload/loadTrace.js'
+import { type LoadTraceOptions, detectTraceFormat, loadTrace } from '../workload/loadTrace.js'
 import { type TraceStats, computeTraceStats } from '../workload/stats.js'
 import type { Workload } from '../workload/types.js'
 import { clusterLayout, policyColumns } from './columns.js'
@@ -24,6 +24,8 @@ import {
   type Estimate,
   type PairedEstimate,
   type PolicyColumns,
+  drawResamples,
+  keepDraws,
   pairedBootstrap,
   stratumBootstrap,
 } from './bootstrap.js'
@@ -417,19 +419,22 @@ const OVERLAP_BUCKETS: readonly [string, number, number][] = [
   ['>=99%', 0.99, Number.POSITIVE_INFINITY],
 ]
 
+/**
+ * Strata of the turns by `key` of the reference policy's records `ref` (the same turns for every
+ * policy), each policy's figures read from its columns; `whole`: the main bootstrap's estimates.
+ */
 function stratify(
   labels: readonly string[],
-  all: readonly (readonly TurnRecord[])[],
+  ref: readonly TurnRecord[],
   columns: readonly PolicyColumns[],
   layout: ClusterLayout,
   resamples: number,
   seed: number,
-  slo: Slo,
   buckets: readonly [string, number, number][],
   key: (r: TurnRecord) => number,
+  whole: readonly Readonly<Record<CiMetric, Estimate>>[],
 ): Stratum[] {
   const out: Stratum[] = []
-  const ref = all[0]!
   for (const [name, lo, hi] of buckets) {
     const members: number[] = []
     ref.forEach((r, i) => {
@@ -438,38 +443,50 @@ function stratify(
     })
     if (members.length === 0) continue
     const idx = Int32Array.from(members)
-    const ttft = stratumBootstrap(
-      columns.map((c) => c.ttft),
-      idx,
-      layout,
-      [0.5, 0.9],
-      resamples,
-      seed,
-    )
+    // A stratum of every turn (a trace's only turn index) is the whole sample: its intervals are
+    // the main bootstrap's, from the same draws.
+    const ttft =
+      members.length === ref.length
+        ? whole.map((e) => [e.ttft_p50, e.ttft_p90])
+        : stratumBootstrap(
+            columns.map((c) => c.ttft),
+            idx,
+            layout,
+            [0.5, 0.9],
+            resamples,
+            seed,
+          )
     const policies: Record<string, Stratum['policies'][string]> = {}
     labels.forEach((label, p) => {
-      const recs = members.map((i) => all[p]![i]!)
-      const e = Float64Array.from(recs, e2eOf).sort()
-      const tp = Float64Array.from(
-        recs.map(tpotOf).filter((x) => !Number.isNaN(x)),
-        (x) => x,
-      ).sort()
+      // The policy's columns hold each turn's end-to-end time, TPOT, failure, fast path and SLO.
+      const c = columns[p]!
+      const n = idx.length
+      const e = new Float64Array(n)
+      let nTpot = 0
       let failed = 0
       let fast = 0
       let good = 0
-      for (const r of recs) {
-        if (r.status === 'failed') failed++
-        else if (r.path === 'fast') fast++
-        if (meetsSlo(r, slo)) good++
+      for (let k = 0; k < n; k++) {
+        const i = idx[k]!
+        e[k] = c.e2e[i]!
+        if (!Number.isNaN(c.tpot![i]!)) nTpot++
+        failed += c.failed[i]!
+        fast += c.fast[i]!
+        good += c.good![i]!
+      }
+      const tp = new Float64Array(nTpot)
+      for (let k = 0, j = 0; k < n; k++) {
+        const x = c.tpot![idx[k]!]!
+        if (!Number.isNaN(x)) tp[j++] = x
       }
       policies[label] = {
         ttftP50: ttft[p]![0]!,
         ttftP90: ttft[p]![1]!,
-        tpotP90: quantileSorted(tp, 0.9),
-        e2eP50: quantileSorted(e, 0.5),
-        goodput: good / recs.length,
-        errorRate: failed / recs.length,
-        fastPathRate: fast / recs.length,
+        tpotP90: quantileSorted(tp.sort(), 0.9),
+        e2eP50: quantileSorted(e.sort(), 0.5),
+        goodput: good / n,
+        errorRate: failed / n,
+        fastPathRate: fast / n,
       }
     })
     out.push({ bucket: name, turns: members.length, policies })
@@ -527,13 +544,128 @@ export async function runExperiment(
     readonly onProgress?: (task: number, ended: number, total: number) => void
     /** Receives the raw run results (every turn record), in task order: policy-major, then seed. */
     readonly onResults?: (results: readonly RunResult[]) => void
+    /**
+     * Computes the summary's part that does not need the runs ({@link prepareSummary}), started
+     * before them: the CLI runs it on a spare thread while the runs go. Unset, or if it fails, the
+     * summary computes it after the runs. The result is the same either way.
+     */
+    readonly prepare?: (job: SummaryPrepJob) => Promise<SummaryPrep>
   } = {},
 ): Promise<ExperimentResult> {
   const plan = planExperiment(config)
   const runner = options.runner ?? inProcessRunner
+  const prepared = options.prepare?.(summaryPrepJob(plan)).catch(() => undefined)
   const results = await runner(plan.tasks, options.onProgress ?? (() => {}))
   options.onResults?.(results)
-  return summarizeExperiment(plan, results)
+  return summarizeExperiment(plan, results, false, await prepared)
+}
+
+/**
+ * What an experiment's summary needs that does not depend on its runs (see
+ * {@link prepareSummary}): the first seed's workload, the page size the runs will use, and the
+ * bootstrap's count, seed and, when known before the runs, clusters per seed (a trace: the same
+ * turns in every trial; the built-in workload's sessions are known per seed only after generating it).
+ *
+ * @example
+ * ```ts
+ * import type { SummaryPrepJob } from '@kvc/sim'
+ * const job: SummaryPrepJob = { workload: { kind: 'agentic' }, seed: 1, pageSize: 16, resamples: 200, bootSeed: 1 ^ 0x5eed }
+ * ```
+ */
+export interface SummaryPrepJob {
+  readonly workload: WorkloadSource
+  /** The first seed (its workload's statistics describe the experiment). */
+  readonly seed: number
+  readonly pageSize: number
+  readonly resamples: number
+  readonly bootSeed: number
+  readonly clustersPerSeed?: readonly number[]
+}
+
+/**
+ * The part of an experiment's summary computed from its workload alone: the workload's
+ * statistics and, with `clustersPerSeed`, the bootstrap's resample draws (cluster counts).
+ *
+ * @example
+ * ```ts
+ * import type { SummaryPrep } from '@kvc/sim'
+ * const pages = (p: SummaryPrep) => p.stats.totalPages
+ * ```
+ */
+export interface SummaryPrep {
+  readonly job: SummaryPrepJob
+  readonly stats: TraceStats
+  readonly draws?: readonly Int32Array[]
+}
+
+/**
+ * Whether another thread can build the workload again for little next to its statistics: the
+ * built-in generator and the number-only traces (Mooncake, Azure), not LMCache traces, whose
+ * loading tokenizes every prompt's text (seconds, where their statistics take milliseconds).
+ *
+ * @example
+ * ```ts
+ * import { cheapToRebuild } from '@kvc/sim'
+ * cheapToRebuild({ kind: 'agentic' }) // true
+ * ```
+ */
+export function cheapToRebuild(source: WorkloadSource): boolean {
+  if (source.kind === 'agentic') return true
+  const format = source.format ?? 'auto'
+  return (format === 'auto' ? detectTraceFormat(source.path) : format) !== 'lmcache'
+}
+
+/** The page size a plan's runs use: the configured one, else the workload's suggestion, else 16. */
+function runPageSize(plan: ExperimentPlan): number {
+  return plan.config.pageSize ?? plan.w0.suggestedPageSize ?? 16
+}
+
+/** The bootstrap's clusters in one trial of workload `w`: sessions (and session-less turns), or turns. */
+function clustersOf(w: Workload): number {
+  if (w.sessions === 0) return w.turns.length
+  const sessions = new Set<number>()
+  let loose = 0
+  for (const t of w.turns) {
+    if (t.session >= 0) sessions.add(t.session)
+    else loose++
+  }
+  return sessions.size + loose
+}
+
+function summaryPrepJob(plan: ExperimentPlan): SummaryPrepJob {
+  const { config, w0, resamples } = plan
+  return {
+    workload: config.workload,
+    seed: config.seeds[0]!,
+    pageSize: runPageSize(plan),
+    resamples,
+    bootSeed: config.seeds[0]! ^ 0x5eed,
+    // A trace gives every trial the same turns; each seed of the built-in workload has its own.
+    ...(config.workload.kind === 'trace' ? { clustersPerSeed: config.seeds.map(() => clustersOf(w0)) } : {}),
+  }
+}
+
+/**
+ * Compute the part of an experiment's summary that does not need its runs (pure: the same job
+ * gives the same result on any thread). `runExperiment` uses it only where it matches what the
+ * runs produced (their page size, the bootstrap layout's shape).
+ *
+ * @example
+ * ```ts
+ * import { prepareSummary } from '@kvc/sim'
+ * const p = prepareSummary({ workload: { kind: 'agentic', options: { sessions: 2 } }, seed: 1, pageSize: 16, resamples: 10, bootSeed: 7 })
+ * p.stats.sessions // 2
+ * ```
+ */
+export function prepareSummary(job: SummaryPrepJob): SummaryPrep {
+  const w = buildWorkload(job.workload, job.seed)
+  return {
+    job,
+    stats: computeTraceStats(w, job.pageSize),
+    ...(job.clustersPerSeed === undefined
+      ? {}
+      : { draws: drawResamples(job.clustersPerSeed, job.resamples, job.bootSeed) }),
+  }
 }
 
 /** An experiment checked and turned into tasks (policy-major, then seed), ready to run. */
@@ -609,11 +741,13 @@ export function planExperiment(config: ExperimentConfig): ExperimentPlan {
 /**
  * The protocol's statistics of a planned experiment's results (in task order). `lean` leaves out
  * what only the HTML report of one experiment shows (strata, usage series, CDFs): a sweep's points.
+ * `prepared`: {@link prepareSummary} of this experiment, computed earlier (used where it matches).
  */
 export function summarizeExperiment(
   plan: ExperimentPlan,
   results: readonly RunResult[],
   lean = false,
+  prepared?: SummaryPrep,
 ): ExperimentResult {
   const { config, specs, topology, cost, timeScale, faults, resamples, w0 } = plan
   const S = config.seeds.length
@@ -628,6 +762,17 @@ export function summarizeExperiment(
   )
   const columns: PolicyColumns[] = byPolicy.map((runs) => policyColumns(runs, layout, slo, sessionsUnit))
   const bootSeed = config.seeds[0]! ^ 0x5eed
+  // A preparation counts only where it is this experiment's and matches what the runs did.
+  const prep =
+    prepared !== undefined &&
+    prepared.job.pageSize === results[0]!.pageSize &&
+    prepared.job.seed === config.seeds[0] &&
+    JSON.stringify(prepared.job.workload) === JSON.stringify(config.workload)
+      ? prepared
+      : undefined
+  if (prep?.draws !== undefined && prep.job.bootSeed === bootSeed) {
+    keepDraws(layout, resamples, bootSeed, prep.job.clustersPerSeed!, prep.draws)
+  }
   const boot = pairedBootstrap(columns, layout, 0, resamples, bootSeed)
   const peakOf = new Map<string, number>()
   const policies: PolicySummary[] = specs.map((spec, p) => {
@@ -722,11 +867,14 @@ export function summarizeExperiment(
     }
   })
   const labels = specs.map((s) => s.label)
-  const pooled = byPolicy.map((runs) => runs.flatMap((r) => r.records as TurnRecord[]))
+  // The reference policy's turns over all seeds, in column order (strata are the same turns for all).
+  const pooledRef = byPolicy[0]!.flatMap((r) => r.records as TurnRecord[])
   const strata = (buckets: readonly [string, number, number][], key: (r: TurnRecord) => number) =>
-    lean ? [] : stratify(labels, pooled, columns, layout, resamples, bootSeed, slo, buckets, key)
+    lean
+      ? []
+      : stratify(labels, pooledRef, columns, layout, resamples, bootSeed, buckets, key, boot.estimates)
   // The runs' page size (`pageSize`, else the workload's suggestion, else 16), as the caches paged.
-  const stats = computeTraceStats(w0, results[0]!.pageSize)
+  const stats = prep?.stats ?? computeTraceStats(w0, results[0]!.pageSize)
   const capacity = Number.isFinite(cost.capacityTokens) ? results[0]!.capacityTokens : ('unlimited' as const)
   return {
     tool: { name: 'kvc-sim', version: SIM_VERSION },

@@ -1,7 +1,7 @@
 import { basename } from 'node:path'
 import { SimError, SimErrorCode, checkOption, traceError } from '../errors/simError.js'
 import { type TextTokenizer, tokenizeText } from './tokens.js'
-import { isDirectory, jsonObjectLines, listFiles, readTraceText } from './traceFiles.js'
+import { forEachJsonObjectLine, isDirectory, listFiles, readTraceText } from './traceFiles.js'
 import type { TurnSpec, Workload } from './types.js'
 
 /**
@@ -44,7 +44,7 @@ function parseSessionFile(
   const calls: Call[] = []
   let emptyInputs = 0
   let id: string | undefined
-  for (const [line, r] of jsonObjectLines(text, file)) {
+  forEachJsonObjectLine(text, file, (line, r) => {
     if (typeof r.timestamp !== 'number' || !Number.isFinite(r.timestamp) || r.timestamp < 0) {
       throw traceError(file, line, 'timestamp', 'must be a non-negative number of microseconds', r.timestamp)
     }
@@ -67,7 +67,7 @@ function parseSessionFile(
     if (r.input.length === 0) {
       // The published data has calls whose flattened prompt is empty: nothing to serve.
       emptyInputs++
-      continue
+      return
     }
     calls.push({
       ts: r.timestamp,
@@ -75,7 +75,7 @@ function parseSessionFile(
       output: tokenizeText(r.output, tokenizer),
       line,
     })
-  }
+  })
   calls.sort((a, b) => a.ts - b.ts || a.line - b.line)
   return { id: id ?? basename(file), calls, emptyInputs }
 }

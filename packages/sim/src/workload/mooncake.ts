@@ -1,7 +1,7 @@
 import { checkOption, traceError } from '../errors/simError.js'
 import type { SimGranularity } from '../granularity/kvGeometry.js'
 import { sessionlessTurn, sessionlessWorkload } from './sessionless.js'
-import { jsonObjectLines, readTraceText } from './traceFiles.js'
+import { forEachJsonObjectLine, readTraceText } from './traceFiles.js'
 import type { TurnSpec, Workload } from './types.js'
 
 /** Page tokens stay below this; each prompt ends with one token above it (see {@link parseMooncakeTrace}). */
@@ -78,13 +78,19 @@ export function parseMooncakeTrace(text: string, file: string, options: Mooncake
   )
   // Entries per block: its tokens, or two units.
   const perBlock = blocks ? 2 : pageTokens
-  const rows: { ts: number; input: number; output: number; from: number; to: number; line: number }[] = []
+  // Per request, in file order: timestamp, lengths, and its ids' span in `ids` (typed columns:
+  // a trace has a record per request).
+  let ts = new Float64Array(1 << 12)
+  let lens = new Float64Array(2 << 12)
+  let spans = new Int32Array(2 << 12)
+  let rowCount = 0
   let ids = new Int32Array(1 << 16)
   let nIds = 0
-  for (const [line, r] of jsonObjectLines(text, file)) {
-    const ts = r.timestamp
-    if (typeof ts !== 'number' || !Number.isFinite(ts) || ts < 0) {
-      throw traceError(file, line, 'timestamp', 'must be a non-negative number of milliseconds', ts)
+  let maxId = -1
+  forEachJsonObjectLine(text, file, (line, r) => {
+    const t = r.timestamp
+    if (typeof t !== 'number' || !Number.isFinite(t) || t < 0) {
+      throw traceError(file, line, 'timestamp', 'must be a non-negative number of milliseconds', t)
     }
     const input = r.input_length
     if (typeof input !== 'number' || !Number.isInteger(input) || input < 1) {
@@ -128,35 +134,41 @@ export function parseMooncakeTrace(text: string, file: string, options: Mooncake
           id,
         )
       }
+      if (id > maxId) maxId = id
       ids[nIds++] = id
     }
-    rows.push({ ts, input, output, from, to: nIds, line })
-  }
-  if (rows.length === 0) throw traceError(file, 1, '(file)', 'the trace has no requests')
-  // Replay in time order (stable: file order among equal timestamps).
-  const order = rows.map((_, i) => i).sort((a, b) => rows[a]!.ts - rows[b]!.ts || a - b)
-  const t0 = rows[order[0]!]!.ts
-  const seen = new Set<number>()
-  const turns: TurnSpec[] = []
-  const spans: number[] = []
-  for (const ri of order) {
-    const r = rows[ri]!
-    let repeated = 0
-    for (let i = r.from; i < r.to; i++) {
-      const id = ids[i]!
-      if (seen.has(id)) repeated++
-      else seen.add(id)
+    if (rowCount === ts.length) {
+      ts = grow(ts, rowCount * 2)
+      lens = grow(lens, rowCount * 4)
+      spans = grow(spans, rowCount * 4)
     }
+    ts[rowCount] = t
+    lens[2 * rowCount] = input
+    lens[2 * rowCount + 1] = output
+    spans[2 * rowCount] = from
+    spans[2 * rowCount + 1] = nIds
+    rowCount++
+  })
+  if (rowCount === 0) throw traceError(file, 1, '(file)', 'the trace has no requests')
+  // Replay in time order (stable: file order among equal timestamps).
+  const order = Array.from({ length: rowCount }, (_, i) => i).sort((a, b) => ts[a]! - ts[b]! || a - b)
+  const t0 = ts[order[0]!]!
+  const seen = new IdSet(maxId)
+  const turns: TurnSpec[] = []
+  // Each turn's ids span, in replay order.
+  const turnSpans = new Int32Array(2 * rowCount)
+  for (let k = 0; k < rowCount; k++) {
+    const ri = order[k]!
+    const from = spans[2 * ri]!
+    const to = spans[2 * ri + 1]!
+    const input = lens[2 * ri]!
+    let repeated = 0
+    for (let i = from; i < to; i++) if (!seen.add(ids[i]!)) repeated++
     turns.push(
-      sessionlessTurn(
-        turns.length,
-        r.ts - t0,
-        r.input,
-        r.output,
-        Math.min(r.input, repeated * block) / r.input,
-      ),
+      sessionlessTurn(k, ts[ri]! - t0, input, lens[2 * ri + 1]!, Math.min(input, repeated * block) / input),
     )
-    spans.push(r.from, r.to)
+    turnSpans[2 * k] = from
+    turnSpans[2 * k + 1] = to
   }
   return sessionlessWorkload({
     name: `mooncake:${file.split('/').pop()}`,
@@ -166,8 +178,8 @@ export function parseMooncakeTrace(text: string, file: string, options: Mooncake
     suggestedPageSize: pageTokens,
     ...(blocks ? { blockTokens: block } : {}),
     promptTokens: (i) => {
-      const from = spans[2 * i]!
-      const to = spans[2 * i + 1]!
+      const from = turnSpans[2 * i]!
+      const to = turnSpans[2 * i + 1]!
       // Block b becomes the entries b·perBlock … b·perBlock + perBlock − 1 (expandBlockIds),
       // written in place.
       const out = new Uint32Array((to - from) * perBlock + 1)
@@ -180,6 +192,44 @@ export function parseMooncakeTrace(text: string, file: string, options: Mooncake
       return out
     },
   })
+}
+
+/** `a` in a new array of `length` entries (the columns' growth). */
+function grow<T extends Float64Array | Int32Array>(a: T, length: number): T {
+  const g = new (a.constructor as new (n: number) => T)(length)
+  g.set(a)
+  return g
+}
+
+/**
+ * A set of block ids (non-negative integers): a bitmap up to {@link IdSet.BITMAP_LIMIT}, where
+ * a trace's ids are dense (Mooncake numbers its blocks from 0), else a `Set`.
+ */
+class IdSet {
+  static readonly BITMAP_LIMIT = 1 << 26
+  readonly #bits: Uint8Array | undefined
+  readonly #set: Set<number> | undefined
+
+  constructor(maxId: number) {
+    if (maxId < IdSet.BITMAP_LIMIT) this.#bits = new Uint8Array((maxId >>> 3) + 1)
+    else this.#set = new Set()
+  }
+
+  /** Adds `id`; `true` when it was new. */
+  add(id: number): boolean {
+    const bits = this.#bits
+    if (bits !== undefined) {
+      const m = 1 << (id & 7)
+      const at = id >>> 3
+      if ((bits[at]! & m) !== 0) return false
+      bits[at]! |= m
+      return true
+    }
+    const set = this.#set!
+    if (set.has(id)) return false
+    set.add(id)
+    return true
+  }
 }
 
 /**

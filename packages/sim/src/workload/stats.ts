@@ -104,7 +104,12 @@ export function computeTraceStats(w: Workload, pageSize?: number): TraceStats {
   // Entries of a page: its tokens, or its units for a block-granular workload (KvGeometry).
   const pe = new KvGeometry(ps, w.blockTokens ?? 1).pageUnits
   // Chained page keys: two independent 32-bit lanes, the second cut to 21 bits (a 53-bit key).
-  const seen = new PairKeySet(1 << 16)
+  // Sized for about every page being distinct (a hint: the set grows past it), so that it does
+  // not grow while a long trace's pages arrive.
+  let pagesHint = 0
+  for (const t of w.turns) pagesHint += t.inputLength
+  pagesHint = Math.min(1 << 19, Math.ceil(pagesHint / (ps * w.tokenScale)) + w.turns.length)
+  const seen = new PairKeySet(Math.max(1 << 10, pagesHint))
   let total = 0
   let hits = 0
   let hitTokens = 0
@@ -112,6 +117,8 @@ export function computeTraceStats(w: Workload, pageSize?: number): TraceStats {
   // A prompt that is a view of the same buffer at the same offset as an earlier one (a session's
   // prompts over its token stream) shares its first pages' chained keys: those are taken from the
   // earlier walk, and each is a hit (every page walked is in `seen` afterwards, hit or added).
+  // Only views into a larger buffer are remembered: a prompt that fills its own buffer (a trace's
+  // request) is rarely seen again, and walking it again would give the same keys anyway.
   const walked = new WeakMap<ArrayBufferLike, WalkedPrompt>()
   for (let i = 0; i < w.turns.length; i++) {
     const t = w.turns[i]!
@@ -130,11 +137,11 @@ export function computeTraceStats(w: Workload, pageSize?: number): TraceStats {
         h2 = memo.h2[from - 1]!
         hitPages = from
       }
-    } else {
+    } else if (tok.byteLength < tok.buffer.byteLength) {
       memo = { byteOffset: tok.byteOffset, pages: 0, h1: new Int32Array(pages), h2: new Int32Array(pages) }
       walked.set(tok.buffer, memo)
-    }
-    if (memo.h1.length < pages) {
+    } else memo = undefined
+    if (memo !== undefined && memo.h1.length < pages) {
       const g1 = new Int32Array(Math.max(pages, memo.h1.length * 2))
       const g2 = new Int32Array(g1.length)
       g1.set(memo.h1.subarray(0, memo.pages))
@@ -148,8 +155,10 @@ export function computeTraceStats(w: Workload, pageSize?: number): TraceStats {
         h1 = Math.imul(h1 ^ x, 0x01000193)
         h2 = Math.imul(h2 ^ x, 0x5bd1e995) ^ (h2 >>> 15)
       }
-      memo.h1[p] = h1
-      memo.h2[p] = h2
+      if (memo !== undefined) {
+        memo.h1[p] = h1
+        memo.h2[p] = h2
+      }
       const lo = h2 & 0x1fffff
       if (prefix && seen.has(h1, lo)) hitPages++
       else {
@@ -157,7 +166,7 @@ export function computeTraceStats(w: Workload, pageSize?: number): TraceStats {
         seen.add(h1, lo)
       }
     }
-    if (pages > memo.pages) memo.pages = pages
+    if (memo !== undefined && pages > memo.pages) memo.pages = pages
     total += pages
     hits += hitPages
     hitTokens += Math.min(t.inputLength, hitPages * ps * w.tokenScale)

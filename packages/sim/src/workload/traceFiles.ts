@@ -1,5 +1,4 @@
 import { closeSync, fstatSync, openSync, readSync, readdirSync, statSync } from 'node:fs'
-import { StringDecoder } from 'node:string_decoder'
 import { RawText, SimError, SimErrorCode, traceError } from '../errors/simError.js'
 
 /**
@@ -32,9 +31,10 @@ export function readTextCapped(file: string, maxBytes: number = MAX_TRACE_BYTES,
     if (st.isDirectory())
       throw new SimError(SimErrorCode.TraceNotFound, `cannot read ${what} ${file}: it is a directory`, file)
     if (st.isFile() && st.size > maxBytes) throw tooLarge(`${st.size} bytes`)
-    const decoder = new StringDecoder('utf8')
-    const buf = Buffer.allocUnsafe(CHUNK_BYTES)
-    const parts: string[] = []
+    // Chunks are kept as bytes and decoded once at the end (one UTF-8 decode of the whole file
+    // instead of one per chunk through a StringDecoder).
+    const chunks: Buffer[] = []
+    let buf = Buffer.allocUnsafe(CHUNK_BYTES)
     let total = 0
     for (;;) {
       let n: number
@@ -58,10 +58,10 @@ export function readTextCapped(file: string, maxBytes: number = MAX_TRACE_BYTES,
         )
       total += n
       if (total > maxBytes) throw tooLarge(`more than ${maxBytes} bytes read`)
-      parts.push(decoder.write(buf.subarray(0, n)))
+      chunks.push(buf.subarray(0, n))
+      buf = Buffer.allocUnsafe(CHUNK_BYTES)
     }
-    parts.push(decoder.end())
-    return parts.join('')
+    return (chunks.length === 1 ? chunks[0]! : Buffer.concat(chunks, total)).toString('utf8')
   } finally {
     closeSync(fd)
   }
@@ -100,11 +100,27 @@ export function listFiles(dir: string, ext: string): string[] {
 }
 
 /**
- * The records of a JSONL trace: each non-blank line parsed as a JSON object, with its 1-based
- * line number. A line that is not valid JSON, or not an object, fails with `INVALID_TRACE`.
+ * The records of a JSONL trace: each non-blank line parsed as a JSON object and handed to `visit`
+ * with its 1-based line number, in file order. A line that is not valid JSON, or not an object,
+ * fails with `INVALID_TRACE`. A plain loop rather than a generator: a trace has a record per
+ * request, and this is most of loading one.
  */
-export function* jsonObjectLines(text: string, file: string): Generator<[number, Record<string, unknown>]> {
-  for (const [line, s] of nonBlankLines(text)) {
+export function forEachJsonObjectLine(
+  text: string,
+  file: string,
+  visit: (line: number, record: Record<string, unknown>) => void,
+): void {
+  let line = 0
+  let start = 0
+  const n = text.length
+  while (start <= n) {
+    let end = text.indexOf('\n', start)
+    if (end === -1) end = n
+    line++
+    let s = text.slice(start, end)
+    start = end + 1
+    if (s.endsWith('\r')) s = s.slice(0, -1)
+    if (s.trim() === '') continue
     let o: unknown
     try {
       o = JSON.parse(s)
@@ -114,12 +130,14 @@ export function* jsonObjectLines(text: string, file: string): Generator<[number,
     if (typeof o !== 'object' || o === null || Array.isArray(o)) {
       throw traceError(file, line, '(json)', 'each line must be a JSON object', o)
     }
-    for (const [k, v] of Object.entries(o)) {
+    const r = o as Record<string, unknown>
+    for (const k in r) {
+      const v = r[k]
       // JSON.parse reads 1e400 as Infinity, which every later message would show as null.
       if (typeof v === 'number' && !Number.isFinite(v))
         throw traceError(file, line, k, 'is a number too large for a double', new RawText(rawValue(s, k)))
     }
-    yield [line, o as Record<string, unknown>]
+    visit(line, r)
   }
 }
 

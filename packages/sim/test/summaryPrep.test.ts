@@ -1,0 +1,148 @@
+import { mkdtempSync, writeFileSync } from 'node:fs'
+import { tmpdir } from 'node:os'
+import { join } from 'node:path'
+import { describe, expect, it } from 'vitest'
+import { summaryPreparer } from '../src/cli/parallel.js'
+import {
+  type ExperimentConfig,
+  type SummaryPrep,
+  type SummaryPrepJob,
+  cheapToRebuild,
+  computeTraceStats,
+  loadTrace,
+  prepareSummary,
+  runExperiment,
+  toStableJson,
+} from '../src/index.js'
+
+// The summary's workload statistics and (for traces) bootstrap draws can be computed before the
+// runs end, on another thread. Property of the design: an experiment's result is the same with a
+// preparation, without one, with one that does not match, and with one that fails.
+
+const tmp = mkdtempSync(join(tmpdir(), 'kvc-sim-prep-'))
+const trace = join(tmp, 'small.jsonl')
+writeFileSync(
+  trace,
+  Array.from({ length: 40 }, (_, i) =>
+    JSON.stringify({
+      timestamp: i * 150,
+      input_length: 512 * (1 + (i % 3)),
+      output_length: 4 + (i % 7),
+      hash_ids: Array.from({ length: 1 + (i % 3) }, (_, b) => (b === 0 ? i % 4 : 100 + i * 3 + b)),
+    }),
+  ).join('\n'),
+)
+
+const configs: Record<string, ExperimentConfig> = {
+  trace: {
+    workload: { kind: 'trace', path: trace, granularity: 'block' },
+    topology: '1P2D',
+    policies: ['kvc', 'round-robin'],
+    seeds: [1, 2],
+    bootstrapResamples: 25,
+  },
+  agentic: {
+    workload: { kind: 'agentic', options: { sessions: 4, maxTurnsPerSession: 4 } },
+    topology: '1P2D',
+    policies: ['kvc', 'round-robin'],
+    seeds: [3, 4],
+    bootstrapResamples: 25,
+  },
+}
+
+describe('summary preparation', { timeout: 180_000 }, () => {
+  for (const [name, config] of Object.entries(configs)) {
+    it(`${name}: the same result with a preparation, a mismatched one, a failing one, and none`, async () => {
+      const plain = toStableJson(await runExperiment(config))
+      const jobs: SummaryPrepJob[] = []
+      const prepared = await runExperiment(config, {
+        prepare: async (job) => {
+          jobs.push(job)
+          return prepareSummary(job)
+        },
+      })
+      expect(toStableJson(prepared)).toBe(plain)
+      expect(jobs).toHaveLength(1)
+      // Draws only where every trial has the same clusters (a trace's requests).
+      expect(jobs[0]!.clustersPerSeed).toEqual(name === 'trace' ? [40, 40] : undefined)
+      // A matching preparation is what the summary uses (a marked one shows in the result) ...
+      const marked = await runExperiment(config, {
+        prepare: async (job) => {
+          const p = prepareSummary(job)
+          return { ...p, stats: { ...p.stats, name: 'prepared' } }
+        },
+      })
+      expect(marked.config.workload.name).toBe('prepared')
+      if (name === 'trace') {
+        // Prepared draws are the bootstrap's: every cluster drawn once, every interval a point.
+        const ones = await runExperiment(config, {
+          prepare: async (job) => {
+            const p = prepareSummary(job)
+            return { ...p, draws: p.draws!.map((d) => d.fill(1)) }
+          },
+        })
+        const e = ones.policies[0]!.estimates.ttft_p90
+        expect([e.lo, e.hi]).toEqual([e.value, e.value])
+        expect(ones.strata.overlap[0]!.policies.kvc!.ttftP50.lo).toBe(
+          ones.strata.overlap[0]!.policies.kvc!.ttftP50.value,
+        )
+      }
+      // ... and one made for another experiment (seed, page size) is not.
+      const otherSeed = async (job: SummaryPrepJob) => prepareSummary({ ...job, seed: job.seed + 1 })
+      expect(toStableJson(await runExperiment(config, { prepare: otherSeed }))).toBe(plain)
+      const otherPage = async (job: SummaryPrepJob) => prepareSummary({ ...job, pageSize: 1 })
+      expect(toStableJson(await runExperiment(config, { prepare: otherPage }))).toBe(plain)
+      const failing = async (): Promise<SummaryPrep> => {
+        throw new Error('no thread')
+      }
+      expect(toStableJson(await runExperiment(config, { prepare: failing }))).toBe(plain)
+    })
+  }
+
+  it('prepares statistics equal to the summary own, and draws of the layout shape', () => {
+    const job: SummaryPrepJob = {
+      workload: { kind: 'trace', path: trace },
+      seed: 1,
+      pageSize: 512,
+      resamples: 7,
+      bootSeed: 9,
+      clustersPerSeed: [40, 40],
+    }
+    const p = prepareSummary(job)
+    expect(p.stats).toEqual(computeTraceStats(loadTrace(trace), 512))
+    expect(p.draws).toHaveLength(7)
+    for (const d of p.draws!) {
+      expect(d).toHaveLength(80)
+      // Whole trials resampled separately: each seed's 40 clusters drawn 40 times.
+      expect(d.subarray(0, 40).reduce((a, x) => a + x, 0)).toBe(40)
+      expect(d.subarray(40).reduce((a, x) => a + x, 0)).toBe(40)
+    }
+  })
+
+  it('on a thread of its own (one run in process), the same preparation', async () => {
+    const prepare = summaryPreparer(2, 1, { kind: 'trace', path: trace })!
+    const job: SummaryPrepJob = {
+      workload: { kind: 'trace', path: trace },
+      seed: 1,
+      pageSize: 512,
+      resamples: 5,
+      bootSeed: 3,
+      clustersPerSeed: [40],
+    }
+    const there = await prepare(job)
+    const here = prepareSummary(job)
+    expect(there.stats).toEqual(here.stats)
+    expect(there.draws).toEqual(here.draws)
+    expect(summaryPreparer(1, 1, { kind: 'agentic' })).toBeUndefined()
+    // An LMCache trace (text to tokenize again) is not built twice; beside worker threads it
+    // is this thread's own workload, so it is prepared here.
+    const lmcache = { kind: 'trace' as const, path: tmp, format: 'lmcache' as const }
+    expect(cheapToRebuild(lmcache)).toBe(false)
+    expect(cheapToRebuild({ kind: 'trace', path: trace })).toBe(true)
+    expect(summaryPreparer(2, 1, lmcache)).toBeUndefined()
+    expect(summaryPreparer(2, 4, lmcache)).toBeDefined()
+    // Beside threads that run the tasks: on this thread.
+    const beside = await summaryPreparer(2, 4, job.workload)!(job)
+    expect(beside.draws).toEqual(here.draws)
+  })
+})
