@@ -168,7 +168,7 @@ export {
   type CandidateAnalysis,
   type TurnAnalysis,
 } from './route/route.js'
-export { TurnDispatch } from './dispatch/dispatch.js'
+export { TurnDispatch } from './dispatch/turnDispatch.js'
 export { backoffDelayMs, type BackoffJitter, type BackoffPolicy } from './backoff/backoff.js'
 export { LatencyWindow } from './hedging/latencyWindow.js'
 export {

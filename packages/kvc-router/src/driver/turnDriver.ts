@@ -1,5 +1,5 @@
 import type { ClaimOutcome } from '../cluster/stateStore.js'
-import type { TurnDispatch } from '../dispatch/dispatch.js'
+import type { TurnDispatch } from '../dispatch/turnDispatch.js'
 import type {
   AdmitAction,
   ClaimAction,

@@ -3,7 +3,7 @@ import { ClusterView, type QueueReport, type WorkerSpec } from '../cluster/clust
 import { type CostModel, DEFAULT_COST_MODEL } from '../cost/costModel.js'
 import { SelfTuner, type TunedParams } from '../tuning/selfTuner.js'
 import type { ClusterStateStore } from '../cluster/stateStore.js'
-import { TurnDispatch } from '../dispatch/dispatch.js'
+import { TurnDispatch } from '../dispatch/turnDispatch.js'
 import { RouterError, checkOption, describeValue } from '../errors/routerError.js'
 import type { IngestStatus, ResidencyIndexOptions } from '../residency/residencyIndex.js'
 import {
