@@ -86,6 +86,7 @@ export {
   type PrefillSite,
 } from './path/pathChoice.js'
 export { chooseEvictOrWait, type PauseChoice, type PauseSignals } from './path/evictOrWait.js'
+export { type ArrivalDecision, type ArrivalView, admitOnArrival } from './admission/onArrival.js'
 export { PendingRetractions } from './retraction/pendingRetractions.js'
 export {
   DEFAULT_RETRACTION_PARAMS,

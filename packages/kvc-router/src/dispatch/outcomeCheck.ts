@@ -64,7 +64,9 @@ export function checkOutcome(
         t === 'admitError' ||
         (t === 'hedgedAdmitResult' && action.hedge !== undefined)
       : action.type === 'sendFast' || action.type === 'seedViaP'
-        ? t === 'completed' || t === 'failed'
+        ? t === 'completed' ||
+          t === 'failed' ||
+          (t === 'admitResult' && action.type === 'sendFast' && action.admission !== undefined)
         : action.type === 'wait'
           ? t === 'waited'
           : action.type === 'claim'
@@ -86,6 +88,39 @@ export function checkOutcome(
       throw new RouterError(
         'UNEXPECTED_OUTCOME',
         `turn ${turnId}: answer for ${res.requestId}, expected ${action.request.requestId}`,
+        outcome,
+      )
+    }
+  }
+  if (outcome.type === 'admitResult' && action.type === 'sendFast' && action.admission !== undefined) {
+    // Admission on arrival: the D answers the send with its refusal (an admission is served).
+    const res = parseAdmitResponse(outcome.response)
+    if (res.requestId !== action.admission.requestId) {
+      throw new RouterError(
+        'UNEXPECTED_OUTCOME',
+        `turn ${turnId}: answer for ${res.requestId}, expected ${action.admission.requestId}`,
+        outcome,
+      )
+    }
+    if (res.admitted) {
+      throw new RouterError(
+        'INVALID_MESSAGE',
+        `turn ${turnId}: an admission on arrival that admits is answered by completed or failed`,
+        outcome,
+      )
+    }
+  }
+  if (
+    outcome.type === 'completed' &&
+    outcome.admission !== undefined &&
+    action.type === 'sendFast' &&
+    action.admission !== undefined
+  ) {
+    const res = parseAdmitResponse(outcome.admission)
+    if (res.requestId !== action.admission.requestId || !res.admitted) {
+      throw new RouterError(
+        'INVALID_MESSAGE',
+        `turn ${turnId}: completed.admission must be the admitting answer to ${action.admission.requestId}`,
         outcome,
       )
     }

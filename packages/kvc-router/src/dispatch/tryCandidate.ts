@@ -6,11 +6,12 @@ import { choosePath } from '../path/pathChoice.js'
 import type { RouteCandidate } from '../route/types.js'
 import type { Gen, TurnState } from './turnState.js'
 import type { DoneAction } from './types.js'
-import { admit } from './admission.js'
+import { type AdmitResult, admit } from './admission.js'
 import { claimBinding } from './claims.js'
 import { sameDecodeHedge } from './hedge.js'
 import { explainPath, pathParamsOf, signals } from './pathSignals.js'
 import { pickPrefill } from './prefillPick.js'
+import { arrivalDecision, sendFastOnArrival } from './onArrival.js'
 import { localSeed, seedPath } from './seedPath.js'
 import { sendFast } from './sends.js'
 import { step } from './turnRecord.js'
@@ -45,9 +46,20 @@ export function* tryCandidate(
   let ownPause = seedAfterOwnPause ?? Number.NEGATIVE_INFINITY
   if (!seed) {
     if (!(yield* claimBinding(st, d))) return undefined
-    const r = policy.usesAdmission
-      ? yield* admit(st, d, 'fast', c, undefined, sameDecodeHedge(st))
-      : ({ kind: 'admitted', leaseId: '' } as const)
+    // Admission on arrival (`admitOnArrival`): where the router's view predicts an admission
+    // without a pause hint, the send carries the admission request and no RPC goes first.
+    const arrival = arrivalDecision(st, c)
+    let r: AdmitResult
+    if (arrival?.onArrival === true) {
+      const o = yield* sendFastOnArrival(st, d, c, arrival.reason)
+      if (o.kind === 'done') return o.done
+      if (o.kind === 'failed') return undefined
+      r = o.result
+    } else {
+      r = policy.usesAdmission
+        ? yield* admit(st, d, 'fast', c, undefined, sameDecodeHedge(st))
+        : ({ kind: 'admitted', leaseId: '', workerId: d } as const)
+    }
     if (r.kind === 'admitted')
       return yield* sendFast(st, d, c, policy.usesAdmission ? r.leaseId : undefined, 'fast')
     if (r.kind === 'rejected' && r.response.reason === 'append_too_large') {

@@ -85,7 +85,10 @@ export interface HedgedAdmitOutcome {
  * part of the prompt it lacks, possibly the whole prompt, chosen by the adaptive path choice; or
  * `direct` for colocated workers). The D prefills `appendTokens` itself. Answer `completed` or
  * `failed`. If `migratedFrom` is set, the session moved: after success, release its slot there
- * (locks only).
+ * (locks only). With `admission` (admission on arrival, the router's `admitOnArrival`), the D
+ * first decides on that admission request as on an admission RPC (its lease id is `leaseId`):
+ * when it refuses, answer `admitResult` with the refusal (nothing was prefilled); when it admits,
+ * serve the turn and answer `completed` with the D's answer in `completed.admission`.
  *
  * @example
  * ```ts
@@ -103,6 +106,8 @@ export interface SendFastAction {
   readonly appendTokens: number
   readonly migratedFrom: string | undefined
   readonly attempt: number
+  /** Admission on arrival: the D decides on this request when the send arrives (see above). */
+  readonly admission?: AdmitRequest
 }
 
 /**
@@ -283,7 +288,9 @@ export type SendFailureCause = 'transfer_timeout' | 'transfer_error' | 'worker_e
  * `admit`; `completed` / `failed` for `sendFast` and `seedViaP`; `waited` for `wait`; the
  * store's `claimResult` for `claim`.
  * `completed.committedTokens` is what the session now holds on the D (prompt + output; default
- * `promptTokens + outputTokens`).
+ * `promptTokens + outputTokens`). `completed.admission` is the D's answer to an admission on
+ * arrival (`SendFastAction.admission`), which also answers that send with `admitResult` when the
+ * D refused it.
  *
  * @example
  * ```ts
@@ -294,7 +301,12 @@ export type SendFailureCause = 'transfer_timeout' | 'transfer_error' | 'worker_e
 export type DispatchOutcome =
   | AdmitAnswerOutcome
   | HedgedAdmitOutcome
-  | { readonly type: 'completed'; readonly committedTokens?: number; readonly outputTokens?: number }
+  | {
+      readonly type: 'completed'
+      readonly committedTokens?: number
+      readonly outputTokens?: number
+      readonly admission?: AdmitResponse
+    }
   | { readonly type: 'failed'; readonly cause: SendFailureCause; readonly message?: string }
   | { readonly type: 'waited' }
   | ClaimOutcome

@@ -421,6 +421,12 @@ export class ClusterSimulation {
       return
     }
     turn.waiting = false
+    const admission = turn.arrivalAdmission
+    if (admission !== undefined && outcome?.type === 'completed') {
+      // The D's answer to an admission on arrival rides on the turn's completion.
+      turn.arrivalAdmission = undefined
+      outcome = { ...outcome, admission }
+    }
     let action: SimAction
     try {
       action = turn.dispatch!.next(outcome)
@@ -477,6 +483,25 @@ export class ClusterSimulation {
         if (w === undefined || !w.alive) {
           this.#schedule(turn, ctx.now, { type: 'failed', cause: 'worker_unreachable' })
           return
+        }
+        turn.arrivalAdmission = undefined
+        if (a.admission !== undefined) {
+          // Admission on arrival (`admitOnArrival`): the D decides on the request the send
+          // carries as on an RPC; a refusal travels back (one round trip), nothing is prefilled.
+          const response = this.#admission.answer(w, turn, {
+            type: 'admit',
+            turnId: a.turnId,
+            workerId: a.workerId,
+            request: a.admission,
+            timeoutMs: 0,
+            attempt: a.attempt,
+          })
+          ctx.counters.admissions++
+          if (!response.admitted) {
+            this.#schedule(turn, ctx.now + this.#rpcLatencyMs(), { type: 'admitResult', response })
+            return
+          }
+          turn.arrivalAdmission = response
         }
         // `local` (a local seed) is a fast-path job that prefills what the D lacks of the prompt.
         this.#prefill.enqueue(w, turn, a.path === 'direct' ? 'direct' : 'fast', -1, a.leaseId)
