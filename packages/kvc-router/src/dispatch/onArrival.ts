@@ -2,7 +2,8 @@
  * Admission on arrival (`admitOnArrival`) from the router's side: a fast-path turn whose D the
  * router's view shows well below its pause threshold is sent at once, carrying its admission
  * request; the D decides when it arrives. A refusal comes back as the admission answer an RPC
- * would have given and the walk goes on as after a refused RPC.
+ * would have given and the walk goes on as after a refused RPC; an admission's answer comes back
+ * with the response's headers, through `Router.observeAdmission`.
  */
 import { type ArrivalDecision, admitOnArrival } from '../admission/onArrival.js'
 import { RouterError } from '../errors/routerError.js'
@@ -10,7 +11,7 @@ import type { RouteCandidate } from '../route/types.js'
 import { type AdmitResult, admitRequest, onAnswer } from './admission.js'
 import { migrationSource } from './claims.js'
 import { decodeObstacle } from './decodeObstacle.js'
-import { reject, retracted } from './rejection.js'
+import { reject } from './rejection.js'
 import { succeedTurn } from './turnEnd.js'
 import { addInflight, decodeBlocks, releaseCommitment, undoInflight } from './turnLoad.js'
 import { bumpAttempts, count, step } from './turnRecord.js'
@@ -51,8 +52,8 @@ export function arrivalDecision(st: TurnState, c: RouteCandidate): ArrivalDecisi
  * The fast path on `c`'s D with admission on arrival: the checks of an admission RPC's first try
  * (a recent refusal from `d` is reused, a D that can no longer take the turn is left), then
  * `sendFast` carrying the admission request; its lease id is the request id. The router counts
- * the need as taken on `d` at once (no answer will tell it), and applies the retractions the D's
- * answer carries when the turn completes.
+ * the need as taken on `d` at once; the D's admitting answer reaches the router's view through
+ * `Router.observeAdmission` (the driver calls it when the response's headers arrive).
  */
 export function* sendFastOnArrival(
   st: TurnState,
@@ -114,11 +115,8 @@ export function* sendFastOnArrival(
     return { kind: 'answered', result: r ?? { kind: 'timeout' } }
   }
   releaseCommitment(st)
-  if (out.type === 'completed') {
-    const res = out.admission
-    if (res?.retractedSessions !== undefined && cluster.has(d)) retracted(st, d, res.retractedSessions)
+  if (out.type === 'completed')
     return { kind: 'done', done: succeedTurn(st, d, undefined, 'fast', out, migratedFrom) }
-  }
   if (out.type !== 'failed') throw new RouterError('UNEXPECTED_OUTCOME', 'unreachable', out)
   count(st, 'worker_failed')
   st.sendFailures++

@@ -110,21 +110,6 @@ export function checkOutcome(
       )
     }
   }
-  if (
-    outcome.type === 'completed' &&
-    outcome.admission !== undefined &&
-    action.type === 'sendFast' &&
-    action.admission !== undefined
-  ) {
-    const res = parseAdmitResponse(outcome.admission)
-    if (res.requestId !== action.admission.requestId || !res.admitted) {
-      throw new RouterError(
-        'INVALID_MESSAGE',
-        `turn ${turnId}: completed.admission must be the admitting answer to ${action.admission.requestId}`,
-        outcome,
-      )
-    }
-  }
   if (outcome.type === 'claimResult') {
     if (typeof outcome.granted !== 'boolean') {
       throw new RouterError('INVALID_MESSAGE', 'claimResult.granted must be a boolean', outcome)

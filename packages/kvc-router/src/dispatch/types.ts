@@ -88,7 +88,8 @@ export interface HedgedAdmitOutcome {
  * (locks only). With `admission` (admission on arrival, the router's `admitOnArrival`), the D
  * first decides on that admission request as on an admission RPC (its lease id is `leaseId`):
  * when it refuses, answer `admitResult` with the refusal (nothing was prefilled); when it admits,
- * serve the turn and answer `completed` with the D's answer in `completed.admission`.
+ * give its answer to `Router.observeAdmission` as soon as it arrives (the response's headers),
+ * serve the turn, and answer `completed` or `failed`.
  *
  * @example
  * ```ts
@@ -288,9 +289,8 @@ export type SendFailureCause = 'transfer_timeout' | 'transfer_error' | 'worker_e
  * `admit`; `completed` / `failed` for `sendFast` and `seedViaP`; `waited` for `wait`; the
  * store's `claimResult` for `claim`.
  * `completed.committedTokens` is what the session now holds on the D (prompt + output; default
- * `promptTokens + outputTokens`). `completed.admission` is the D's answer to an admission on
- * arrival (`SendFastAction.admission`), which also answers that send with `admitResult` when the
- * D refused it.
+ * `promptTokens + outputTokens`). A `sendFast` with admission on arrival
+ * (`SendFastAction.admission`) that the D refused is answered by its `admitResult`.
  *
  * @example
  * ```ts
@@ -301,12 +301,7 @@ export type SendFailureCause = 'transfer_timeout' | 'transfer_error' | 'worker_e
 export type DispatchOutcome =
   | AdmitAnswerOutcome
   | HedgedAdmitOutcome
-  | {
-      readonly type: 'completed'
-      readonly committedTokens?: number
-      readonly outputTokens?: number
-      readonly admission?: AdmitResponse
-    }
+  | { readonly type: 'completed'; readonly committedTokens?: number; readonly outputTokens?: number }
   | { readonly type: 'failed'; readonly cause: SendFailureCause; readonly message?: string }
   | { readonly type: 'waited' }
   | ClaimOutcome

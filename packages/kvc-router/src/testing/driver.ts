@@ -124,7 +124,8 @@ export interface TurnRun {
  * Drives turns through `Router.dispatch` with scripted answers and a manual clock: admission
  * RPCs take `rpcLatencyMs` (or the action's timeout when they time out), sends take
  * `sendLatencyMs` (a send with admission on arrival is answered by `admit` first: a refusal comes
- * back after `rpcLatencyMs`, a timeout or an error fails the send as `worker_unreachable`), waits jump the clock, claims are answered by the store at once. `runTurn` is
+ * back after `rpcLatencyMs`, an admission's answer goes to `Router.observeAdmission` after
+ * `rpcLatencyMs`, a timeout or an error fails the send as `worker_unreachable`), waits jump the clock, claims are answered by the store at once. `runTurn` is
  * `TurnDriver.driveSync` over these scripted effects; `answer` answers one action, for tests that
  * interleave turns themselves. The simulator does the same with real caches; tests use this to
  * play adversaries.
@@ -175,7 +176,6 @@ export class ScriptedDriver {
       }
       case 'sendFast':
       case 'seedViaP': {
-        let admission: AdmitResponse | undefined
         if (a.type === 'sendFast' && a.admission !== undefined) {
           // Admission on arrival: the scripted D answers the request it carries first.
           const req: AdmitAction = {
@@ -191,18 +191,20 @@ export class ScriptedDriver {
             o.clock.advance(o.rpcLatencyMs ?? 1)
             return { type: 'failed', cause: 'worker_unreachable' }
           }
-          admission = scriptedResponse(req, ans)
+          const admission = scriptedResponse(req, ans)
           if (!admission.admitted) {
             o.clock.advance(o.rpcLatencyMs ?? 1)
             return { type: 'admitResult', response: admission }
           }
+          // The admitting answer arrives with the response's headers, before the send completes.
+          o.clock.advance(o.rpcLatencyMs ?? 1)
+          o.router.observeAdmission(a.workerId, admission)
         }
         o.clock.advance(o.sendLatencyMs ?? 10)
         const ans = o.send?.(a) ?? { kind: 'ok', outputTokens: 100 }
-        if (ans.kind !== 'ok') return { type: 'failed', cause: ans.cause }
-        return admission === undefined
+        return ans.kind === 'ok'
           ? { type: 'completed', outputTokens: ans.outputTokens ?? 100 }
-          : { type: 'completed', outputTokens: ans.outputTokens ?? 100, admission }
+          : { type: 'failed', cause: ans.cause }
       }
       case 'wait':
         o.clock.advanceTo(a.untilMs)

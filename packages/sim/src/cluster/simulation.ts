@@ -23,6 +23,7 @@ import { accountRun, collectResult } from './collectResult.js'
 import { type PhysicalFailure, SimContext, type SimHost } from './context.js'
 import {
   EV_ADMIT_AT_D,
+  EV_ARRIVAL_ANSWER,
   EV_ARRIVAL,
   EV_DECODE_TICK,
   EV_ELASTIC,
@@ -281,6 +282,9 @@ export class ClusterSimulation {
         }
         break
       }
+      case EV_ARRIVAL_ANSWER:
+        this.#arrivalAnswer(ctx.turns[a]!)
+        break
       case EV_ADMIT_AT_D:
         this.#admitAtD(ctx.turns[a]!, b)
         break
@@ -421,12 +425,6 @@ export class ClusterSimulation {
       return
     }
     turn.waiting = false
-    const admission = turn.arrivalAdmission
-    if (admission !== undefined && outcome?.type === 'completed') {
-      // The D's answer to an admission on arrival rides on the turn's completion.
-      turn.arrivalAdmission = undefined
-      outcome = { ...outcome, admission }
-    }
     let action: SimAction
     try {
       action = turn.dispatch!.next(outcome)
@@ -484,7 +482,6 @@ export class ClusterSimulation {
           this.#schedule(turn, ctx.now, { type: 'failed', cause: 'worker_unreachable' })
           return
         }
-        turn.arrivalAdmission = undefined
         if (a.admission !== undefined) {
           // Admission on arrival (`admitOnArrival`): the D decides on the request the send
           // carries as on an RPC; a refusal travels back (one round trip), nothing is prefilled.
@@ -501,7 +498,10 @@ export class ClusterSimulation {
             this.#schedule(turn, ctx.now + this.#rpcLatencyMs(), { type: 'admitResult', response })
             return
           }
-          turn.arrivalAdmission = response
+          // The admitting answer goes back with the response's headers (half a round trip; the
+          // send's own way to the D is not modelled, as for every send).
+          turn.arrivalAdmission = { workerId: a.workerId, response }
+          ctx.q.push(ctx.now + this.#rpcLatencyMs() / 2, EV_ARRIVAL_ANSWER, turn.id, 0)
         }
         // `local` (a local seed) is a fast-path job that prefills what the D lacks of the prompt.
         this.#prefill.enqueue(w, turn, a.path === 'direct' ? 'direct' : 'fast', -1, a.leaseId)
@@ -583,6 +583,14 @@ export class ClusterSimulation {
     }
     const response = this.#admission.answer(d, turn, a)
     this.#schedule(turn, ctx.now + turn.admitLatency / 2, { type: 'admitResult', response })
+  }
+
+  /** `EV_ARRIVAL_ANSWER`: a D's admitting answer to an admission on arrival reaches the router. */
+  #arrivalAnswer(turn: Turn): void {
+    const answer = turn.arrivalAdmission
+    turn.arrivalAdmission = undefined
+    if (answer === undefined || !this.router.cluster.has(answer.workerId)) return
+    this.router.observeAdmission(answer.workerId, answer.response)
   }
 
   /** A migrated session's old D lets go of its slot (when no request of it runs there). */

@@ -51,8 +51,8 @@ export interface Turn {
   admitAction: Extract<DispatchAction, { type: 'admit' }> | undefined
   admitSentMs: number
   admitLatency: number
-  /** The D's answer to this turn's admission on arrival (`admitOnArrival`), until it completes. */
-  arrivalAdmission: AdmitResponse | undefined
+  /** A D's admitting answer to this turn's admission on arrival (`admitOnArrival`), on its way back. */
+  arrivalAdmission: { readonly workerId: string; readonly response: AdmitResponse } | undefined
   cached: number
   matched: number
   /** Prompt tokens the D already held when it preallocated a classic P/D request (not transferred). */
