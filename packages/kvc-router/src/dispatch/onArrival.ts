@@ -35,6 +35,8 @@ export function arrivalDecision(st: TurnState, c: RouteCandidate): ArrivalDecisi
   const { cluster, params } = st.ctx
   if (!params.admitOnArrival || !st.policy.usesAdmission) return undefined
   const d = c.workerId
+  // Removed while a claim was confirmed: the RPC path's own checks leave it.
+  if (!cluster.has(d)) return undefined
   const w = cluster.worker(d)
   return admitOnArrival({
     capacityTokens: w.capacityTokens,
