@@ -86,6 +86,7 @@ export {
   type PrefillSite,
 } from './path/pathChoice.js'
 export { chooseEvictOrWait, type PauseChoice, type PauseSignals } from './path/evictOrWait.js'
+export { type ArrivalDecision, type ArrivalView, admitOnArrival } from './admission/onArrival.js'
 export { PendingRetractions } from './retraction/pendingRetractions.js'
 export {
   DEFAULT_RETRACTION_PARAMS,
@@ -168,7 +169,7 @@ export {
   type CandidateAnalysis,
   type TurnAnalysis,
 } from './route/route.js'
-export { TurnDispatch } from './dispatch/dispatch.js'
+export { TurnDispatch } from './dispatch/turnDispatch.js'
 export { backoffDelayMs, type BackoffJitter, type BackoffPolicy } from './backoff/backoff.js'
 export { LatencyWindow } from './hedging/latencyWindow.js'
 export {

@@ -135,6 +135,13 @@ function checkUsableWhenAsked(
     expect(c.store.isExcluded(session, d), `admit to ${d}, excluded for ${session}`).toBe(false)
     if (fallback !== d) expect(c.isPaused(d), `admit to paused ${d}`).toBe(false)
   }
+  if (a.type === 'sendFast' && a.admission !== undefined) {
+    // Admission on arrival: the send is the admission request.
+    const d = a.workerId
+    expect(c.has(d) && c.healthy(d) && !c.draining(d), `send with admission to unusable ${d}`).toBe(true)
+    expect(c.store.isExcluded(session, d), `send with admission to ${d}, excluded for ${session}`).toBe(false)
+    expect(c.isPaused(d), `send with admission to paused ${d}`).toBe(false)
+  }
   if (a.type === 'seedViaP') {
     const p = a.prefillId
     expect(c.has(p) && c.isEligible(p), `seed through unusable ${p}`).toBe(true)
@@ -295,6 +302,35 @@ const theorem2Arb = fc.record({
   others: fc.array(fc.array(admitAnswerArb(), { maxLength: 6 }), { minLength: 4, maxLength: 4 }),
   otherHealth: fc.array(fc.boolean(), { minLength: 4, maxLength: 4 }),
   events: fc.array(kvEventArb, { maxLength: 10 }),
+})
+
+describe('Theorem 1 with admission on arrival (admitOnArrival)', () => {
+  // The adversary's admission answers also answer the requests that sends carry; a timeout or an
+  // error there is a lost send (a failed send, within maxSendFailures).
+  it('every turn ends within a bounded number of actions, done or failed with a typed error naming the cause', () => {
+    fc.assert(
+      fc.property(theorem1Arb, (c) => {
+        playTheorem1(c, { admitOnArrival: true })
+      }),
+      { numRuns: 80 },
+    )
+  })
+
+  it('when every healthy D eventually admits and the budgets cover the adversary, every turn completes', () => {
+    const slo = { maxWaitMs: 600_000, seedShare: 1 }
+    fc.assert(
+      fc.property(theorem1Arb, (c) => {
+        const results = playTheorem1(c, {
+          admitOnArrival: true,
+          // Up to 20 scripted timeouts and errors become lost sends, plus 4 failed sends.
+          maxSendFailures: 32,
+          slo: { interactive: slo, batch: slo, background: slo },
+        })
+        for (const r of results) expect(r.final.type).toBe('done')
+      }),
+      { numRuns: 80 },
+    )
+  })
 })
 
 describe('Theorem 2 (fast path)', () => {

@@ -85,7 +85,11 @@ export interface HedgedAdmitOutcome {
  * part of the prompt it lacks, possibly the whole prompt, chosen by the adaptive path choice; or
  * `direct` for colocated workers). The D prefills `appendTokens` itself. Answer `completed` or
  * `failed`. If `migratedFrom` is set, the session moved: after success, release its slot there
- * (locks only).
+ * (locks only). With `admission` (admission on arrival, the router's `admitOnArrival`), the D
+ * first decides on that admission request as on an admission RPC (its lease id is `leaseId`):
+ * when it refuses, answer `admitResult` with the refusal (nothing was prefilled); when it admits,
+ * give its answer to `Router.observeAdmission` as soon as it arrives (the response's headers),
+ * serve the turn, and answer `completed` or `failed`.
  *
  * @example
  * ```ts
@@ -103,6 +107,8 @@ export interface SendFastAction {
   readonly appendTokens: number
   readonly migratedFrom: string | undefined
   readonly attempt: number
+  /** Admission on arrival: the D decides on this request when the send arrives (see above). */
+  readonly admission?: AdmitRequest
 }
 
 /**
@@ -283,7 +289,8 @@ export type SendFailureCause = 'transfer_timeout' | 'transfer_error' | 'worker_e
  * `admit`; `completed` / `failed` for `sendFast` and `seedViaP`; `waited` for `wait`; the
  * store's `claimResult` for `claim`.
  * `completed.committedTokens` is what the session now holds on the D (prompt + output; default
- * `promptTokens + outputTokens`).
+ * `promptTokens + outputTokens`). A `sendFast` with admission on arrival
+ * (`SendFastAction.admission`) that the D refused is answered by its `admitResult`.
  *
  * @example
  * ```ts

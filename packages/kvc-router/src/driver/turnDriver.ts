@@ -1,5 +1,5 @@
 import type { ClaimOutcome } from '../cluster/stateStore.js'
-import type { TurnDispatch } from '../dispatch/dispatch.js'
+import type { TurnDispatch } from '../dispatch/turnDispatch.js'
 import type {
   AdmitAction,
   ClaimAction,
@@ -38,7 +38,9 @@ export type Awaitable<T> = T | PromiseLike<T>
 export type AdmitOutcome = Extract<DispatchOutcome, { type: 'admitResult' | 'admitTimeout' | 'admitError' }>
 
 /**
- * The outcomes that answer a `sendFast` or `seedViaP` action.
+ * The outcomes that answer a `sendFast` or `seedViaP` action: `completed`, `failed`, or, for a
+ * `sendFast` with admission on arrival (`SendFastAction.admission`) that the D refused, its
+ * `admitResult`.
  *
  * @example
  * ```ts
@@ -46,7 +48,7 @@ export type AdmitOutcome = Extract<DispatchOutcome, { type: 'admitResult' | 'adm
  * const o: SendOutcome = { type: 'failed', cause: 'worker_unreachable' }
  * ```
  */
-export type SendOutcome = Extract<DispatchOutcome, { type: 'completed' | 'failed' }>
+export type SendOutcome = Extract<DispatchOutcome, { type: 'completed' | 'failed' | 'admitResult' }>
 
 /**
  * A host effect's way to end the turn before Dispatch does (the client went away, the worker

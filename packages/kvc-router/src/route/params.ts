@@ -120,6 +120,14 @@ export interface RouterParams {
    * router observes, within documented bounds (`docs/design/algorithms.md#self-tuning`).
    */
   readonly selfTune: boolean
+  /**
+   * Admission on arrival (`docs/design/algorithms.md#admission-on-arrival`): a fast-path turn
+   * whose D the router's view shows well below its pause threshold (`admitOnArrival`) is sent at
+   * once with its admission request (`SendFastAction.admission`) instead of asking first; the D
+   * decides when it arrives and a refusal comes back as the admission answer. Off by default: the
+   * driver and the D must support it.
+   */
+  readonly admitOnArrival: boolean
   /** A negative admission answer younger than this is reused instead of a new RPC. */
   readonly admissionStalenessMs: number
   /** Timeout of one admission RPC (the driver enforces it and reports `admitTimeout`). */
@@ -183,6 +191,7 @@ export const DEFAULT_ROUTER_PARAMS: RouterParams = Object.freeze({
   hedgeQuantile: 0.95,
   hedgeMinDelayMs: 5,
   selfTune: false,
+  admitOnArrival: false,
   admissionStalenessMs: 50,
   admissionTimeoutMs: 500,
   admissionTries: 3,
@@ -277,6 +286,7 @@ const RULES: {
   },
   hedgeMinDelayMs: { must: 'a number >= 0', ok: (v) => isNum(v, 0) },
   selfTune: { must: 'a boolean', ok: isBool },
+  admitOnArrival: { must: 'a boolean', ok: isBool },
   admissionStalenessMs: { must: 'a number >= 0', ok: (v) => isNum(v, 0) },
   admissionTimeoutMs: { must: 'a number >= 1', ok: (v) => isNum(v, 1) },
   admissionTries: { must: 'an integer >= 1', ok: (v) => isInt(v, 1) },

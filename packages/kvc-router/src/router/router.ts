@@ -1,9 +1,10 @@
 import type { KvEvent } from '@kvc/radix-cache'
+import { type AdmitResponse, parseAdmitResponse } from '../admission/contract.js'
 import { ClusterView, type QueueReport, type WorkerSpec } from '../cluster/clusterView.js'
 import { type CostModel, DEFAULT_COST_MODEL } from '../cost/costModel.js'
 import { SelfTuner, type TunedParams } from '../tuning/selfTuner.js'
 import type { ClusterStateStore } from '../cluster/stateStore.js'
-import { TurnDispatch } from '../dispatch/dispatch.js'
+import { TurnDispatch } from '../dispatch/turnDispatch.js'
 import { RouterError, checkOption, describeValue } from '../errors/routerError.js'
 import type { IngestStatus, ResidencyIndexOptions } from '../residency/residencyIndex.js'
 import {
@@ -287,5 +288,37 @@ export class Router {
    */
   ingest(workerId: string, event: KvEvent): IngestStatus {
     return this.cluster.ingest(workerId, event)
+  }
+
+  /**
+   * Applies a D's answer to an admission on arrival that admitted the turn
+   * (`SendFastAction.admission`, `admitOnArrival`): the D sends it with the first bytes of its
+   * response (the headers), while it prefills. Call it as soon as it arrives: the router's view
+   * of the D (available memory, queues), its pause hint and the sessions it retracts take effect
+   * for the next turns, as an RPC's answer would. (A refusal answers the send itself, `admitResult`.)
+   *
+   * @throws RouterError `INVALID_MESSAGE` (a malformed answer), `UNKNOWN_WORKER`, `WRONG_ROLE`.
+   *
+   * @example
+   * ```ts
+   * import { Router } from '@kvc/kvc-router'
+   * const router = new Router({ now: () => 0, workers: [{ id: 'd0', role: 'decode', capacityTokens: 100_000 }] })
+   * router.observeAdmission('d0', { requestId: 't1/a1', admitted: true, reason: 'ok', residentTokens: 0, needTokens: 2_000,
+   *   tokenUsageAfter: 0.93, transferQueueDepth: 0, retractedQueueDepth: 0, recommendedPauseMs: 600 })
+   * router.cluster.isPaused('d0') // true: the answer's pause hint holds for the next turns
+   * ```
+   */
+  observeAdmission(workerId: string, response: AdmitResponse): void {
+    const res = parseAdmitResponse(response)
+    const cluster = this.cluster
+    if (cluster.role(workerId) !== 'decode') {
+      throw new RouterError('WRONG_ROLE', `${workerId} is not a decode worker`, workerId)
+    }
+    cluster.applyAdmission(workerId, res)
+    this.context.tuning?.tuner.transferQueue(res.transferQueueDepth)
+    for (const s of res.retractedSessions ?? []) {
+      cluster.retractions.record(s, workerId)
+      if (!cluster.store.isExcluded(s, workerId)) cluster.store.exclude(s, workerId)
+    }
   }
 }

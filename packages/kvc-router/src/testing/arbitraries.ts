@@ -1,5 +1,5 @@
 import fc from 'fast-check'
-import type { TurnDispatch } from '../dispatch/dispatch.js'
+import type { TurnDispatch } from '../dispatch/turnDispatch.js'
 import type { DispatchAction } from '../dispatch/types.js'
 import type { Router } from '../router/router.js'
 import type { AdmitAnswer, SendAnswer } from './driver.js'

@@ -123,7 +123,9 @@ export interface TurnRun {
 /**
  * Drives turns through `Router.dispatch` with scripted answers and a manual clock: admission
  * RPCs take `rpcLatencyMs` (or the action's timeout when they time out), sends take
- * `sendLatencyMs`, waits jump the clock, claims are answered by the store at once. `runTurn` is
+ * `sendLatencyMs` (a send with admission on arrival is answered by `admit` first: a refusal comes
+ * back after `rpcLatencyMs`, an admission's answer goes to `Router.observeAdmission` after
+ * `rpcLatencyMs`, a timeout or an error fails the send as `worker_unreachable`), waits jump the clock, claims are answered by the store at once. `runTurn` is
  * `TurnDriver.driveSync` over these scripted effects; `answer` answers one action, for tests that
  * interleave turns themselves. The simulator does the same with real caches; tests use this to
  * play adversaries.
@@ -174,6 +176,30 @@ export class ScriptedDriver {
       }
       case 'sendFast':
       case 'seedViaP': {
+        if (a.type === 'sendFast' && a.admission !== undefined) {
+          // Admission on arrival: the scripted D answers the request it carries first.
+          const req: AdmitAction = {
+            type: 'admit',
+            turnId: a.turnId,
+            workerId: a.workerId,
+            request: a.admission,
+            timeoutMs: 0,
+            attempt: a.attempt,
+          }
+          const ans = o.admit?.(req) ?? { kind: 'admit' }
+          if (ans.kind === 'timeout' || ans.kind === 'error') {
+            o.clock.advance(o.rpcLatencyMs ?? 1)
+            return { type: 'failed', cause: 'worker_unreachable' }
+          }
+          const admission = scriptedResponse(req, ans)
+          if (!admission.admitted) {
+            o.clock.advance(o.rpcLatencyMs ?? 1)
+            return { type: 'admitResult', response: admission }
+          }
+          // The admitting answer arrives with the response's headers, before the send completes.
+          o.clock.advance(o.rpcLatencyMs ?? 1)
+          o.router.observeAdmission(a.workerId, admission)
+        }
         o.clock.advance(o.sendLatencyMs ?? 10)
         const ans = o.send?.(a) ?? { kind: 'ok', outputTokens: 100 }
         return ans.kind === 'ok'

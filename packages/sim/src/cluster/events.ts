@@ -32,3 +32,5 @@ export const EV_PREALLOC_TIMEOUT = 13
 export const EV_ELASTIC = 14
 /** A hedged admission's leg reaches its D, comes back or times out, or its hedge timer fires (a: record, b: code). */
 export const EV_HEDGE = 15
+/** A D's admitting answer to an admission on arrival reaches the router (a: turn). */
+export const EV_ARRIVAL_ANSWER = 16

@@ -23,6 +23,7 @@ import { accountRun, collectResult } from './collectResult.js'
 import { type PhysicalFailure, SimContext, type SimHost } from './context.js'
 import {
   EV_ADMIT_AT_D,
+  EV_ARRIVAL_ANSWER,
   EV_ARRIVAL,
   EV_DECODE_TICK,
   EV_ELASTIC,
@@ -281,6 +282,9 @@ export class ClusterSimulation {
         }
         break
       }
+      case EV_ARRIVAL_ANSWER:
+        this.#arrivalAnswer(ctx.turns[a]!)
+        break
       case EV_ADMIT_AT_D:
         this.#admitAtD(ctx.turns[a]!, b)
         break
@@ -478,6 +482,27 @@ export class ClusterSimulation {
           this.#schedule(turn, ctx.now, { type: 'failed', cause: 'worker_unreachable' })
           return
         }
+        if (a.admission !== undefined) {
+          // Admission on arrival (`admitOnArrival`): the D decides on the request the send
+          // carries as on an RPC; a refusal travels back (one round trip), nothing is prefilled.
+          const response = this.#admission.answer(w, turn, {
+            type: 'admit',
+            turnId: a.turnId,
+            workerId: a.workerId,
+            request: a.admission,
+            timeoutMs: 0,
+            attempt: a.attempt,
+          })
+          ctx.counters.admissions++
+          if (!response.admitted) {
+            this.#schedule(turn, ctx.now + this.#rpcLatencyMs(), { type: 'admitResult', response })
+            return
+          }
+          // The admitting answer goes back with the response's headers (half a round trip; the
+          // send's own way to the D is not modelled, as for every send).
+          turn.arrivalAdmission = { workerId: a.workerId, response }
+          ctx.q.push(ctx.now + this.#rpcLatencyMs() / 2, EV_ARRIVAL_ANSWER, turn.id, 0)
+        }
         // `local` (a local seed) is a fast-path job that prefills what the D lacks of the prompt.
         this.#prefill.enqueue(w, turn, a.path === 'direct' ? 'direct' : 'fast', -1, a.leaseId)
         return
@@ -558,6 +583,14 @@ export class ClusterSimulation {
     }
     const response = this.#admission.answer(d, turn, a)
     this.#schedule(turn, ctx.now + turn.admitLatency / 2, { type: 'admitResult', response })
+  }
+
+  /** `EV_ARRIVAL_ANSWER`: a D's admitting answer to an admission on arrival reaches the router. */
+  #arrivalAnswer(turn: Turn): void {
+    const answer = turn.arrivalAdmission
+    turn.arrivalAdmission = undefined
+    if (answer === undefined || !this.router.cluster.has(answer.workerId)) return
+    this.router.observeAdmission(answer.workerId, answer.response)
   }
 
   /** A migrated session's old D lets go of its slot (when no request of it runs there). */

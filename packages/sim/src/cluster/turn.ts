@@ -1,4 +1,4 @@
-import type { BlockKeys, DispatchAction, DispatchOutcome } from '../adapters/router.js'
+import type { AdmitResponse, BlockKeys, DispatchAction, DispatchOutcome } from '../adapters/router.js'
 import type { PdPairAction } from '../gateway/gatewayTurn.js'
 import type { SessionRequest } from '../adapters/sessionCache.js'
 import type { ServePath, TurnRecord } from '../metrics/types.js'
@@ -51,6 +51,8 @@ export interface Turn {
   admitAction: Extract<DispatchAction, { type: 'admit' }> | undefined
   admitSentMs: number
   admitLatency: number
+  /** A D's admitting answer to this turn's admission on arrival (`admitOnArrival`), on its way back. */
+  arrivalAdmission: { readonly workerId: string; readonly response: AdmitResponse } | undefined
   cached: number
   matched: number
   /** Prompt tokens the D already held when it preallocated a classic P/D request (not transferred). */
@@ -92,6 +94,7 @@ export function newTurn(spec: TurnSpec): Turn {
     admitAction: undefined,
     admitSentMs: 0,
     admitLatency: 0,
+    arrivalAdmission: undefined,
     cached: 0,
     matched: 0,
     preallocCached: 0,
