@@ -24,6 +24,12 @@ export interface RetractionSession {
   readonly idle: boolean
   /** When the session last ran a turn here (any clock; only the order matters). */
   readonly lastAccessTime: number
+  /**
+   * The session came here by a retraction and has not run a later turn since (optional; absent:
+   * false). With `placeableTokens` set such a session is never retracted again: moving it twice
+   * in a row only moves the pressure.
+   */
+  readonly recentlyMoved?: boolean
 }
 
 /**
@@ -42,6 +48,14 @@ export interface RetractionSignals {
   readonly tokenUsageAfter: number
   readonly sessions: readonly RetractionSession[]
   readonly requester?: string
+  /**
+   * Optional, the router's view of the other D workers: for each, the tokens it can take before
+   * it reaches its pause threshold (negative or 0: none). When set, a session is retracted only
+   * if one of them can take its resident tokens (its next turn re-prefills there) and it was not
+   * `recentlyMoved`; each retracted session is charged to the D with the most room left. Absent:
+   * the D retracts without asking where its sessions go (the plan of `retract=on`).
+   */
+  readonly placeableTokens?: readonly number[]
 }
 
 /**
@@ -120,6 +134,14 @@ function checkSignals(s: RetractionSignals): void {
       bad(`residentTokens of ${x.sessionId}`, x.residentTokens, 'a non-negative finite number')
     if (typeof x.lastAccessTime !== 'number' || Number.isNaN(x.lastAccessTime))
       bad(`lastAccessTime of ${x.sessionId}`, x.lastAccessTime, 'a number')
+    if (x.recentlyMoved !== undefined && typeof x.recentlyMoved !== 'boolean')
+      bad(`recentlyMoved of ${x.sessionId}`, x.recentlyMoved, 'a boolean')
+  }
+  const room = s.placeableTokens
+  if (room !== undefined) {
+    if (!Array.isArray(room)) bad('placeableTokens', room, 'an array')
+    for (const r of room)
+      if (typeof r !== 'number' || Number.isNaN(r)) bad('placeableTokens entry', r, 'a number')
   }
 }
 
@@ -132,25 +154,36 @@ function checkSignals(s: RetractionSignals): void {
  * turn: while the hot sessions' KV stays, the D stays above its threshold and each answer renews
  * the pause.
  *
+ * With `placeableTokens` (the router's view of the other D workers' room below their pause
+ * threshold) the plan retracts only what can go somewhere: a candidate is skipped when no other D
+ * can take its resident tokens (its re-prefill would push that D over its threshold, which then
+ * retracts in turn) or when it was `recentlyMoved`, and each retracted session uses up room on
+ * the D with the most left.
+ *
  * Properties (fast-check tests): nothing below the threshold; never an idle session or the
  * requester; at least `keepHot` hot sessions kept; coldest first (a retracted session is never
  * more recent than a kept candidate); minimal (without its last session the plan would not reach
- * `retractTo`); monotone (a higher usage retracts a superset).
+ * `retractTo`); monotone (a higher usage retracts a superset). With `placeableTokens`: the
+ * retracted sessions fit the room (charged greedily), none is `recentlyMoved`, no room retracts
+ * nothing, unbounded room gives the plan without it (when no session is `recentlyMoved`).
  *
  * @throws RouterError `INVALID_OPTION` on a bad signal or parameter.
  *
  * @example
  * ```ts
  * import { DEFAULT_RETRACTION_PARAMS, planRetraction } from '@kvc/kvc-router'
- * const plan = planRetraction({
+ * const signals = {
  *   capacityTokens: 200_000, tokenUsageAfter: 0.95, requester: 'a',
  *   sessions: [
  *     { sessionId: 'a', residentTokens: 60_000, idle: false, lastAccessTime: 30 },
  *     { sessionId: 'b', residentTokens: 60_000, idle: false, lastAccessTime: 10 },
  *     { sessionId: 'c', residentTokens: 60_000, idle: false, lastAccessTime: 20 },
  *   ],
- * }, DEFAULT_RETRACTION_PARAMS)
+ * }
+ * const plan = planRetraction(signals, DEFAULT_RETRACTION_PARAMS)
  * plan.sessions // ['b']: the coldest hot session; 0.95 − 0.30 ≤ 0.80
+ * // The other D workers have room for 40K tokens only: 'b' (60K) cannot go anywhere.
+ * planRetraction({ ...signals, placeableTokens: [40_000] }).sessions // []
  * ```
  */
 export function planRetraction(
@@ -178,17 +211,39 @@ export function planRetraction(
       (a.sessionId < b.sessionId ? -1 : a.sessionId > b.sessionId ? 1 : 0),
   )
   const out: string[] = []
+  const room = s.placeableTokens === undefined ? undefined : s.placeableTokens.slice()
+  let noRoom = 0
   let usage = before
   for (const c of cands) {
     if (usage <= p.retractTo || hot - out.length <= p.keepHot) break
     if (c.residentTokens === 0) continue
+    if (room !== undefined) {
+      if (c.recentlyMoved === true) {
+        noRoom++
+        continue
+      }
+      const at = mostRoom(room)
+      if (at < 0 || room[at]! < c.residentTokens) {
+        noRoom++
+        continue
+      }
+      room[at] = room[at]! - c.residentTokens
+    }
     out.push(c.sessionId)
     usage -= c.residentTokens / s.capacityTokens
   }
   const after = Math.max(0, usage)
+  const skipped = noRoom === 0 ? '' : `; ${noRoom} left: no other D has room or just moved`
   const reason =
     out.length === 0
-      ? `usage ${before.toFixed(3)} ≥ ${p.retractAbove} but no hot session can go (${hot} hot, keep ${p.keepHot})`
-      : `usage ${before.toFixed(3)} ≥ ${p.retractAbove}: retract ${out.length} coldest hot session(s) → ${after.toFixed(3)}`
+      ? `usage ${before.toFixed(3)} ≥ ${p.retractAbove} but no hot session can go (${hot} hot, keep ${p.keepHot}${skipped})`
+      : `usage ${before.toFixed(3)} ≥ ${p.retractAbove}: retract ${out.length} coldest hot session(s) → ${after.toFixed(3)}${skipped}`
   return { sessions: out, usageBefore: before, usageAfter: after, reason }
+}
+
+/** Index of the largest entry (the first of equals), -1 when empty. */
+function mostRoom(room: readonly number[]): number {
+  let at = -1
+  for (let i = 0; i < room.length; i++) if (at < 0 || room[i]! > room[at]!) at = i
+  return at
 }
