@@ -140,7 +140,7 @@ export type PolicyName = (typeof POLICY_NAMES)[number]
  * | `idleTtlS`, `reaperIntervalS` | 120, 5 | the reaper's idle TTL and sweep period, simulated seconds (`release=reaper`) |
  * | `sync` | `off` (default), `on` | D→P incremental sync (`@kvc/dto-p-sync`) from every D to every P |
  * | `elastic` | `off` (default), `on` | `kvc` only: the router's elastic topology advisor switches workers between P and D during the run, draining each first (`elasticIntervalS`, default 10 s: how often it advises; `minPrefill`, default 1) |
- * | `retract` | `off` (default), `on` | `kvc` only: a D under memory pressure retracts its coldest hot sessions (`planRetraction` of `@kvc/kvc-router`: at a usage of 0.90 or more, down to 0.80): each finishes its running turn, then its lock goes and the router places its next turn on another D |
+ * | `retract` | `off` (default), `on`, `room` | `kvc` only: a D under memory pressure retracts its coldest hot sessions (`planRetraction` of `@kvc/kvc-router`: at a usage of 0.90 or more, down to 0.80): each finishes its running turn, then its lock goes and the router places its next turn on another D; `room`: only the sessions some other D can take below its pause threshold in the router's view (`placeableTokens`), and none that came to this D by a retraction and has not run a later turn |
  * | `syncBeta`, `syncShare`, `syncPinS` | 1024, 0.1, 30 | its staleness budget β (tokens), share of each P–D link's bandwidth, and pin time of synced pages on P (s) |
  * | `colocated` | `on`, `off` | baselines: run on colocated workers (`N×DP` with N = P + D of the run's topology) or P/D; default: `on` for `dp-cache-aware` and on an `N×DP` topology, else `off` |
  * | `retries` | integer ≥ 0 | baselines: retries of a failed request by the baseline's router (default: the SGLang gateway's 5; 0 for `dynamo-kv-cost` and `llm-d-precise-prefix`) |
@@ -199,8 +199,12 @@ export interface PolicySpec {
    * run (`elasticIntervalS`, default 10: how often it advises; `minPrefill`, default 1).
    */
   readonly elastic?: { readonly intervalS: number; readonly minPrefill: number }
-  /** `retract=on` (`kvc` only): the D workers retract hot sessions under memory pressure. */
-  readonly retract?: boolean
+  /**
+   * `retract=on` (`kvc` only): the D workers retract hot sessions under memory pressure;
+   * `retract=room`: only those another D can take below its pause threshold (the router's view),
+   * never one that just moved there.
+   */
+  readonly retract?: boolean | 'room'
   /** D→P incremental sync (`sync=on`; `kvc` only): staleness budget, share of each P–D link, pin time. */
   readonly sync:
     | { readonly betaTokens: number; readonly linkShare: number; readonly pinS: number }
@@ -332,7 +336,7 @@ export function parsePolicySpec(spec: string): PolicySpec {
   let seedPath: 'transfer' | 'pd' = 'transfer'
   const baselineKeys = BASELINE_KEYS[name]
   let elastic = false
-  let retract = false
+  let retract: boolean | 'room' = false
   let elasticIntervalS = 10
   let minPrefill = 1
   for (const p of parts.slice(1)) {
@@ -387,8 +391,12 @@ export function parsePolicySpec(spec: string): PolicySpec {
       if (key === 'idleTtlS') idleTtlS = value as number
       else reaperIntervalS = value as number
     } else if (key === 'retract') {
-      if (typeof value !== 'boolean')
-        throw new SimError(SimErrorCode.InvalidOption, `policy ${spec}: retract must be on or off`, value)
+      if (typeof value !== 'boolean' && value !== 'room')
+        throw new SimError(
+          SimErrorCode.InvalidOption,
+          `policy ${spec}: retract must be on, off or room`,
+          value,
+        )
       retract = value
     } else if (key === 'elastic') {
       if (typeof value !== 'boolean')

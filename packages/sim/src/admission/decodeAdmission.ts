@@ -20,6 +20,10 @@ import { buildAdmitWorkerState } from './decodeState.js'
 export class DecodeAdmission {
   readonly #ctx: SimContext
   readonly #host: SimHost
+  /** `retract=room`: each session's latest admitted turn (its `turnIndex`). */
+  readonly #lastTurn = new Map<string, number>()
+  /** `retract=room`: the session's latest turn when a D last retracted it. */
+  readonly #retractedAt = new Map<string, number>()
 
   constructor(ctx: SimContext, host: SimHost) {
     this.#ctx = ctx
@@ -97,8 +101,9 @@ export class DecodeAdmission {
     }
     if (!decision.response.admitted) ctx.counters.admissionRejects++
     ctx.touch(d)
-    if (spec.retract === true && d.cache !== undefined)
-      return this.#retract(d, state, decision.response, a.request.sessionId)
+    if (spec.retract === 'room') this.#lastTurn.set(turn.key, turn.spec.turnIndex)
+    if ((spec.retract === true || spec.retract === 'room') && d.cache !== undefined)
+      return this.#retract(d, state, decision.response, a.request.sessionId, spec.retract === 'room')
     return decision.response
   }
 
@@ -131,14 +136,25 @@ export class DecodeAdmission {
    * their turns end, so their tokens no longer count). Each is released when its running turn
    * ends (`DecodeBatches`); the answer names them so that the router moves their next turns.
    */
-  #retract(d: SimWorker, state: AdmitWorkerState, res: AdmitResponse, requester: string): AdmitResponse {
+  #retract(
+    d: SimWorker,
+    state: AdmitWorkerState,
+    res: AdmitResponse,
+    requester: string,
+    room: boolean,
+  ): AdmitResponse {
     if (res.tokenUsageAfter < DEFAULT_RETRACTION_PARAMS.retractAbove) return res
     const going = d.retracting
     let usage = res.tokenUsageAfter
     const sessions: RetractionSession[] = []
     for (const s of state.sessions.values()) {
       if (going.has(s.sessionId)) usage -= s.residentTokens / state.capacityTokens
-      else sessions.push(s)
+      else if (!room) sessions.push(s)
+      else {
+        const at = this.#retractedAt.get(s.sessionId)
+        const moved = at !== undefined && (this.#lastTurn.get(s.sessionId) ?? at) <= at + 1
+        sessions.push(moved ? { ...s, recentlyMoved: true } : s)
+      }
     }
     const plan = planRetraction(
       {
@@ -146,13 +162,36 @@ export class DecodeAdmission {
         tokenUsageAfter: Math.max(0, usage),
         sessions,
         requester,
+        ...(room ? { placeableTokens: this.#placeable(d) } : {}),
       },
       DEFAULT_RETRACTION_PARAMS,
     )
     if (plan.sessions.length === 0) return res
-    for (const s of plan.sessions) going.add(s)
+    for (const s of plan.sessions) {
+      going.add(s)
+      if (room) this.#retractedAt.set(s, this.#lastTurn.get(s) ?? 0)
+    }
     this.#ctx.counters.retractions += plan.sessions.length
     return { ...res, retractedSessions: plan.sessions }
+  }
+
+  /**
+   * `retract=room`: the room each other live D has below its pause threshold, as the router sees it
+   * (`ClusterView`: available tokens at its last report or admission answer, less what it admitted
+   * since), where a retracted session's next turn could re-prefill without pausing that D.
+   */
+  #placeable(d: SimWorker): number[] {
+    const ctx = this.#ctx
+    const cluster = ctx.router.cluster
+    const keep = 1 - ctx.config.admitOptions.pause.usageThreshold
+    const out: number[] = []
+    for (const w of ctx.decodeWorkers) {
+      if (w === d || !w.alive || w.role !== 'decode' || !cluster.has(w.id)) continue
+      const v = cluster.worker(w.id)
+      if (!v.healthy || v.draining || v.role !== 'decode') continue
+      out.push(v.availableTokens - keep * v.capacityTokens)
+    }
+    return out
   }
 
   /**

@@ -300,7 +300,8 @@ function checkPolicySwitches(spec: PolicySpec, policy: RoutingPolicy): ReaperCon
     reaper = { idleMs: release.idleTtlS * 1000, intervalMs: release.intervalS * 1000 }
   }
   if (spec.sync !== undefined) needsKvc('sync=on')
-  if (spec.retract === true) needsKvc('retract=on')
+  if (spec.retract === true || spec.retract === 'room')
+    needsKvc(`retract=${spec.retract === true ? 'on' : 'room'}`)
   if (spec.elastic !== undefined) {
     needsKvc('elastic=on')
     if (spec.sync !== undefined) {
