@@ -49,9 +49,10 @@ export function threadRunner(jobs: number): Runner {
           if (m.type === 'prepared') return
           if (m.type === 'progress') onProgress(m.index, m.ended, m.total)
           else if (m.type === 'result') {
+            // The thread gets its next task first: what `onResult` does then overlaps with it.
+            feed(w, built)
             if (onResult === undefined) results[m.index] = m.result
             else onResult(m.index, m.result)
-            feed(w, built)
           } else if (!failed) {
             failed = true
             for (const x of workers) void x.terminate()
