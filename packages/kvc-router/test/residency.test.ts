@@ -139,6 +139,38 @@ describe('ResidencyIndex overlap', () => {
   })
 })
 
+describe('ResidencyIndex hash table', () => {
+  it('tells apart keys that share a 32-bit half, through growth and removals', () => {
+    // 64 keys with the same low half (and 64 with the same high half): probe sequences cross
+    // keys that differ in one half only; half of them are stored, then half of those removed.
+    const sameLo = Array.from({ length: 64 }, (_, k) => (BigInt(k) << 32n) | 7n)
+    const sameHi = Array.from({ length: 64 }, (_, k) => (5n << 32n) | BigInt(k))
+    const keys = [...sameLo, ...sameHi]
+    const index = new ResidencyIndex({ initialBlocks: 4 })
+    index.addWorker('d0')
+    const held = new Set<bigint>()
+    keys.forEach((h, i) => {
+      if (i % 2 === 0) {
+        index.recordStored('d0', [h])
+        held.add(h)
+      }
+    })
+    keys.forEach((h, i) => {
+      if (i % 4 === 0) {
+        index.recordRemoved('d0', [h])
+        held.delete(h)
+      }
+    })
+    const plain = new Int32Array(1)
+    for (const h of keys) {
+      index.overlapInto(BlockKeys.fromHashes([h]), plain)
+      expect(plain[0], `key ${h}`).toBe(held.has(h) ? 1 : 0)
+      expect(index.holdersOf(h)).toEqual(held.has(h) ? ['d0'] : [])
+    }
+    expect(index.blockCount).toBe(held.size)
+  })
+})
+
 describe('ResidencyIndex event ids and gaps', () => {
   it('reports a gap once, flags the worker, and applies the event under the default policy', () => {
     const gaps: GapReport[] = []

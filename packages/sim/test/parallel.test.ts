@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest'
-import { threadRunner } from '../src/cli/parallel.js'
+import { takeNextTask, threadRunner } from '../src/cli/parallel.js'
 import {
   type RunResult,
   type RunTask,
@@ -60,5 +60,49 @@ describe('worker-thread runner', { timeout: 180_000 }, () => {
     expect(err.code).toBe('INVALID_OPTION')
     expect(err.message).toMatch(/topology "2X3Y" not understood/)
     expect(err.value).toBe('2X3Y')
+  })
+})
+
+describe('the worker-thread runner hands out tasks', () => {
+  it('prefers a task whose workload the thread built recently, and hands out every task once', () => {
+    // Policy-major order, as an experiment plans it: 3 policies × 3 seeds.
+    const tasks = [0, 1, 2, 3, 4, 5, 6, 7, 8].map((i) => task(i, { seed: 1 + (i % 3) }))
+    const pending = tasks.slice()
+    const a = new Set<string>()
+    const b = new Set<string>()
+    const order: [string, number][] = []
+    for (;;) {
+      const x = takeNextTask(pending, a)
+      if (x !== undefined) order.push(['a', x.index])
+      const y = takeNextTask(pending, b)
+      if (y !== undefined) order.push(['b', y.index])
+      if (x === undefined && y === undefined) break
+    }
+    expect(order.map(([, i]) => i).sort((p, q) => p - q)).toEqual([0, 1, 2, 3, 4, 5, 6, 7, 8])
+    const seedsOf = (w: string) => new Set(order.filter(([t]) => t === w).map(([, i]) => tasks[i]!.seed))
+    // Each seed's workload is built by one thread only, except one seed shared at the end.
+    expect(seedsOf('a').size + seedsOf('b').size).toBe(4)
+    expect(order.slice(0, 4)).toEqual([
+      ['a', 0],
+      ['b', 1],
+      ['a', 3],
+      ['b', 4],
+    ])
+  })
+
+  it('keys a trace by its source only, and forgets all but the three most recent workloads', () => {
+    const trace = { kind: 'trace' as const, path: 'x.jsonl' }
+    const built = new Set<string>()
+    const pending = [
+      task(0, { seed: 1, workload: trace }),
+      task(1, { seed: 2 }),
+      task(2, { seed: 2, workload: trace }),
+    ]
+    expect(takeNextTask(pending, built)!.index).toBe(0)
+    expect(takeNextTask(pending, built)!.index).toBe(2)
+    for (const seed of [5, 6, 7]) takeNextTask([task(9, { seed })], built)
+    expect(built.size).toBe(3)
+    expect(takeNextTask(pending, built)!.index).toBe(1)
+    expect(takeNextTask(pending, built)).toBeUndefined()
   })
 })

@@ -8,6 +8,7 @@ import {
   type SummaryPrep,
   type SummaryPrepJob,
   cheapToRebuild,
+  inProcessRunner,
   computeTraceStats,
   loadTrace,
   prepareSummary,
@@ -144,5 +145,32 @@ describe('summary preparation', { timeout: 180_000 }, () => {
     // Beside threads that run the tasks: on this thread.
     const beside = await summaryPreparer(2, 4, job.workload)!(job)
     expect(beside.draws).toEqual(here.draws)
+  })
+})
+
+describe('run metrics computed as each run ends', { timeout: 180_000 }, () => {
+  it('give the same experiment as a runner that hands over nothing before the end', async () => {
+    const config: ExperimentConfig = {
+      workload: { kind: 'agentic', options: { sessions: 4, maxTurnsPerSession: 3 } },
+      topology: '1P2D',
+      policies: ['kvc', 'round-robin'],
+      seeds: [1, 2],
+      bootstrapResamples: 20,
+      slo: { ttftS: 0.5, tpotS: 0.02 },
+    }
+    let handedOver = 0
+    const early = await runExperiment(config, {
+      runner: (tasks, onProgress, onResult) =>
+        inProcessRunner(tasks, onProgress, (t, r) => {
+          handedOver++
+          onResult?.(t, r)
+        }),
+    })
+    expect(handedOver).toBe(4)
+    // A runner that ignores `onResult` and returns every result at the end.
+    const late = await runExperiment(config, {
+      runner: (tasks, onProgress) => inProcessRunner(tasks, onProgress),
+    })
+    expect(toStableJson(early)).toBe(toStableJson(late))
   })
 })

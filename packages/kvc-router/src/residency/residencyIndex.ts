@@ -226,7 +226,8 @@ export class ResidencyIndex {
   #freeNodes: Int32Array
   #freeTop = 0
   #liveNodes = 0
-  // hash table
+  // hash table: per table slot, its node and the node's key's low half side by side (one cache
+  // line holds both, so a probe rarely reads the node's key arrays)
   #slots: Int32Array
   #mask: number
   #shift: number
@@ -277,7 +278,7 @@ export class ResidencyIndex {
     this.#holders = new Uint32Array(cap)
     this.#freeNodes = new Int32Array(cap)
     const tableSize = cap * 2
-    this.#slots = new Int32Array(tableSize).fill(EMPTY)
+    this.#slots = new Int32Array(tableSize * 2).fill(EMPTY)
     this.#mask = tableSize - 1
     this.#shift = 32 - Math.log2(tableSize)
   }
@@ -1010,18 +1011,17 @@ export class ResidencyIndex {
     const slots = this.#slots
     const mask = this.#mask
     const kh = this.#keyHi
-    const kl = this.#keyLo
     let i = this.#home(hi, lo)
     for (;;) {
-      const node = slots[i]!
+      const node = slots[2 * i]!
       if (node === EMPTY) return EMPTY
-      if (kl[node] === lo && kh[node] === hi) return node
+      if (slots[2 * i + 1] === (lo | 0) && kh[node] === hi) return node
       i = (i + 1) & mask
     }
   }
 
   #insertNode(hi: number, lo: number): number {
-    if ((this.#liveNodes + 1) * 2 > this.#slots.length) this.#growTable()
+    if ((this.#liveNodes + 1) * 2 > this.#mask + 1) this.#growTable()
     let node: number
     if (this.#freeTop > 0) node = this.#freeNodes[--this.#freeTop]!
     else {
@@ -1037,8 +1037,9 @@ export class ResidencyIndex {
     const slots = this.#slots
     const mask = this.#mask
     let i = this.#home(hi, lo)
-    while (slots[i] !== EMPTY) i = (i + 1) & mask
-    slots[i] = node
+    while (slots[2 * i] !== EMPTY) i = (i + 1) & mask
+    slots[2 * i] = node
+    slots[2 * i + 1] = lo
     this.#liveNodes++
     return node
   }
@@ -1047,19 +1048,20 @@ export class ResidencyIndex {
     const slots = this.#slots
     const mask = this.#mask
     let i = this.#home(this.#keyHi[node]!, this.#keyLo[node]!)
-    while (slots[i] !== node) i = (i + 1) & mask
+    while (slots[2 * i] !== node) i = (i + 1) & mask
     // Backward-shift deletion (linear probing, no tombstones).
-    slots[i] = EMPTY
+    slots[2 * i] = EMPTY
     let j = i
     for (;;) {
       j = (j + 1) & mask
-      const n = slots[j]!
+      const n = slots[2 * j]!
       if (n === EMPTY) break
       const k = this.#home(this.#keyHi[n]!, this.#keyLo[n]!)
       const inRange = i <= j ? i < k && k <= j : i < k || k <= j
       if (!inRange) {
-        slots[i] = n
-        slots[j] = EMPTY
+        slots[2 * i] = n
+        slots[2 * i + 1] = slots[2 * j + 1]!
+        slots[2 * j] = EMPTY
         i = j
       }
     }
@@ -1086,16 +1088,18 @@ export class ResidencyIndex {
   }
 
   #growTable(): void {
-    const size = this.#slots.length * 2
-    this.#slots = new Int32Array(size).fill(EMPTY)
+    const size = (this.#mask + 1) * 2
+    this.#slots = new Int32Array(size * 2).fill(EMPTY)
     this.#mask = size - 1
     this.#shift = 32 - Math.log2(size)
     const slots = this.#slots
     for (let node = 0; node < this.#nodeTop; node++) {
       if (this.#holderCount[node]! === 0) continue
-      let i = this.#home(this.#keyHi[node]!, this.#keyLo[node]!)
-      while (slots[i] !== EMPTY) i = (i + 1) & this.#mask
-      slots[i] = node
+      const lo = this.#keyLo[node]!
+      let i = this.#home(this.#keyHi[node]!, lo)
+      while (slots[2 * i] !== EMPTY) i = (i + 1) & this.#mask
+      slots[2 * i] = node
+      slots[2 * i + 1] = lo
     }
   }
 

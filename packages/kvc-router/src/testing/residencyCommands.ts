@@ -33,12 +33,12 @@ type Cmd = ResidencyCommand
 
 /**
  * Hashes used by {@link residencyCommands}: a few prefix chains that share heads (so overlaps are
- * deep and shared), plus signed/unsigned spellings of the same 64 bits.
+ * deep and shared), signed/unsigned spellings of the same 64 bits, and keys sharing a 32-bit half.
  *
  * @example
  * ```ts
  * import { RESIDENCY_TEST_CHAINS } from '@kvc/kvc-router/testing'
- * RESIDENCY_TEST_CHAINS.length // 4
+ * RESIDENCY_TEST_CHAINS.length // 5
  * ```
  */
 export const RESIDENCY_TEST_CHAINS: readonly (readonly bigint[])[] = [
@@ -46,6 +46,8 @@ export const RESIDENCY_TEST_CHAINS: readonly (readonly bigint[])[] = [
   [1n, 2n, 13n, 14n],
   [-1n, 21n, 2n ** 63n, 23n],
   [2n ** 64n - 1n, 21n, 31n],
+  // Keys whose low 32-bit halves equal other keys' (2n, 21n): the table compares both halves.
+  [1n, 2n ** 32n + 2n, 2n ** 33n + 21n, 3n * 2n ** 32n + 2n],
 ]
 
 const hashArb = fc.constantFrom(...new Set(RESIDENCY_TEST_CHAINS.flat()))

@@ -32,25 +32,27 @@ export function threadRunner(jobs: number): Runner {
     const n = Math.min(jobs, tasks.length)
     if (n <= 1) return inProcessRunner(tasks, onProgress, onResult)
     const results: RunResult[] = new Array(tasks.length)
-    let next = 0
+    const pending = tasks.slice()
     return new Promise<RunResult[]>((resolve, reject) => {
       const workers: Worker[] = []
       let live = n
       let failed = false
-      const feed = (w: Worker) => {
-        const t: RunTask | undefined = tasks[next++]
+      const feed = (w: Worker, built: Set<string>) => {
+        const t = takeNextTask(pending, built)
         w.postMessage(t ?? null)
       }
       for (let i = 0; i < n; i++) {
         const w = spawn()
+        const built = new Set<string>()
         workers.push(w)
         w.on('message', (m: Msg) => {
           if (m.type === 'prepared') return
           if (m.type === 'progress') onProgress(m.index, m.ended, m.total)
           else if (m.type === 'result') {
+            // The thread gets its next task first: what `onResult` does then overlaps with it.
+            feed(w, built)
             if (onResult === undefined) results[m.index] = m.result
             else onResult(m.index, m.result)
-            feed(w)
           } else if (!failed) {
             failed = true
             for (const x of workers) void x.terminate()
@@ -72,10 +74,40 @@ export function threadRunner(jobs: number): Runner {
           live--
           if (live === 0 && !failed) resolve(results)
         })
-        feed(w)
+        feed(w, built)
       }
     })
   }
+}
+
+/** What a thread builds once per run's workload and keeps for the next runs on it. */
+function workloadKey(t: RunTask): string {
+  const source = JSON.stringify(t.workload)
+  return t.workload.kind === 'agentic' ? `${t.seed} ${source}` : source
+}
+
+/**
+ * Removes and returns the task a thread should run next: the first pending one whose workload
+ * the thread has built recently (its `built` keys, most recent last), else the first pending one
+ * (recorded in `built`). A thread keeps the workloads of its recent runs, so this spares it generating a
+ * seed's workload that the other thread generates too; the results do not depend on the order.
+ */
+export function takeNextTask(pending: RunTask[], built: Set<string>): RunTask | undefined {
+  if (pending.length === 0) return undefined
+  let at = 0
+  for (let i = 0; i < pending.length; i++) {
+    if (built.has(workloadKey(pending[i]!))) {
+      at = i
+      break
+    }
+  }
+  const t = pending.splice(at, 1)[0]!
+  const key = workloadKey(t)
+  built.delete(key)
+  built.add(key)
+  // A thread keeps its three most recent workloads (`buildWorkload`).
+  if (built.size > 3) built.delete(built.values().next().value!)
+  return t
 }
 
 /** A thread running the worker entry (`runWorker`). */

@@ -555,9 +555,29 @@ export async function runExperiment(
   const plan = planExperiment(config)
   const runner = options.runner ?? inProcessRunner
   const prepared = options.prepare?.(summaryPrepJob(plan)).catch(() => undefined)
-  const results = await runner(plan.tasks, options.onProgress ?? (() => {}))
+  // Each run's metrics are computed as it ends, while the other runs go, not after the last one.
+  const kv = plan.cost.kvBytesPerToken
+  const slo = plan.config.slo ?? DEFAULT_SLO
+  const ended: RunResult[] = new Array(plan.tasks.length)
+  const returned = await runner(plan.tasks, options.onProgress ?? (() => {}), (task, result) => {
+    ended[task] = result
+    earlyMetrics.set(result, { kv, slo, metrics: computeRunMetrics(result, kv, slo) })
+  })
+  const results = plan.tasks.map((_, i) => ended[i] ?? returned[i]!)
   options.onResults?.(results)
   return summarizeExperiment(plan, results, false, await prepared)
+}
+
+/** Run metrics computed by `runExperiment` as each run ended, with the arguments they were computed with. */
+const earlyMetrics = new WeakMap<RunResult, { kv: number; slo: Slo; metrics: RunMetrics }>()
+
+/** `computeRunMetrics(run, kvBytesPerToken, slo)`, taken from {@link earlyMetrics} when computed already. */
+function runMetricsOf(run: RunResult, kvBytesPerToken: number, slo: Slo): RunMetrics {
+  const e = earlyMetrics.get(run)
+  if (e !== undefined && e.kv === kvBytesPerToken && e.slo.ttftS === slo.ttftS && e.slo.tpotS === slo.tpotS) {
+    return e.metrics
+  }
+  return computeRunMetrics(run, kvBytesPerToken, slo)
 }
 
 /**
@@ -753,7 +773,7 @@ export function summarizeExperiment(
   const S = config.seeds.length
   const byPolicy = specs.map((_, p) => results.slice(p * S, (p + 1) * S))
   const slo = config.slo ?? DEFAULT_SLO
-  const metrics = results.map((r) => computeRunMetrics(r, cost.kvBytesPerToken, slo))
+  const metrics = results.map((r) => runMetricsOf(r, cost.kvBytesPerToken, slo))
   // Columns and clusters for the paired bootstrap.
   const sessionsUnit = w0.sessions > 0
   const layout: ClusterLayout = clusterLayout(
