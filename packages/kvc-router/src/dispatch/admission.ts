@@ -19,6 +19,33 @@ import { commit } from './turnLoad.js'
 import { bumpAttempts, count, step } from './turnRecord.js'
 import { waitUntil } from './waitUntil.js'
 
+/**
+ * Whether `d` refused a need at least as small as `c`'s within the staleness budget
+ * (`admissionStalenessMs`), so asking again would be refused too: the turn skips `d` and the
+ * reuse is counted and explained. An `append_too_large` refusal is never reused (it depends on
+ * the turn, not the D's state).
+ */
+export function reusedRefusal(st: TurnState, d: string, c: RouteCandidate): boolean {
+  const { cluster, params } = st.ctx
+  const cached = cluster.cachedRejection(d, params.admissionStalenessMs)
+  if (
+    cached === undefined ||
+    cached.response.reason === 'append_too_large' ||
+    cached.needTokens > c.needTokens
+  ) {
+    return false
+  }
+  count(st, 'all_rejecting')
+  step(
+    st,
+    'skip',
+    d,
+    undefined,
+    `reused a ${cached.response.reason} answer from ${cached.at} (staleness budget)`,
+  )
+  return true
+}
+
 /** How one admission on a D ended for the turn. */
 export type AdmitResult =
   | { readonly kind: 'admitted'; readonly leaseId: string; readonly workerId: string }
@@ -36,22 +63,7 @@ export function* admit(
   hedge?: RouteCandidate | 'same',
 ): Gen<AdmitResult> {
   const { cluster, params } = st.ctx
-  const cached = cluster.cachedRejection(d, params.admissionStalenessMs)
-  if (
-    cached !== undefined &&
-    cached.response.reason !== 'append_too_large' &&
-    cached.needTokens <= c.needTokens
-  ) {
-    count(st, 'all_rejecting')
-    step(
-      st,
-      'skip',
-      d,
-      undefined,
-      `reused a ${cached.response.reason} answer from ${cached.at} (staleness budget)`,
-    )
-    return { kind: 'skipped' }
-  }
+  if (reusedRefusal(st, d, c)) return { kind: 'skipped' }
   const tries = params.admissionTries
   for (let t = 0; t < tries; t++) {
     if (st.attempts >= params.maxAttempts) return { kind: 'exhausted' }

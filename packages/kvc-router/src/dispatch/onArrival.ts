@@ -8,7 +8,7 @@
 import { type ArrivalDecision, admitOnArrival } from '../admission/onArrival.js'
 import { RouterError } from '../errors/routerError.js'
 import type { RouteCandidate } from '../route/types.js'
-import { type AdmitResult, admitRequest, onAnswer } from './admission.js'
+import { type AdmitResult, admitRequest, onAnswer, reusedRefusal } from './admission.js'
 import { migrationSource } from './claims.js'
 import { decodeObstacle } from './decodeObstacle.js'
 import { reject } from './rejection.js'
@@ -64,22 +64,7 @@ export function* sendFastOnArrival(
   why: string,
 ): Gen<ArrivalOutcome> {
   const { cluster, params } = st.ctx
-  const cached = cluster.cachedRejection(d, params.admissionStalenessMs)
-  if (
-    cached !== undefined &&
-    cached.response.reason !== 'append_too_large' &&
-    cached.needTokens <= c.needTokens
-  ) {
-    count(st, 'all_rejecting')
-    step(
-      st,
-      'skip',
-      d,
-      undefined,
-      `reused a ${cached.response.reason} answer from ${cached.at} (staleness budget)`,
-    )
-    return { kind: 'answered', result: { kind: 'skipped' } }
-  }
+  if (reusedRefusal(st, d, c)) return { kind: 'answered', result: { kind: 'skipped' } }
   if (st.attempts >= params.maxAttempts) return { kind: 'answered', result: { kind: 'exhausted' } }
   const obstacle = decodeObstacle(st, d, Number.NEGATIVE_INFINITY)
   if (obstacle !== undefined) {
