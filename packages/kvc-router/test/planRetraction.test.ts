@@ -7,29 +7,11 @@ import {
   type RetractionSignals,
   planRetraction,
 } from '../src/index.js'
+import { RETRACTION_CAP, retractionSignals } from './arbitraries.js'
 
-const CAP = 200_000
+const CAP = RETRACTION_CAP
 
-const session = fc.record({
-  residentTokens: fc.integer({ min: 0, max: 80_000 }),
-  idle: fc.boolean(),
-  lastAccessTime: fc.integer({ min: 0, max: 1_000 }),
-})
-
-const signals = fc
-  .record({
-    sessions: fc.array(session, { maxLength: 10 }),
-    usage: fc.double({ min: 0, max: 1.3, noNaN: true }),
-    requester: fc.option(fc.integer({ min: 0, max: 12 }), { nil: undefined }),
-  })
-  .map(
-    ({ sessions, usage, requester }): RetractionSignals => ({
-      capacityTokens: CAP,
-      tokenUsageAfter: usage,
-      sessions: sessions.map((x, i) => ({ ...x, sessionId: `s${i}` })),
-      ...(requester === undefined ? {} : { requester: `s${requester}` }),
-    }),
-  )
+const signals = retractionSignals(0)
 
 const params = fc
   .record({

@@ -6,31 +6,11 @@ import {
   type RetractionSignals,
   planRetraction,
 } from '../src/index.js'
+import { RETRACTION_CAP, retractionSignals } from './arbitraries.js'
 
-const CAP = 200_000
+const CAP = RETRACTION_CAP
 
-const signals = fc
-  .record({
-    sessions: fc.array(
-      fc.record({
-        residentTokens: fc.integer({ min: 0, max: 80_000 }),
-        idle: fc.boolean(),
-        lastAccessTime: fc.integer({ min: 0, max: 1_000 }),
-        recentlyMoved: fc.boolean(),
-      }),
-      { maxLength: 10 },
-    ),
-    usage: fc.double({ min: 0.85, max: 1.3, noNaN: true }),
-    requester: fc.option(fc.integer({ min: 0, max: 12 }), { nil: undefined }),
-  })
-  .map(
-    ({ sessions, usage, requester }): RetractionSignals => ({
-      capacityTokens: CAP,
-      tokenUsageAfter: usage,
-      sessions: sessions.map((x, i) => ({ ...x, sessionId: `s${i}` })),
-      ...(requester === undefined ? {} : { requester: `s${requester}` }),
-    }),
-  )
+const signals = retractionSignals(0.85, true)
 
 const room = fc.array(fc.integer({ min: -20_000, max: 120_000 }), { maxLength: 6 })
 
