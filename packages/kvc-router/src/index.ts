@@ -76,6 +76,7 @@ export {
   choosePath,
   estimateLocal,
   estimateRemote,
+  headOfLineSeconds,
   pathParams,
   shouldWaitForOwnDecode,
   type PathChoice,
@@ -85,6 +86,7 @@ export {
   type PrefillSignals,
   type PrefillSite,
 } from './path/pathChoice.js'
+export { ArrivalRates } from './path/arrivalRates.js'
 export { chooseEvictOrWait, type PauseChoice, type PauseSignals } from './path/evictOrWait.js'
 export { type ArrivalDecision, type ArrivalView, admitOnArrival } from './admission/onArrival.js'
 export { PendingRetractions } from './retraction/pendingRetractions.js'

@@ -73,6 +73,39 @@ describe('adaptive path choice in Dispatch', () => {
     )
   })
 
+  it('turns arriving at the D price a local seed: on D workers that receive two turns a second it goes through the P', () => {
+    const quiet = setup()
+    quiet.queues.set('p0', { prefillQueueS: 1.5 })
+    const alone = quiet.driver.runTurn({ sessionId: 'n', promptTokens: 30_000 })
+    expect(alone.final).toMatchObject({ path: 'local' })
+    expect(quiet.router.cluster.arrivals.perSecond('d0', quiet.clock.now())).toBeLessThan(0.02)
+
+    const s = setup()
+    // Two sessions, one per D, each sending an append every 0.5 s for two minutes.
+    s.driver.runTurn({ sessionId: 'a', promptTokens: 2_000 })
+    s.driver.runTurn({ sessionId: 'b', promptTokens: 2_000 })
+    for (let i = 1; i <= 240; i++) {
+      s.clock.advance(500)
+      for (const id of ['a', 'b']) {
+        expect(s.driver.runTurn({ sessionId: id, promptTokens: 2_000 + 20 * i }).final).toMatchObject({
+          path: 'fast',
+        })
+      }
+    }
+    for (const d of ['d0', 'd1']) {
+      const rate = s.router.cluster.arrivals.perSecond(d, s.clock.now())
+      expect(rate).toBeGreaterThan(1.6) // 2 × (1 − e^−2): two windows of arrivals
+      expect(rate).toBeLessThan(2.1)
+    }
+    s.queues.set('p0', { prefillQueueS: 1.5 })
+    const run = s.driver.runTurn({ sessionId: 'n', promptTokens: 30_000 })
+    expect(run.final).toMatchObject({ path: 'seed', prefillId: 'p0' })
+    expect(renderDispatch(run.final.record)).toMatch(
+      /remote seed: remote .* < local .* s of arrivals queued behind\)\)/,
+    )
+    checkNoInflightLoad(s.router)
+  })
+
   it('a long P queue turns it back into a local seed (Dynamo: a full prefill queue means prefill locally)', () => {
     const s = setup()
     for (const d of ['d0', 'd1']) s.queues.set(d, { prefillQueueS: 0, runningRequests: 8 })

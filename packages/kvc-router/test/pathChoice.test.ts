@@ -8,6 +8,7 @@ import {
   choosePath,
   estimateLocal,
   estimateRemote,
+  headOfLineSeconds,
   pathParams,
   prefillSeconds,
   shouldWaitForOwnDecode,
@@ -25,14 +26,17 @@ const signals = fc
     running: fc.integer({ min: 0, max: 64 }),
     pq: fc.double({ min: 0, max: 20, noNaN: true }),
     gbps: fc.constantFrom(25, 100, 200, 400, 800),
+    // Turns arriving at the D per second: none (no head-of-line term) in a third of the cases.
+    arrivals: fc.oneof(fc.constant(0), fc.double({ min: 0, max: 8, noNaN: true })),
   })
-  .map(({ prompt, heldD, heldPShare, dq, running, pq, gbps }) => {
+  .map(({ prompt, heldD, heldPShare, dq, running, pq, gbps, arrivals }) => {
     const d = Math.floor(prompt * heldD)
     return {
       promptTokens: prompt,
       decodeHeldTokens: d,
       decodeQueueS: dq,
       runningDecodes: running,
+      decodeArrivalsPerS: arrivals,
       prefill: { queueS: pq, heldTokens: Math.floor(d * heldPShare), linkGbps: gbps },
     } satisfies PathSignals
   })
@@ -53,6 +57,7 @@ describe('path choice: the estimates', () => {
       ttftS: 0.3 + pf,
       stallS: pf,
       impactS: 5 * pf,
+      headOfLineS: 0,
       costS: 0.3 + pf + 5 * pf,
     })
     expect(estimateRemote(s, P)).toBeUndefined()
@@ -77,6 +82,7 @@ describe('path choice: the estimates', () => {
       ttftS: 1 + pf + tail,
       stallS: 0,
       impactS: 0,
+      headOfLineS: 0,
       costS: 1 + pf + tail,
     })
     // On a 1 Gb/s link the transfer outlasts the prefill: the rest is exposed.
@@ -153,6 +159,106 @@ describe('path choice: the estimates', () => {
     expect(() => shouldWaitForOwnDecode(-1, estimateLocal(base, P), choosePath(base, P))).toThrow(
       /waitS must be/,
     )
+  })
+})
+
+describe('path choice: head-of-line delay', () => {
+  it('the turns arriving meanwhile wait behind a local prefill: the whole prefill while the queue drains, half of it during', () => {
+    expect(headOfLineSeconds(1, 0, 2)).toBe(2) // two arrivals during a 2 s prefill, 1 s each
+    expect(headOfLineSeconds(0.5, 1, 2)).toBe(0.5 * 2 * (1 + 1)) // + one arrival while 1 s of queue drains
+    expect(headOfLineSeconds(0, 3, 2)).toBe(0)
+    expect(headOfLineSeconds(4, 3, 0)).toBe(0)
+    const s: PathSignals = {
+      promptTokens: 40_000,
+      decodeHeldTokens: 6_000,
+      decodeQueueS: 0.3,
+      runningDecodes: 2,
+      decodeArrivalsPerS: 1.5,
+    }
+    const pf = prefillSeconds(DEFAULT_COST_MODEL, 34_000, 6_000)
+    const e = estimateLocal(s, P)
+    expect(e.headOfLineS).toBeCloseTo(1.5 * pf * (0.3 + pf / 2), 12)
+    expect(e.costS).toBeCloseTo(0.3 + pf + 2 * pf + e.headOfLineS, 12)
+    // The stall weight prices other turns' delay: it weighs the arrivals as it weighs the decodes.
+    const half = estimateLocal(s, pathParams(DEFAULT_COST_MODEL, { stallWeight: 0.5 }))
+    expect(half.costS).toBeCloseTo(0.3 + pf + 0.5 * (2 * pf + e.headOfLineS), 12)
+    // A remote seed holds nobody back on the D.
+    expect(estimateRemote({ ...s, prefill: { queueS: 0, heldTokens: 0 } }, P)!.headOfLineS).toBe(0)
+  })
+
+  it('a reseed that an idle P queue would not beat goes remote once turns arrive at the D', () => {
+    // 34K tokens to prefill beside 2 running decodes, the P 6 s behind: local without arrivals.
+    const s: PathSignals = {
+      promptTokens: 40_000,
+      decodeHeldTokens: 6_000,
+      decodeQueueS: 0,
+      runningDecodes: 2,
+      prefill: { queueS: 6, heldTokens: 0 },
+    }
+    expect(choosePath(s, P).site).toBe('local')
+    expect(choosePath({ ...s, decodeArrivalsPerS: 1 }, P).site).toBe('local')
+    const busy = choosePath({ ...s, decodeArrivalsPerS: 2 }, P)
+    expect(busy.site).toBe('remote')
+    expect(busy.reason).toMatch(/s of arrivals queued behind\)\)$/)
+  })
+
+  it('monotone in the prompt with arrivals too: the dip inside the first chunk past what the D holds', () => {
+    // Within one chunk the remote seed's transfer grows faster than the local cost (no running
+    // decodes, few arrivals), past a point where the head-of-line term's slope catches up: the
+    // margin dips between the breakpoints. Set the P queue so that the dip's bottom is a tie.
+    const base = {
+      promptTokens: 10_001,
+      decodeHeldTokens: 10_000,
+      decodeQueueS: 0.5,
+      runningDecodes: 0,
+      decodeArrivalsPerS: 0.065,
+      prefill: { queueS: 0, heldTokens: 0 },
+    }
+    const margin = (s: PathSignals, L: number): number => {
+      const t = { ...s, promptTokens: L }
+      return estimateLocal(t, P).costS - estimateRemote(t, P)!.costS
+    }
+    let bottom = base.promptTokens
+    for (let L = base.promptTokens + 1; L <= 30_000; L++)
+      if (margin(base, L) < margin(base, bottom)) bottom = L
+    const s = { ...base, prefill: { queueS: margin(base, bottom), heldTokens: 0 } }
+    expect(bottom).toBeGreaterThan(10_001)
+    expect(bottom).toBeLessThan(10_000 + 8_192) // inside the chunk, not at a breakpoint
+    expect(margin(s, 10_001)).toBeGreaterThan(0) // the plain comparison sends this prompt to the P
+    const c = choosePath(s, P)
+    expect(c.site).toBe('local')
+    const at = Number(/a prompt of (\d+) tokens/.exec(c.reason)?.[1])
+    expect(Math.abs(at - bottom)).toBeLessThanOrEqual(1)
+  })
+
+  it('non-decreasing in each argument; refuses bad ones with a typed error', () => {
+    const x = fc.double({ min: 0, max: 50, noNaN: true })
+    fc.assert(
+      fc.property(x, x, x, x, (a, q, pf, more) => {
+        const h = headOfLineSeconds(a, q, pf)
+        expect(h).toBeGreaterThanOrEqual(0)
+        expect(headOfLineSeconds(a + more, q, pf)).toBeGreaterThanOrEqual(h)
+        expect(headOfLineSeconds(a, q + more, pf)).toBeGreaterThanOrEqual(h)
+        expect(headOfLineSeconds(a, q, pf + more)).toBeGreaterThanOrEqual(h)
+      }),
+    )
+    for (const bad of [-1, Number.NaN, Number.POSITIVE_INFINITY]) {
+      expect(() => headOfLineSeconds(bad, 0, 1)).toThrow(RouterError)
+      expect(() => headOfLineSeconds(1, bad, 1)).toThrow(/queueS must be/)
+      expect(() => headOfLineSeconds(1, 0, bad)).toThrow(/prefillS must be/)
+      expect(() =>
+        choosePath(
+          {
+            promptTokens: 9,
+            decodeHeldTokens: 0,
+            decodeQueueS: 0,
+            runningDecodes: 0,
+            decodeArrivalsPerS: bad,
+          },
+          P,
+        ),
+      ).toThrow(/^decodeArrivalsPerS must be/)
+    }
   })
 })
 
@@ -236,7 +342,7 @@ describe('path choice: monotonicity (properties)', () => {
     )
   })
 
-  it('a slower link, a shorter D queue and fewer running decodes never turn local into remote', () => {
+  it('a slower link, a shorter D queue, fewer running decodes or fewer arrivals never turn local into remote', () => {
     fc.assert(
       fc.property(
         signals,
@@ -250,6 +356,8 @@ describe('path choice: monotonicity (properties)', () => {
           expect(choosePath(shorterQueue, P).site).toBe('local')
           const idler = { ...s, runningDecodes: Math.max(0, s.runningDecodes - fewer) }
           expect(choosePath(idler, P).site).toBe('local')
+          const quieter = { ...s, decodeArrivalsPerS: s.decodeArrivalsPerS * (fewer / 16) }
+          expect(choosePath(quieter, P).site).toBe('local')
         },
       ),
     )

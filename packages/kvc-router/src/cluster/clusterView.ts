@@ -8,6 +8,7 @@ import { LatencyWindow } from '../hedging/latencyWindow.js'
 import { SeedWaitQueue } from './seedWaitQueue.js'
 import { type ClusterStateStore, InMemoryClusterStateStore, type WorkerLoad } from './stateStore.js'
 import { PendingRetractions } from '../retraction/pendingRetractions.js'
+import { ArrivalRates } from '../path/arrivalRates.js'
 
 /**
  * `prefill` (P) or `decode` (D). A colocated data-parallel worker (prefill and decode on one
@@ -256,6 +257,11 @@ export class ClusterView {
    * lift it). An entry goes when the session's last running turn ends.
    */
   readonly retractions = new PendingRetractions()
+  /**
+   * Turns this replica sent each D to prefill (fast path, local seeds), per second over the
+   * last minute (decayed): the head-of-line input of the adaptive path choice.
+   */
+  readonly arrivals = new ArrivalRates()
   readonly #now: () => number
   readonly #workers = new Map<string, WorkerState>()
   #decodeIds: string[] = []
@@ -456,6 +462,7 @@ export class ClusterView {
     this.#queues.delete(id)
     this.store.dropWorker(id)
     this.seedWaiters.dropWorker(id)
+    this.arrivals.forget(id)
     this.#admissionCache.delete(id)
     for (const k of [...this.#links.keys()]) {
       const [p, d] = k.split('\u0000')

@@ -11,6 +11,7 @@ import type { RouteCandidate } from '../route/types.js'
 import { type AdmitResult, admitRequest, onAnswer, reusedRefusal } from './admission.js'
 import { migrationSource } from './claims.js'
 import { decodeObstacle } from './decodeObstacle.js'
+import { noteArrival } from './pathSignals.js'
 import { reject } from './rejection.js'
 import { succeedTurn } from './turnEnd.js'
 import { addInflight, decodeBlocks, releaseCommitment, undoInflight } from './turnLoad.js'
@@ -77,6 +78,7 @@ export function* sendFastOnArrival(
   const requestId = `${st.turnId}/a${attempt}`
   cluster.consumeAvailable(d, Math.max(0, Math.min(c.needTokens, cluster.available(d))))
   addInflight(st, d, undefined, c.appendTokens, decodeBlocks(st))
+  noteArrival(st, d)
   step(
     st,
     'sendFast',

@@ -37,6 +37,15 @@ export function runningDecodes(st: TurnState, d: string): number {
   return st.ctx.cluster.queue(d)?.runningRequests ?? st.ctx.cluster.store.load(d).turns
 }
 
+/**
+ * Counts a send that `d` prefills (a fast-path append or a local seed) in the arrival rates the
+ * path choice prices head-of-line delay with; only with the adaptive path choice (nothing else
+ * reads them).
+ */
+export function noteArrival(st: TurnState, d: string): void {
+  if (st.ctx.params.pathChoice === 'adaptive') st.ctx.cluster.arrivals.record(d, st.ctx.cluster.now())
+}
+
 /** The path choice's signals for this turn on `c`'s D, through P `p` (none: no remote seed). */
 export function signals(st: TurnState, c: RouteCandidate, p: string | undefined): PathSignals {
   const d = c.workerId
@@ -47,6 +56,7 @@ export function signals(st: TurnState, c: RouteCandidate, p: string | undefined)
     ...(c.loadBackTokens > 0 ? { decodeHostTokens: c.loadBackTokens } : {}),
     decodeQueueS: queueSeconds(st, d),
     runningDecodes: runningDecodes(st, d),
+    decodeArrivalsPerS: st.ctx.cluster.arrivals.perSecond(d, st.ctx.cluster.now()),
     ...(p === undefined ? {} : { prefill: { queueS: queueSeconds(st, p), heldTokens: 0 } }),
   }
 }

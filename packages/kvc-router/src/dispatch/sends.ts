@@ -8,6 +8,7 @@ import { reject } from './rejection.js'
 import { succeedTurn } from './turnEnd.js'
 import { addInflight, decodeBlocks, releaseCommitment, releaseSeedSlot, undoInflight } from './turnLoad.js'
 import { bumpAttempts, count, step } from './turnRecord.js'
+import { noteArrival } from './pathSignals.js'
 
 export function* sendFast(
   st: TurnState,
@@ -23,6 +24,7 @@ export function* sendFast(
   if (!st.policy.usesAdmission)
     cluster.consumeAvailable(d, Math.max(0, Math.min(c.needTokens, cluster.available(d))))
   addInflight(st, d, undefined, c.appendTokens, blocks)
+  if (path !== 'direct') noteArrival(st, d)
   step(st, 'sendFast', d, undefined, `${path}: D prefills ${c.appendTokens} tokens`)
   const out = yield {
     type: 'sendFast',

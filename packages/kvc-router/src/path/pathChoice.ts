@@ -71,6 +71,12 @@ export interface PathSignals {
   readonly decodeQueueS: number
   /** Requests in the D's running decode batch: each of them waits while the D prefills. */
   readonly runningDecodes: number
+  /**
+   * Turns per second arriving at the D for it to prefill (default 0: none priced): a local
+   * prefill holds back the ones that arrive before it ends (head-of-line blocking in the D's
+   * prefill queue). The router measures it from its own sends ({@link ArrivalRates}).
+   */
+  readonly decodeArrivalsPerS?: number
   /** The P of a remote seed; absent: no P can seed this D (the turn prefills locally). */
   readonly prefill?: PrefillSignals
 }
@@ -107,13 +113,14 @@ export interface PathParams {
 
 /**
  * One path's estimate: the turn's time to first token, how long the D's decode batch stops for
- * it, the delay that adds up over the running decodes, and the cost the decision compares
- * (`ttftS + stallWeight × impactS`).
+ * it, the delay that adds up over the running decodes, the delay of the turns that queue behind
+ * it on the D, and the cost the decision compares (`ttftS + stallWeight × (impactS + headOfLineS)`).
  *
  * @example
  * ```ts
  * import type { PathEstimate } from '@kvc/kvc-router'
- * const e: PathEstimate = { site: 'local', newTokens: 34_000, ttftS: 2.2, stallS: 2.1, impactS: 10.5, costS: 12.7 }
+ * const e: PathEstimate = { site: 'local', newTokens: 34_000, ttftS: 2.2, stallS: 2.1, impactS: 10.5,
+ *   headOfLineS: 2.2, costS: 14.9 }
  * ```
  */
 export interface PathEstimate {
@@ -127,7 +134,12 @@ export interface PathEstimate {
   readonly stallS: number
   /** `stallS × runningDecodes`: the delay the running decodes take together. */
   readonly impactS: number
-  /** `ttftS + stallWeight × impactS`. */
+  /**
+   * The delay the turns arriving at the D meanwhile take together, queued behind the local
+   * prefill ({@link headOfLineSeconds}); 0 for a remote seed.
+   */
+  readonly headOfLineS: number
+  /** `ttftS + stallWeight × (impactS + headOfLineS)`. */
   readonly costS: number
 }
 
@@ -204,6 +216,7 @@ function checkSignals(s: PathSignals): void {
   checkNumber('decodeQueueS', s.decodeQueueS, 0)
   checkNumber('runningDecodes', s.runningDecodes, 0)
   if (s.decodeHostTokens !== undefined) checkNumber('decodeHostTokens', s.decodeHostTokens, 0)
+  if (s.decodeArrivalsPerS !== undefined) checkNumber('decodeArrivalsPerS', s.decodeArrivalsPerS, 0)
   const p = s.prefill
   if (p !== undefined) {
     checkNumber('prefill.queueS', p.queueS, 0)
@@ -215,8 +228,40 @@ function checkSignals(s: PathSignals): void {
 }
 
 /**
+ * Head-of-line delay: the seconds that turns arriving at a D at `arrivalsPerS` wait together
+ * behind a prefill of `prefillS` seconds that starts after `queueS` seconds of queued work (the
+ * D prefills one request at a time, first come first served). The turns arriving while the queue
+ * drains wait the whole prefill, those arriving during it half of it on average:
+ * `arrivalsPerS × prefillS × (queueS + prefillS / 2)`. What a D's queue already holds is ahead of
+ * the prefill and is not delayed by it.
+ *
+ * Properties (fast-check tests): non-decreasing in each argument, 0 without arrivals or without
+ * a prefill.
+ *
+ * @throws RouterError `INVALID_OPTION` on a negative or non-finite argument.
+ *
+ * @example
+ * ```ts
+ * import { headOfLineSeconds } from '@kvc/kvc-router'
+ * // A 2 s local seed on an idle D that receives one turn a second: two turns wait 1 s each.
+ * headOfLineSeconds(1, 0, 2) // 2
+ * ```
+ */
+export function headOfLineSeconds(arrivalsPerS: number, queueS: number, prefillS: number): number {
+  checkNumber('arrivalsPerS', arrivalsPerS, 0)
+  checkNumber('queueS', queueS, 0)
+  checkNumber('prefillS', prefillS, 0)
+  return holOf(arrivalsPerS, queueS, prefillS)
+}
+
+function holOf(arrivalsPerS: number, queueS: number, prefillS: number): number {
+  return arrivalsPerS === 0 ? 0 : arrivalsPerS * prefillS * (queueS + prefillS / 2)
+}
+
+/**
  * The local prefill's estimate: the D prefills `prompt − held` tokens after its `held` cached
- * ones, once its queue is through; its decode batch stops meanwhile. With `decodeHostTokens`,
+ * ones, once its queue is through; its decode batch stops meanwhile, and the turns arriving
+ * before it ends wait behind it ({@link headOfLineSeconds}). With `decodeHostTokens`,
  * the D first loads that host part back when `planPrefix` estimates it strictly cheaper than
  * recomputing it (`loadBackTokens`; never when recomputing is cheaper), and prefills the rest.
  *
@@ -243,7 +288,8 @@ export function estimateLocal(s: PathSignals, p: PathParams): PathEstimate {
       const pf = plan.seconds
       const ttftS = s.decodeQueueS + pf
       const impactS = pf * s.runningDecodes
-      const costS = ttftS + p.stallWeight * impactS
+      const headOfLineS = holOf(s.decodeArrivalsPerS ?? 0, s.decodeQueueS, pf)
+      const costS = ttftS + p.stallWeight * (impactS + headOfLineS)
       const newTokens = plan.recomputeTokens
       return {
         site: 'local',
@@ -252,6 +298,7 @@ export function estimateLocal(s: PathSignals, p: PathParams): PathEstimate {
         ttftS,
         stallS: pf,
         impactS,
+        headOfLineS,
         costS,
       }
     }
@@ -260,7 +307,9 @@ export function estimateLocal(s: PathSignals, p: PathParams): PathEstimate {
   const pf = prefillSeconds(p.cost, n, held)
   const ttftS = s.decodeQueueS + pf
   const impactS = pf * s.runningDecodes
-  return { site: 'local', newTokens: n, ttftS, stallS: pf, impactS, costS: ttftS + p.stallWeight * impactS }
+  const headOfLineS = holOf(s.decodeArrivalsPerS ?? 0, s.decodeQueueS, pf)
+  const costS = ttftS + p.stallWeight * (impactS + headOfLineS)
+  return { site: 'local', newTokens: n, ttftS, stallS: pf, impactS, headOfLineS, costS }
 }
 
 /**
@@ -295,7 +344,7 @@ export function estimateRemote(s: PathSignals, p: PathParams): PathEstimate | un
     tail = cm.transferSetupS + Math.max(last, xfer * perToken - pf)
   }
   const ttftS = pre.queueS + pf + tail
-  return { site: 'remote', newTokens: n, ttftS, stallS: 0, impactS: 0, costS: ttftS }
+  return { site: 'remote', newTokens: n, ttftS, stallS: 0, impactS: 0, headOfLineS: 0, costS: ttftS }
 }
 
 function fmt(x: number): string {
@@ -318,7 +367,9 @@ function margin(s: PathSignals, p: PathParams, prompt: number): number {
  * margin is convex on each piece between the breakpoints (the P's cached length, where its
  * prefill starts costing α; one transfer chunk past the D's cached length, where the transfer
  * starts to overlap the prefill), or beyond the last one the minimum of a non-decreasing and a
- * convex function; so its minimum over `[L, ∞)` lies at a breakpoint or a stationary point.
+ * convex function; so its minimum over `[L, ∞)` lies at a breakpoint or a stationary point. The
+ * head-of-line delay keeps that shape: it adds `(wλ/2)·u² + wλq·u` to the local cost, with `u`
+ * the D's prefill time, convex and increasing in the prompt's length.
  */
 function localAtLongerPrompt(s: PathSignals, p: PathParams): number | undefined {
   const cm = p.cost
@@ -330,11 +381,27 @@ function localAtLongerPrompt(s: PathSignals, p: PathParams): number | undefined 
   const g = cm.prefillQuadraticS
   const hD = Math.min(s.decodeHeldTokens, L)
   const cands = [pre.heldTokens, pre.heldTokens + 1, hD + p.transferChunkTokens]
-  if (g > 0) {
-    // Stationary points: within one chunk with the P prefilling (wr·(1/T + γL) = wire), and
-    // with the P prefilling nothing or past one chunk ((1 + wr)·(1/T + γL) = wire).
-    if (wr > 0) cands.push((wire / wr - perToken) / g)
-    cands.push((wire / (1 + wr) - perToken) / g)
+  const lambda = s.decodeArrivalsPerS ?? 0
+  if (lambda === 0) {
+    if (g > 0) {
+      // Stationary points: within one chunk with the P prefilling (wr·(1/T + γL) = wire), and
+      // with the P prefilling nothing or past one chunk ((1 + wr)·(1/T + γL) = wire).
+      if (wr > 0) cands.push((wire / wr - perToken) / g)
+      cands.push((wire / (1 + wr) - perToken) / g)
+    }
+  } else {
+    // With arrivals the local cost is q + k·u + (wλ/2)·u² over the D's prefill time u(L), so
+    // its slope is (1 + wr + wλ(q + u(L)))·(1/T + γL): the same two stationary points, where
+    // that slope (less 1/T + γL within one chunk with the P prefilling) meets the wire time per
+    // token. Both slopes increase with L past what the D holds: one root each, by bisection.
+    const wl = p.stallWeight * lambda
+    const q = s.decodeQueueS
+    const slope = (x: number, own: number): number =>
+      (own + wr + wl * (q + prefillSeconds(cm, x - hD, hD))) * (perToken + g * x)
+    for (const own of [0, 1]) {
+      const r = increasingRoot((x) => slope(x, own), wire, Math.max(L, hD), p.maxPromptTokens)
+      if (r !== undefined) cands.push(r)
+    }
   }
   cands.push(p.maxPromptTokens)
   let best: number | undefined
@@ -352,6 +419,27 @@ function localAtLongerPrompt(s: PathSignals, p: PathParams): number | undefined 
 }
 
 /**
+ * The `x` in `(lo, hi)` where the non-decreasing `f` reaches `target` (to within a millionth of
+ * a token), `undefined` when it does not cross `target` inside the interval.
+ */
+function increasingRoot(
+  f: (x: number) => number,
+  target: number,
+  lo: number,
+  hi: number,
+): number | undefined {
+  if (!(hi > lo) || f(lo) >= target || f(hi) < target) return undefined
+  let a = lo
+  let b = hi
+  for (let i = 0; i < 64 && b - a > 1e-6; i++) {
+    const m = (a + b) / 2
+    if (f(m) < target) a = m
+    else b = m
+  }
+  return b
+}
+
+/**
  * Chooses the prefill site for a turn on a D: local when its cost is not higher than the remote
  * seed's, remote otherwise; local when no P can seed the D or the D holds the whole prompt.
  *
@@ -365,7 +453,8 @@ function localAtLongerPrompt(s: PathSignals, p: PathParams): number | undefined 
  * ≈ 24 Gb/s with the default cost model) the transfer that outgrows it.
  *
  * Properties (fast-check tests): a longer P queue, a slower link, a shorter D queue, fewer
- * running decodes or a shorter prompt never turn a local choice into a remote one
+ * running decodes, fewer arrivals at the D or a shorter prompt never turn a local choice into a
+ * remote one
  * (`docs/design/algorithms.md#path-choice`).
  *
  * @throws RouterError `INVALID_OPTION` on a negative or non-finite signal.
@@ -394,7 +483,10 @@ export function choosePath(s: PathSignals, p: PathParams): PathChoice {
     }
   }
   const lb = local.loadBackTokens === undefined ? '' : `, ${local.loadBackTokens} tokens loaded back`
-  const l = `local ${fmt(local.costS)} s${lb} (ttft ${fmt(local.ttftS)} + ${fmt(p.stallWeight)} × ${fmt(local.stallS)} s × ${s.runningDecodes} decodes)`
+  const stall = `${fmt(local.stallS)} s × ${s.runningDecodes} decodes`
+  const others =
+    local.headOfLineS > 0 ? `(${stall} + ${fmt(local.headOfLineS)} s of arrivals queued behind)` : stall
+  const l = `local ${fmt(local.costS)} s${lb} (ttft ${fmt(local.ttftS)} + ${fmt(p.stallWeight)} × ${others})`
   const r = `remote ${fmt(remote.costS)} s (P queue ${fmt(s.prefill!.queueS)} + prefill and transfer ${fmt(remote.ttftS - s.prefill!.queueS)})`
   if (local.costS <= remote.costS) return { site: 'local', local, remote, reason: `${l} ≤ ${r}` }
   const longer = localAtLongerPrompt(s, p)
