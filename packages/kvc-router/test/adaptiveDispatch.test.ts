@@ -222,6 +222,26 @@ describe("pause or evict (pauseChoice: 'cost')", () => {
     })
   })
 
+  it('a paused own D that refuses the append as too large no longer holds the session: the turn moves at once', () => {
+    // The D's refusal says how much of the session it holds (0 here): waiting for it would buy
+    // a re-prefill there, not an append, and asking it again despite its pause would be refused again.
+    let n = 0
+    const s = setup({ pauseChoice: 'cost' }, () =>
+      n++ === 1 ? { kind: 'reject', reason: 'append_too_large', pauseMs: 1_200 } : { kind: 'admit' },
+    )
+    for (const d of ['d0', 'd1']) s.queues.set(d, { prefillQueueS: 0, runningRequests: 4 })
+    const first = s.driver.runTurn({ sessionId: 's', promptTokens: 40_000 })
+    const own = first.final.type === 'done' ? first.final.workerId : ''
+    s.router.cluster.store.setPauseUntil(own, s.clock.t + 1_200)
+    const t0 = s.clock.t
+    const run = s.driver.runTurn({ sessionId: 's', promptTokens: 40_300 })
+    expect(run.actions.some((a) => a.type === 'wait')).toBe(false)
+    expect(s.admits.filter((a) => a.workerId === own)).toHaveLength(2) // the first turn's, and one refusal
+    expect(run.final).toMatchObject({ type: 'done', migratedFrom: own })
+    expect(s.clock.t - t0).toBeLessThan(1_200)
+    checkNoInflightLoad(s.router)
+  })
+
   it('a refusal on the paused D leaves the turn to the usual choice: it moves, nothing leaks', () => {
     let n = 0
     const s = setup({ pauseChoice: 'cost' }, () =>

@@ -202,7 +202,7 @@ export function onAnswer(
     if (res.reason !== 'append_too_large') {
       count(st, 'all_rejecting')
       reject(st, d, res.reason)
-    }
+    } else (st.appendRefused ??= new Map()).set(d, res.residentTokens)
     return { kind: 'rejected', response: res }
   }
   count(st, 'admission_timeouts')

@@ -44,10 +44,13 @@ export function waitForOwnDecode(st: TurnState, decision: RouteDecision): number
   const binding = cluster.store.getBinding(s)
   const prompt = st.turn.promptTokens
   const pp = pathParamsOf(st)
+  // A D that refused this turn's append as too large said how little of the session it holds:
+  // staying there re-prefills the rest, whatever the binding says.
+  const held = Math.min(binding?.committedTokens ?? 0, st.appendRefused?.get(b) ?? prompt, prompt)
   const stay = estimateLocal(
     {
       promptTokens: prompt,
-      decodeHeldTokens: Math.min(binding?.committedTokens ?? 0, prompt),
+      decodeHeldTokens: held,
       decodeQueueS: queueSeconds(st, b),
       runningDecodes: runningDecodes(st, b),
     },
@@ -116,6 +119,9 @@ export function evictRatherThanWait(st: TurnState, decision: RouteDecision): Rou
   if (cluster.store.rejects(s, b) > 0 || cluster.store.isExcluded(s, b)) return undefined
   const binding = cluster.store.getBinding(s)
   if (binding === undefined || binding.workerId !== b) return undefined
+  // The D refused this turn's append as too large: it no longer holds the session, so going
+  // now would be a seed, not an append (seeds respect the pause).
+  if (st.appendRefused?.has(b) === true) return undefined
   const prompt = st.turn.promptTokens
   const held = Math.min(binding.committedTokens, prompt)
   const append = prompt - held

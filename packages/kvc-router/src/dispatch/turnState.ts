@@ -69,6 +69,13 @@ export class TurnState {
   seedFailedOnP: string | undefined
   /** A P the seed path must not pick (the one that just failed, during the retry through another). */
   avoidP: string | undefined
+  /**
+   * The session's resident tokens on each D that refused this turn's fast path as
+   * `append_too_large` (what that D said it holds: less than the binding claims). The adaptive
+   * wait for the session's own D prices a stay there with it, and pause or evict does not
+   * send a turn to it as an append.
+   */
+  appendRefused: Map<string, number> | undefined
   /** Whether the store confirms claims (several replicas). */
   readonly claims: boolean
   /** The session's binding as this turn knows it (read at each walk, updated by granted claims). */
