@@ -23,7 +23,7 @@ import { ceilPage, demoteSlot, heldBySlot, poolAccounting, slotResidency, slotSt
 import { RowPool } from './rowPool.js'
 import { EMPTY_I32, matchResult, RequestState, Slot } from './state.js'
 import { streamTokens } from './tokenStream.js'
-import { fail, startsWith, toTokens } from './tokens.js'
+import { fail, lentView, startsWith, toTokens } from './tokens.js'
 
 function defaultNow(): number {
   return performance.now()
@@ -567,7 +567,14 @@ export class SessionCache {
     if (typeof priority !== 'number' || !Number.isFinite(priority)) {
       fail('INVALID_REQUEST', `priority must be a finite number, got ${String(priority)}`, priority)
     }
-    const { maxNewTokens } = init
+    const { maxNewTokens, outputFollowsInput } = init
+    if (outputFollowsInput !== undefined && typeof outputFollowsInput !== 'boolean') {
+      fail(
+        'INVALID_REQUEST',
+        `outputFollowsInput must be a boolean, got ${String(outputFollowsInput)}`,
+        outputFollowsInput,
+      )
+    }
     if (maxNewTokens !== undefined && (!Number.isInteger(maxNewTokens) || maxNewTokens < 0)) {
       fail(
         'INVALID_REQUEST',
@@ -583,7 +590,7 @@ export class SessionCache {
     const shared = slot === undefined ? undefined : streamTokens(slot, inputIds, spare)
     // `copyInputIds: false`: read the caller's token array in place.
     const borrowed = shared === undefined && init.copyInputIds === false && inputIds instanceof Uint32Array
-    const tokens = shared ?? (borrowed ? (inputIds as Uint32Array) : toTokens(inputIds, spare))
+    const tokens = shared ?? (borrowed ? lentView(inputIds as Uint32Array, init) : toTokens(inputIds, spare))
     const len = shared === undefined && !borrowed ? tokens.length - spare : inputIds.length
     if (len === 0) fail('INVALID_REQUEST', 'inputIds must hold at least one token', inputIds)
     const req = new RequestState(rid, tokens, len, len + spare, sessionId, extraKey, priority)
@@ -789,6 +796,12 @@ export class SessionCache {
     if (r.outputIds.length > 0) {
       this.#extendTo(r, r.len)
       r.kvCommittedLen = r.len
+    }
+    if (r.borrowed && r.len < r.buf.length && r.buf[r.len] === tokenId) {
+      // The caller's buffer goes on with this token (`outputFollowsInput`): read it in place.
+      r.len++
+      r.outputIds.push(tokenId)
+      return
     }
     if (r.len === r.buf.length || r.borrowed) {
       // Grow by a quarter (a turn's output is short next to its prompt): less to allocate and

@@ -341,6 +341,16 @@ export interface RequestInit {
    * other array types.
    */
   readonly copyInputIds?: boolean
+  /**
+   * With `copyInputIds: false`: the caller's buffer goes on after the prompt with the tokens the
+   * request is expected to decode (a replayed conversation's token stream: the prompt, then its
+   * recorded output), and the caller changes none of it while the prompt's rule above holds. A
+   * decode step whose token is the next one in that buffer extends the request's view of it
+   * instead of copying the prompt into a buffer of the request's own; the first step that
+   * differs, or the end of the buffer, copies as before. The cache never writes to the buffer.
+   * Default `false`.
+   */
+  readonly outputFollowsInput?: boolean
 }
 
 /**

@@ -8,6 +8,8 @@ function bytesOf(a: Uint32Array, from: number, to: number): Buffer {
 /** Length of the common prefix of two token arrays (memcmp on chunks, then a scan). */
 function commonPrefixLength(a: Uint32Array, b: Uint32Array): number {
   const n = Math.min(a.length, b.length)
+  // Views from the same place of one buffer (a session's turns on the workload's token stream).
+  if (a.buffer === b.buffer && a.byteOffset === b.byteOffset) return n
   let lo = 0
   let step = 4096
   while (lo < n) {
