@@ -7,8 +7,8 @@
 // node_modules/.cache/kvc-sim/<fingerprint>/, where the fingerprint covers every source file of
 // the workspace packages (path, size, modification time), the lockfile and the esbuild version;
 // an edit makes the next start bundle again (≈ 0.3 s). If bundling fails for any reason, the
-// command runs through tsx as before. The code is the same either way (esbuild transpiles for
-// tsx too), so the results are the same.
+// command says so on stderr and runs through tsx as before. The code is the same either way
+// (esbuild transpiles for tsx too), so the results are the same.
 import { createHash } from 'node:crypto'
 import {
   existsSync,
@@ -104,8 +104,16 @@ function bundled() {
 let dir
 try {
   dir = bundled()
-} catch {
+} catch (err) {
   dir = undefined
+  // Same results either way; only the start is slower (each thread loads the sources).
+  const first = err?.errors?.[0]
+  const why = first?.text
+    ? `${first.text}${first.location ? ` at ${first.location.file}:${first.location.line}` : ''}`
+    : String(err?.message ?? err).split('\n')[0]
+  process.stderr.write(
+    `kvc-sim: could not bundle the sources (${why}); running through tsx, which starts about a second slower\n`,
+  )
 }
 if (dir !== undefined) {
   const { runCli } = await import(pathToFileURL(join(dir, 'main.js')).href)

@@ -69,19 +69,31 @@ export class TcpProxy {
     this.#pipe(upstream, client)
   }
 
+  /**
+   * Forwards `from`'s chunks to `to`, each after its delay, strictly in arrival order: one queue
+   * and one timer per direction. (Timers of different lengths, one per chunk, could fire out of
+   * order within a millisecond, and a reordered byte stream is a corrupt one.)
+   */
   #pipe(from: Socket, to: Socket): void {
-    let last = 0
-    from.on('data', (chunk) => {
+    const queue: { at: number; chunk: Buffer }[] = []
+    let timer: NodeJS.Timeout | undefined
+    const drain = () => {
+      timer = undefined
+      while (queue.length > 0 && queue[0]!.at <= Date.now()) {
+        const { chunk } = queue.shift()!
+        if (!to.destroyed) to.write(chunk)
+      }
+      if (queue.length > 0) timer = setTimeout(drain, queue[0]!.at - Date.now())
+    }
+    from.on('data', (chunk: Buffer) => {
       const d = this.#delay()
-      if (d <= 0 && last <= Date.now()) {
+      if (d <= 0 && queue.length === 0) {
         if (!to.destroyed) to.write(chunk)
         return
       }
-      const at = Math.max(Date.now() + d, last)
-      last = at
-      setTimeout(() => {
-        if (!to.destroyed) to.write(chunk)
-      }, at - Date.now())
+      const last = queue.length > 0 ? queue[queue.length - 1]!.at : 0
+      queue.push({ at: Math.max(Date.now() + d, last), chunk })
+      if (timer === undefined) timer = setTimeout(drain, queue[0]!.at - Date.now())
     })
   }
 }

@@ -1,7 +1,7 @@
 import { traceError } from '../errors/simError.js'
 import { uniqueTokens } from './tokens.js'
 import { sessionlessTurn, sessionlessWorkload } from './sessionless.js'
-import { nonBlankLines, readTraceText } from './traceFiles.js'
+import { forEachNonBlankLine, readTraceText } from './traceFiles.js'
 import type { TurnSpec, Workload } from './types.js'
 
 const HEADER = ['TIMESTAMP', 'ContextTokens', 'GeneratedTokens']
@@ -33,7 +33,7 @@ function parseTimestamp(s: string): number | undefined {
 export function parseAzureTrace(text: string, file: string): Workload {
   const rows: { ts: number; input: number; output: number; line: number }[] = []
   let header = true
-  for (const [line, s] of nonBlankLines(text)) {
+  forEachNonBlankLine(text, (line, s) => {
     const cols = s.split(',')
     if (header) {
       header = false
@@ -41,7 +41,7 @@ export function parseAzureTrace(text: string, file: string): Workload {
       if (got.length !== 3 || got.some((c, i) => c !== HEADER[i])) {
         throw traceError(file, line, '(header)', `must be ${HEADER.join(',')}`, s)
       }
-      continue
+      return
     }
     if (cols.length !== 3) throw traceError(file, line, '(row)', `must have 3 columns, has ${cols.length}`, s)
     const ts = parseTimestamp(cols[0]!)
@@ -56,7 +56,7 @@ export function parseAzureTrace(text: string, file: string): Workload {
       throw traceError(file, line, 'GeneratedTokens', 'must be a non-negative integer', cols[2])
     }
     rows.push({ ts, input, output, line })
-  }
+  })
   if (header)
     throw traceError(file, 1, '(header)', `the file is empty; expected the header ${HEADER.join(',')}`)
   if (rows.length === 0) throw traceError(file, 2, '(file)', 'the trace has no requests')

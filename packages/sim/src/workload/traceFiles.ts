@@ -100,16 +100,11 @@ export function listFiles(dir: string, ext: string): string[] {
 }
 
 /**
- * The records of a JSONL trace: each non-blank line parsed as a JSON object and handed to `visit`
- * with its 1-based line number, in file order. A line that is not valid JSON, or not an object,
- * fails with `INVALID_TRACE`. A plain loop rather than a generator: a trace has a record per
- * request, and this is most of loading one.
+ * Each non-blank line of `text` (a trailing `\r` removed) handed to `visit` with its 1-based line
+ * number, in file order. A plain loop rather than a generator: a trace has a line per request,
+ * and walking them is a good part of loading one.
  */
-export function forEachJsonObjectLine(
-  text: string,
-  file: string,
-  visit: (line: number, record: Record<string, unknown>) => void,
-): void {
+export function forEachNonBlankLine(text: string, visit: (line: number, s: string) => void): void {
   let line = 0
   let start = 0
   const n = text.length
@@ -120,7 +115,21 @@ export function forEachJsonObjectLine(
     let s = text.slice(start, end)
     start = end + 1
     if (s.endsWith('\r')) s = s.slice(0, -1)
-    if (s.trim() === '') continue
+    if (s.trim() !== '') visit(line, s)
+  }
+}
+
+/**
+ * The records of a JSONL trace: each non-blank line parsed as a JSON object and handed to `visit`
+ * with its 1-based line number, in file order. A line that is not valid JSON, or not an object,
+ * fails with `INVALID_TRACE`.
+ */
+export function forEachJsonObjectLine(
+  text: string,
+  file: string,
+  visit: (line: number, record: Record<string, unknown>) => void,
+): void {
+  forEachNonBlankLine(text, (line, s) => {
     let o: unknown
     try {
       o = JSON.parse(s)
@@ -138,23 +147,7 @@ export function forEachJsonObjectLine(
         throw traceError(file, line, k, 'is a number too large for a double', new RawText(rawValue(s, k)))
     }
     visit(line, r)
-  }
-}
-
-/** Split text into lines, keeping 1-based line numbers, skipping blank lines. */
-export function* nonBlankLines(text: string): Generator<[number, string]> {
-  let line = 0
-  let start = 0
-  const n = text.length
-  while (start <= n) {
-    let end = text.indexOf('\n', start)
-    if (end === -1) end = n
-    line++
-    let s = text.slice(start, end)
-    if (s.endsWith('\r')) s = s.slice(0, -1)
-    if (s.trim() !== '') yield [line, s]
-    start = end + 1
-  }
+  })
 }
 
 /** The source text of top-level field `key`'s value on a JSONL line (for messages). */
