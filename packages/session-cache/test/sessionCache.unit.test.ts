@@ -766,6 +766,10 @@ describe('maxNewTokens and the match indices', () => {
         }),
       'INVALID_REQUEST',
     )
+    expectCode(
+      () => new SessionCache({ poolSize: 16, lentTokensFrozen: 1 as unknown as boolean }),
+      'INVALID_OPTION',
+    )
   })
 
   it("a session's turns share one token stream; earlier turns' tokens never change", () => {

@@ -92,6 +92,8 @@ export class SessionCache {
   readonly #releaseExtra: ((extra: unknown, sessionId: string) => void) | undefined
   readonly #onEviction: ((event: EvictionEvent) => void) | undefined
   readonly #releasedMemory: number
+  /** `lentTokensFrozen`: lent prompts go into the tree as views. */
+  readonly #lendFrozen: boolean
   readonly #slots = new Map<string, Slot>()
   /** Parked tails (`heldBySlot`) of all slots: what releasing the idle ones frees outside the tree. */
   #idleHeld = 0
@@ -148,6 +150,13 @@ export class SessionCache {
         'INVALID_OPTION',
         `releasedMemory must be a non-negative integer, got ${releasedMemory}`,
         releasedMemory,
+      )
+    }
+    if (options.lentTokensFrozen !== undefined && typeof options.lentTokensFrozen !== 'boolean') {
+      fail(
+        'INVALID_OPTION',
+        `lentTokensFrozen must be a boolean, got ${String(options.lentTokensFrozen)}`,
+        options.lentTokensFrozen,
       )
     }
     const now = options.now ?? defaultNow
@@ -243,6 +252,7 @@ export class SessionCache {
     this.#releaseExtra = options.releaseExtra
     this.#onEviction = options.onEviction
     this.#releasedMemory = releasedMemory
+    this.#lendFrozen = options.lentTokensFrozen === true
     this.#tiered = cache.hostTier !== undefined
     this.#loadThreshold = cache.hostTier?.loadBackThreshold ?? Number.POSITIVE_INFINITY
   }
@@ -847,6 +857,7 @@ export class SessionCache {
       extraKey: r.ns,
       priority: r.priority,
       chunked,
+      lendTokens: r.borrowed && this.#lendFrozen,
     })
     const p = r.cacheProtectedLen
     let freed = 0
@@ -926,6 +937,7 @@ export class SessionCache {
       const res = this.cache._insertFrom(r.lastNode!, r.buf.subarray(0, c), r.reqToToken.subarray(0, c), {
         extraKey: r.ns,
         priority: r.priority,
+        lendTokens: r.borrowed && this.#lendFrozen,
       })
       const p = r.cacheProtectedLen
       let freed = 0

@@ -123,6 +123,14 @@ export interface SessionCacheOptions {
    */
   readonly releasedMemory?: number
   /**
+   * `true`: the `Uint32Array`s lent with `copyInputIds: false` (and what decode steps read after
+   * them, `outputFollowsInput`) never change while this cache exists, not only while their requests
+   * and sessions last (a simulator's or a replayer's immutable token streams). The tree then keeps
+   * views of them instead of copies of its new nodes' tokens (the radix cache's `lendTokens`), and
+   * walks that meet them again skip comparing them. Default `false`.
+   */
+  readonly lentTokensFrozen?: boolean
+  /**
    * A host KV tier under the default radix cache (see `@kvc/radix-cache`'s `hostTier`; with
    * `cache`, configure the tier on that cache instead). Then tree eviction demotes pages to host
    * memory instead of discarding them, a match loads a host hit back instead of recomputing it,

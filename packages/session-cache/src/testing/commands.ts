@@ -34,6 +34,8 @@ export interface SessionModelConfig {
   readonly writePolicy?: HostWritePolicy
   /** Host hits longer than this are loaded back at admission (default 0 here: every host hit). */
   readonly loadBackThreshold?: number
+  /** The cache's `lentTokensFrozen` (the lent prompts are never written: the tree keeps views). */
+  readonly lentTokensFrozen?: boolean
 }
 
 /**
@@ -860,6 +862,7 @@ export function sessionModelSetup(
         : {}),
       ...(config.evictGranularity !== undefined ? { evictGranularity: config.evictGranularity } : {}),
       ...(config.evictionPolicy !== undefined ? { evictionPolicy: config.evictionPolicy } : {}),
+      ...(config.lentTokensFrozen !== undefined ? { lentTokensFrozen: config.lentTokensFrozen } : {}),
       now: () => clock.t,
       releaseExtra: (extra) => {
         hookCalls.push(extra)
