@@ -37,6 +37,29 @@ describe('insert and match', () => {
     checkRadixInvariants(c)
   })
 
+  it('lendTokens: nodes keep views of a lent stream; walks compare it unless it is the same place', () => {
+    const c = lengthsOnly(2)
+    // One stream lent from two places: [1 2 | 3 4] at 0 and [1 2 | 5 6] at 4.
+    const stream = Uint32Array.of(1, 2, 3, 4, 1, 2, 5, 6, 1, 2, 3, 4, 9, 9)
+    const copy = stream.slice()
+    expect(c.insert(stream.subarray(0, 4), undefined, { lendTokens: true }).prefixLen).toBe(0)
+    // The same stream at another place: the first page matches, the second differs.
+    expect(c.matchPrefix(stream.subarray(4, 8)).length).toBe(2)
+    expect(c.insert(stream.subarray(4, 8), undefined, { lendTokens: true }).prefixLen).toBe(2)
+    // Equal tokens at a third place, and the very same place extended.
+    expect(c.matchPrefix(stream.subarray(8, 14)).length).toBe(4)
+    expect(c.matchPrefix(stream.subarray(0, 8)).length).toBe(4)
+    expect(c.insert(stream.subarray(0, 14), undefined, { lendTokens: true }).prefixLen).toBe(4)
+    expect(c.matchPrefix([1, 2, 3, 4, 1, 2, 5, 6, 1, 2, 3, 4, 9, 9]).length).toBe(14)
+    expect(c.matchPrefix([1, 2, 3, 4, 1, 2, 5, 7]).length).toBe(6)
+    expect(c.totalSize()).toBe(16)
+    expect(Array.from(stream)).toEqual(Array.from(copy)) // never written
+    checkRadixInvariants(c)
+    // Ignored for a plain array; anything but a boolean is refused.
+    expect(c.insert([7, 7], undefined, { lendTokens: true }).prefixLen).toBe(0)
+    expectCode(() => c.insert([8, 8], undefined, { lendTokens: 1 as unknown as boolean }), 'INVALID_OPTION')
+  })
+
   it('matches whole pages only', () => {
     const c = lengthsOnly(4)
     c.insert([1, 2, 3, 4, 5, 6, 7, 8])

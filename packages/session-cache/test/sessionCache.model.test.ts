@@ -29,6 +29,16 @@ function run(config: SessionModelConfig, numRuns: number, opts: Parameters<typeo
 }
 
 describe('SessionCache agrees with the reference model', () => {
+  // The tree keeps views of lent prompts (and of outputs read after them) instead of copies.
+  for (const pageSize of [1, 4]) {
+    it(`block granularity, pageSize ${pageSize}, lent tokens frozen`, () => {
+      run({ granularity: 'block', pageSize, poolPages: 48 / pageSize, lentTokensFrozen: true }, 100, {
+        maxAppend: 12,
+        maxChunk: 12,
+        maxEvict: 24,
+      })
+    })
+  }
   for (const granularity of ['block', 'session'] as const) {
     it(`${granularity} granularity, pageSize 1`, () => {
       run({ granularity, pageSize: 1, poolPages: 48 }, 150, { maxAppend: 10, maxChunk: 12, maxEvict: 24 })

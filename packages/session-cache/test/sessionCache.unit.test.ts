@@ -708,6 +708,70 @@ describe('maxNewTokens and the match indices', () => {
     )
   })
 
+  it('outputFollowsInput: decode steps read the tokens after a lent prompt in place until one differs', () => {
+    const { sc } = makeCache({ pageSize: 4, poolSize: 512 })
+    // A conversation's stream: turn 1's prompt [1..10], its output [11..14], turn 2's append.
+    const stream = Uint32Array.from(range(1, 30))
+    const before = stream.slice()
+    sc.openSession('s')
+    const follow = { copyInputIds: false, outputFollowsInput: true } as const
+    const d = sc.createRequest({ rid: 'd', sessionId: 's', inputIds: stream.subarray(0, 10), ...follow })
+    expect(Array.from(d.originInputIds)).toEqual(range(1, 10))
+    sc.matchPrefix(d)
+    sc.prefill(d, 10)
+    sc.cacheUnfinishedReq(d)
+    for (const t of [11, 12, 13, 14]) sc.decode(d, t)
+    expect(d.tokenIds.buffer).toBe(stream.buffer) // nothing copied
+    expect(Array.from(d.tokenIds)).toEqual(range(1, 14))
+    expect(Array.from(d.outputIds)).toEqual([11, 12, 13, 14])
+    sc.cacheFinishedReq(d)
+    checkSessionInvariants(sc)
+    expect(Array.from(sc.committedTokens('s')!)).toEqual(range(1, 13)) // the last token has no KV yet
+    // Turn 2 extends the committed tokens on the same stream; its output differs at the second
+    // token: that step copies, and the stream is never written.
+    const d2 = sc.createRequest({ rid: 'd2', sessionId: 's', inputIds: stream.subarray(0, 20), ...follow })
+    expect(sc.matchPrefix(d2).length).toBe(12)
+    sc.prefill(d2, 20 - d2.kvCommittedLen)
+    sc.cacheUnfinishedReq(d2)
+    sc.decode(d2, 21)
+    expect(d2.tokenIds.buffer).toBe(stream.buffer)
+    sc.decode(d2, 99)
+    sc.decode(d2, 23)
+    expect(d2.tokenIds.buffer).not.toBe(stream.buffer)
+    expect(Array.from(d2.tokenIds)).toEqual([...range(1, 21), 99, 23])
+    sc.cacheFinishedReq(d2)
+    checkSessionInvariants(sc)
+    expect(Array.from(stream)).toEqual(Array.from(before))
+    // At the end of the caller's buffer the next step copies too.
+    const e = sc.createRequest({ rid: 'e', inputIds: stream.subarray(25), ...follow })
+    sc.matchPrefix(e)
+    sc.prefill(e, 5)
+    sc.cacheUnfinishedReq(e)
+    sc.decode(e, 31)
+    expect(Array.from(e.tokenIds)).toEqual([...range(26, 5), 31])
+    expect(Array.from(stream)).toEqual(Array.from(before))
+    // Without it, the first step copies even when the token follows.
+    const f = sc.createRequest({ rid: 'f', inputIds: stream.subarray(0, 3), copyInputIds: false })
+    sc.matchPrefix(f)
+    sc.prefill(f, 3 - f.kvCommittedLen)
+    sc.cacheUnfinishedReq(f)
+    sc.decode(f, 4)
+    expect(f.tokenIds.buffer).not.toBe(stream.buffer)
+    expectCode(
+      () =>
+        sc.createRequest({
+          rid: 'g',
+          inputIds: [1],
+          outputFollowsInput: 'yes' as unknown as boolean,
+        }),
+      'INVALID_REQUEST',
+    )
+    expectCode(
+      () => new SessionCache({ poolSize: 16, lentTokensFrozen: 1 as unknown as boolean }),
+      'INVALID_OPTION',
+    )
+  })
+
   it("a session's turns share one token stream; earlier turns' tokens never change", () => {
     const { sc } = makeCache({ pageSize: 4, poolSize: 1024 })
     sc.openSession('s')

@@ -221,6 +221,12 @@ export class ResidencyIndex {
   #keyLo: Uint32Array
   #holderCount: Int32Array
   #holders: Uint32Array
+  /**
+   * Per node, the node a query last went to from it (the next block of a prompt): a hint, used only
+   * when that node is live with the key sought, so a query following a chain reads the nodes'
+   * arrays (allocated along chains) instead of probing the hash table at random places.
+   */
+  #next: Int32Array
   #words = 1
   #nodeTop = 0
   #freeNodes: Int32Array
@@ -276,6 +282,7 @@ export class ResidencyIndex {
     this.#keyLo = new Uint32Array(cap)
     this.#holderCount = new Int32Array(cap)
     this.#holders = new Uint32Array(cap)
+    this.#next = new Int32Array(cap).fill(EMPTY)
     this.#freeNodes = new Int32Array(cap)
     const tableSize = cap * 2
     this.#slots = new Int32Array(tableSize * 2).fill(EMPTY)
@@ -773,14 +780,25 @@ export class ResidencyIndex {
     cand.set(this.#liveMask)
     const holders = this.#holders
     const counts = this.#holderCount
+    const next = this.#next
+    const keyHi = this.#keyHi
+    const keyLo = this.#keyLo
     const hi = keys.hi
     const lo = keys.lo
     const threshold = holderLimit
     let excl = 0
     let i = 0
+    let prev = EMPTY
     for (; i < n; i++) {
-      const node = this.#find(hi[i]!, lo[i]!)
-      if (node === EMPTY) break
+      const h = hi[i]!
+      const l = lo[i]!
+      let node = prev === EMPTY ? EMPTY : next[prev]!
+      if (node === EMPTY || counts[node] === 0 || keyLo[node] !== l || keyHi[node] !== h) {
+        node = this.#find(h, l)
+        if (node === EMPTY) break
+        if (prev !== EMPTY) next[prev] = node
+      }
+      prev = node
       const base = node * words
       let any = 0
       for (let j = 0; j < words; j++) {
@@ -1082,6 +1100,9 @@ export class ResidencyIndex {
     const hc = new Int32Array(cap)
     hc.set(this.#holderCount)
     this.#holderCount = hc
+    const nx = new Int32Array(cap).fill(EMPTY)
+    nx.set(this.#next)
+    this.#next = nx
     const fr = new Int32Array(cap)
     fr.set(this.#freeNodes)
     this.#freeNodes = fr

@@ -25,6 +25,34 @@ export interface RadixRealState {
   readonly cache: RadixCache
   readonly pool: PagedAllocator
   readonly handles: NodeHandle[]
+  /**
+   * Token streams lent to the cache (`lendTokens`; the 32 most recent) with a copy of each: never
+   * written. Inserts of odd length and matches read their tokens as views of them.
+   */
+  readonly frozen: [Uint32Array, Uint32Array][]
+}
+
+/**
+ * `tokens` as a view of a frozen stream that holds them anywhere (so one stream is lent from
+ * several places), or of a new stream when none does.
+ */
+function frozenView(r: RadixRealState, tokens: readonly number[], create: boolean): Uint32Array | undefined {
+  const n = tokens.length
+  for (const [a] of r.frozen) {
+    for (let at = 0; at + n <= a.length; at++) {
+      let i = 0
+      while (i < n && a[at + i] === tokens[i]) i++
+      if (i === n) return a.subarray(at, at + n)
+    }
+  }
+  if (!create) return undefined
+  // Room after the tokens, as a stream has: a view never reaches past its own length.
+  const a = new Uint32Array(n + 3)
+  a.set(tokens)
+  a.fill(7, n)
+  r.frozen.push([a, a.slice()])
+  if (r.frozen.length > 32) r.frozen.shift()
+  return a.subarray(0, n)
 }
 
 /** Configuration of {@link radixModelSetup}. */
@@ -57,6 +85,9 @@ function checkAll(m: RadixModelState, r: RadixRealState): void {
   // Pool accounting: every slot is either free or owned by exactly one cached token's page.
   if (r.pool.availableSize() + r.cache.totalSize() !== r.pool.size) {
     fail(`pool leak: free ${r.pool.availableSize()} + cached ${r.cache.totalSize()} != pool ${r.pool.size}`)
+  }
+  for (const [a, copy] of r.frozen) {
+    for (let i = 0; i < a.length; i++) if (a[i] !== copy[i]) fail('the cache wrote to a lent token stream')
   }
 }
 
@@ -91,7 +122,13 @@ class InsertCommand implements Cmd {
       }
     }
     const slots = r.pool.alloc(n)
-    const res = r.cache.insert(this.tokens, slots, { extraKey: this.ns })
+    // Odd lengths lend a frozen stream's view (`lendTokens`): new nodes keep views of it.
+    const lent = n % 2 === 1 ? frozenView(r, this.tokens, true) : undefined
+    const res = r.cache.insert(
+      lent ?? this.tokens,
+      slots,
+      lent === undefined ? { extraKey: this.ns } : { extraKey: this.ns, lendTokens: true },
+    )
     const expected = m.model.insert(this.tokens, this.ns)
     if (res.prefixLen !== expected) fail(`insert prefixLen ${res.prefixLen} != model ${expected}`)
     if (res.alignedLen !== n - (n % ps)) fail(`alignedLen ${res.alignedLen}`)
@@ -117,7 +154,9 @@ class MatchCommand implements Cmd {
   }
   run(m: RadixModelState, r: RadixRealState): void {
     const nodesBefore = r.cache.stats().nodeCount
-    const res = r.cache.matchPrefix(this.tokens, { extraKey: this.ns, readOnly: this.readOnly })
+    // Through a frozen stream when one starts with these tokens: nodes lent from it match by identity.
+    const tokens = frozenView(r, this.tokens, false) ?? this.tokens
+    const res = r.cache.matchPrefix(tokens, { extraKey: this.ns, readOnly: this.readOnly })
     const expected = m.model.match(this.tokens, this.ns)
     if (res.length !== expected) fail(`match length ${res.length} != model ${expected}`)
     if (res.indices.length !== res.length) fail(`indices length ${res.indices.length} != ${res.length}`)
@@ -310,7 +349,7 @@ export function radixModelSetup(
     })
     return {
       model: { model: new RadixReferenceModel(config.pageSize), locks: [] },
-      real: { cache, pool, handles: [] },
+      real: { cache, pool, handles: [], frozen: [] },
     }
   }
 }

@@ -217,7 +217,12 @@ export class NodeStore {
   matchInChild(child: number, key: Uint32Array, off: number, total: number): number {
     const ckey = this.keys[child]!
     const ps = this.pageSize
-    const i = commonPrefix(ckey, key, off, ps, Math.min(ckey.length, total - off))
+    const lim = Math.min(ckey.length, total - off)
+    // The node's tokens are the very memory compared with (a lent stream, `lendTokens`): equal.
+    const i =
+      ckey.buffer === key.buffer && ckey.byteOffset === key.byteOffset + off * 4
+        ? lim
+        : commonPrefix(ckey, key, off, ps, lim)
     return i - (i % ps)
   }
 
@@ -464,12 +469,14 @@ export class NodeStore {
     now: number,
     priority: number,
     countHit: boolean,
+    lend: boolean,
   ): number {
     // Hashed first: nothing has changed yet if the hasher throws.
     const digests = this.hasEvents ? this.events!.hashLeaf(key, from, to, parent) : undefined
     const s = this.allocSlot()
     const len = to - from
-    this.keys[s] = key.slice(from, to)
+    // A lent stream (`lendTokens`) is never changed by its owner: a view of it is the node's key.
+    this.keys[s] = lend ? key.subarray(from, to) : key.slice(from, to)
     this.values[s] = vals === undefined ? undefined : vals.slice(from, to)
     this.parent[s] = parent
     this.isRoot[s] = 0

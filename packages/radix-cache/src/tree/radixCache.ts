@@ -227,6 +227,10 @@ export class RadixCache {
     if (typeof priority !== 'number' || !Number.isFinite(priority)) {
       throw invalidOption(`priority must be a finite number, got ${String(priority)}`, priority)
     }
+    const lend = options?.lendTokens
+    if (lend !== undefined && typeof lend !== 'boolean') {
+      throw invalidOption(`lendTokens must be a boolean, got ${String(lend)}`, lend)
+    }
     const countHit = options?.chunked !== true
     const st = this.#st
     this.#insertCalls++
@@ -286,7 +290,7 @@ export class RadixCache {
     }
     if (prefixLen < 0) prefixLen = off
     if (off < total) {
-      node = st.newLeaf(node, key, off, total, vals, now, priority, countHit)
+      node = st.newLeaf(node, key, off, total, vals, now, priority, countHit, lend === true && key === tokens)
       this.#insertedTokens += total - off
       if (writeThrough) host.scratchPush(walked++, node)
     }

@@ -96,6 +96,13 @@ export interface InsertOptions {
   readonly priority?: number
   /** A chunked-prefill insert does not count as a hit (SGLang skips `hit_count` then). */
   readonly chunked?: boolean
+  /**
+   * `true`: `tokens` is a `Uint32Array` the caller never changes while this cache exists (a view of
+   * an immutable token stream): new nodes keep views of it instead of copies of their tokens, and
+   * a later walk over a node whose tokens are the very memory it compares with (the same stream,
+   * the same position) skips the comparison. Ignored for other array types. Default `false`.
+   */
+  readonly lendTokens?: boolean
 }
 
 /** Options of {@link RadixCache.matchPrefix}. */

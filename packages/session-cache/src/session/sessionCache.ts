@@ -23,7 +23,7 @@ import { ceilPage, demoteSlot, heldBySlot, poolAccounting, slotResidency, slotSt
 import { RowPool } from './rowPool.js'
 import { EMPTY_I32, matchResult, RequestState, Slot } from './state.js'
 import { streamTokens } from './tokenStream.js'
-import { fail, startsWith, toTokens } from './tokens.js'
+import { fail, lentView, startsWith, toTokens } from './tokens.js'
 
 function defaultNow(): number {
   return performance.now()
@@ -92,6 +92,8 @@ export class SessionCache {
   readonly #releaseExtra: ((extra: unknown, sessionId: string) => void) | undefined
   readonly #onEviction: ((event: EvictionEvent) => void) | undefined
   readonly #releasedMemory: number
+  /** `lentTokensFrozen`: lent prompts go into the tree as views. */
+  readonly #lendFrozen: boolean
   readonly #slots = new Map<string, Slot>()
   /** Parked tails (`heldBySlot`) of all slots: what releasing the idle ones frees outside the tree. */
   #idleHeld = 0
@@ -148,6 +150,13 @@ export class SessionCache {
         'INVALID_OPTION',
         `releasedMemory must be a non-negative integer, got ${releasedMemory}`,
         releasedMemory,
+      )
+    }
+    if (options.lentTokensFrozen !== undefined && typeof options.lentTokensFrozen !== 'boolean') {
+      fail(
+        'INVALID_OPTION',
+        `lentTokensFrozen must be a boolean, got ${String(options.lentTokensFrozen)}`,
+        options.lentTokensFrozen,
       )
     }
     const now = options.now ?? defaultNow
@@ -243,6 +252,7 @@ export class SessionCache {
     this.#releaseExtra = options.releaseExtra
     this.#onEviction = options.onEviction
     this.#releasedMemory = releasedMemory
+    this.#lendFrozen = options.lentTokensFrozen === true
     this.#tiered = cache.hostTier !== undefined
     this.#loadThreshold = cache.hostTier?.loadBackThreshold ?? Number.POSITIVE_INFINITY
   }
@@ -567,7 +577,14 @@ export class SessionCache {
     if (typeof priority !== 'number' || !Number.isFinite(priority)) {
       fail('INVALID_REQUEST', `priority must be a finite number, got ${String(priority)}`, priority)
     }
-    const { maxNewTokens } = init
+    const { maxNewTokens, outputFollowsInput } = init
+    if (outputFollowsInput !== undefined && typeof outputFollowsInput !== 'boolean') {
+      fail(
+        'INVALID_REQUEST',
+        `outputFollowsInput must be a boolean, got ${String(outputFollowsInput)}`,
+        outputFollowsInput,
+      )
+    }
     if (maxNewTokens !== undefined && (!Number.isInteger(maxNewTokens) || maxNewTokens < 0)) {
       fail(
         'INVALID_REQUEST',
@@ -583,7 +600,7 @@ export class SessionCache {
     const shared = slot === undefined ? undefined : streamTokens(slot, inputIds, spare)
     // `copyInputIds: false`: read the caller's token array in place.
     const borrowed = shared === undefined && init.copyInputIds === false && inputIds instanceof Uint32Array
-    const tokens = shared ?? (borrowed ? (inputIds as Uint32Array) : toTokens(inputIds, spare))
+    const tokens = shared ?? (borrowed ? lentView(inputIds as Uint32Array, init) : toTokens(inputIds, spare))
     const len = shared === undefined && !borrowed ? tokens.length - spare : inputIds.length
     if (len === 0) fail('INVALID_REQUEST', 'inputIds must hold at least one token', inputIds)
     const req = new RequestState(rid, tokens, len, len + spare, sessionId, extraKey, priority)
@@ -790,6 +807,12 @@ export class SessionCache {
       this.#extendTo(r, r.len)
       r.kvCommittedLen = r.len
     }
+    if (r.borrowed && r.len < r.buf.length && r.buf[r.len] === tokenId) {
+      // The caller's buffer goes on with this token (`outputFollowsInput`): read it in place.
+      r.len++
+      r.outputIds.push(tokenId)
+      return
+    }
     if (r.len === r.buf.length || r.borrowed) {
       // Grow by a quarter (a turn's output is short next to its prompt): less to allocate and
       // retain than doubling a prompt of tens of thousands of tokens, still amortized O(1). The
@@ -834,6 +857,7 @@ export class SessionCache {
       extraKey: r.ns,
       priority: r.priority,
       chunked,
+      lendTokens: r.borrowed && this.#lendFrozen,
     })
     const p = r.cacheProtectedLen
     let freed = 0
@@ -913,6 +937,7 @@ export class SessionCache {
       const res = this.cache._insertFrom(r.lastNode!, r.buf.subarray(0, c), r.reqToToken.subarray(0, c), {
         extraKey: r.ns,
         priority: r.priority,
+        lendTokens: r.borrowed && this.#lendFrozen,
       })
       const p = r.cacheProtectedLen
       let freed = 0

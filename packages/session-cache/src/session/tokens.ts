@@ -58,3 +58,18 @@ export function startsWith(a: Uint32Array, b: Uint32Array): boolean {
   for (; i < n; i++) if (a[i] !== b[i]) return false
   return true
 }
+
+/**
+ * The caller's prompt read in place (`copyInputIds: false`): `inputIds` itself, or with
+ * `outputFollowsInput` a view of the same buffer from the prompt's start to the buffer's end, so
+ * that decode steps can read the tokens that follow the prompt there.
+ */
+export function lentView(
+  inputIds: Uint32Array,
+  init: { readonly outputFollowsInput?: boolean },
+): Uint32Array {
+  if (init.outputFollowsInput !== true) return inputIds
+  const buffer = inputIds.buffer
+  const avail = Math.floor((buffer.byteLength - inputIds.byteOffset) / 4)
+  return avail > inputIds.length ? new Uint32Array(buffer, inputIds.byteOffset, avail) : inputIds
+}

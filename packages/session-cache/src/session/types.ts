@@ -123,6 +123,14 @@ export interface SessionCacheOptions {
    */
   readonly releasedMemory?: number
   /**
+   * `true`: the `Uint32Array`s lent with `copyInputIds: false` (and what decode steps read after
+   * them, `outputFollowsInput`) never change while this cache exists, not only while their requests
+   * and sessions last (a simulator's or a replayer's immutable token streams). The tree then keeps
+   * views of them instead of copies of its new nodes' tokens (the radix cache's `lendTokens`), and
+   * walks that meet them again skip comparing them. Default `false`.
+   */
+  readonly lentTokensFrozen?: boolean
+  /**
    * A host KV tier under the default radix cache (see `@kvc/radix-cache`'s `hostTier`; with
    * `cache`, configure the tier on that cache instead). Then tree eviction demotes pages to host
    * memory instead of discarding them, a match loads a host hit back instead of recomputing it,
@@ -341,6 +349,16 @@ export interface RequestInit {
    * other array types.
    */
   readonly copyInputIds?: boolean
+  /**
+   * With `copyInputIds: false`: the caller's buffer goes on after the prompt with the tokens the
+   * request is expected to decode (a replayed conversation's token stream: the prompt, then its
+   * recorded output), and the caller changes none of it while the prompt's rule above holds. A
+   * decode step whose token is the next one in that buffer extends the request's view of it
+   * instead of copying the prompt into a buffer of the request's own; the first step that
+   * differs, or the end of the buffer, copies as before. The cache never writes to the buffer.
+   * Default `false`.
+   */
+  readonly outputFollowsInput?: boolean
 }
 
 /**

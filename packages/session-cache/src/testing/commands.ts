@@ -34,6 +34,8 @@ export interface SessionModelConfig {
   readonly writePolicy?: HostWritePolicy
   /** Host hits longer than this are loaded back at admission (default 0 here: every host hit). */
   readonly loadBackThreshold?: number
+  /** The cache's `lentTokensFrozen` (the lent prompts are never written: the tree keeps views). */
+  readonly lentTokensFrozen?: boolean
 }
 
 /**
@@ -74,8 +76,13 @@ export interface SessionRealState {
    * session's later turns write to the same token stream, after them).
    */
   readonly endedTokens: Map<SessionRequest, Uint32Array>
-  /** Prompts lent with `copyInputIds: false` (the 64 most recent) and their contents: never written. */
+  /**
+   * Buffers of prompts lent with `copyInputIds: false` (the 64 most recent; with
+   * `outputFollowsInput`, the prompt and the tokens after it) and their contents: never written.
+   */
   readonly lent: [Uint32Array, Uint32Array][]
+  /** While a `turn` step admits its request: the output it will decode. */
+  turnOutput: readonly number[] | undefined
   readonly hookCalls: unknown[]
   readonly events: EvictionEvent[]
   /** Another cache, whose requests this one must refuse. */
@@ -384,11 +391,16 @@ function runStep(step: SessionStep, m: SessionModelState, r: SessionRealState): 
       }
       const before = model.requests.length
       for (const s of sub) runSubStep(s, m, r)
-      runSubStep(
-        { kind: 'begin', session: step.session, base: step.chunk, append: step.append, namespaced: false },
-        m,
-        r,
-      )
+      r.turnOutput = step.output
+      try {
+        runSubStep(
+          { kind: 'begin', session: step.session, base: step.chunk, append: step.append, namespaced: false },
+          m,
+          r,
+        )
+      } finally {
+        r.turnOutput = undefined
+      }
       if (model.requests.length === before) break // refused (busy session)
       const rid = model.requests[model.requests.length - 1]!.rid
       const pickOf = (): number | undefined => {
@@ -424,17 +436,27 @@ function runStep(step: SessionStep, m: SessionModelState, r: SessionRealState): 
       }
       const extraKey = sid === undefined && step.namespaced ? 'x' : undefined
       const rid = `r${++m.counters.rid}`
-      // Odd appends lend the prompt (`copyInputIds: false`): the cache reads it in place.
+      // Odd appends lend the prompt (`copyInputIds: false`): the cache reads it in place. Every
+      // other lent prompt is the start of a longer buffer (`outputFollowsInput`) that goes on with
+      // the output its turn decodes, or outside a turn with its append again (decode steps read
+      // those tokens in place while they agree, and copy at the first that differs).
       const lend = step.append.length % 2 === 1
-      const inputIds = lend ? Uint32Array.from(prompt) : prompt
+      const follow = lend && step.append.length % 4 === 1
+      let inputIds: number[] | Uint32Array = prompt
       if (lend) {
-        r.lent.push([inputIds as Uint32Array, Uint32Array.from(prompt)])
+        const after = follow ? (r.turnOutput ?? step.append) : []
+        const buf = new Uint32Array(prompt.length + after.length)
+        buf.set(prompt)
+        buf.set(after, prompt.length)
+        inputIds = buf.subarray(0, prompt.length)
+        r.lent.push([buf, buf.slice()])
         if (r.lent.length > 64) r.lent.shift()
       }
       const q = sc.createRequest({
         rid,
         inputIds,
         ...(lend ? { copyInputIds: false } : {}),
+        ...(follow ? { outputFollowsInput: true } : {}),
         ...(sid !== undefined ? { sessionId: sid } : {}),
         ...(extraKey !== undefined ? { extraKey } : {}),
       })
@@ -840,6 +862,7 @@ export function sessionModelSetup(
         : {}),
       ...(config.evictGranularity !== undefined ? { evictGranularity: config.evictGranularity } : {}),
       ...(config.evictionPolicy !== undefined ? { evictionPolicy: config.evictionPolicy } : {}),
+      ...(config.lentTokensFrozen !== undefined ? { lentTokensFrozen: config.lentTokensFrozen } : {}),
       now: () => clock.t,
       releaseExtra: (extra) => {
         hookCalls.push(extra)
@@ -866,6 +889,7 @@ export function sessionModelSetup(
         finished: [],
         endedTokens: new Map(),
         lent: [],
+        turnOutput: undefined,
         hookCalls,
         events,
         foreign: new SessionCache({ poolSize: ps, pageSize: ps }),

@@ -111,6 +111,8 @@ export function createWorkerKv(o: WorkerCacheOptions): WorkerKv {
     cache,
     pool,
     now: o.now,
+    // The workloads' token streams never change: the tree keeps views of the prompts lent to it.
+    lentTokensFrozen: true,
     granularity: o.granularity ?? 'block',
     ...(onEviction === undefined
       ? {}

@@ -8,6 +8,8 @@ function bytesOf(a: Uint32Array, from: number, to: number): Buffer {
 /** Length of the common prefix of two token arrays (memcmp on chunks, then a scan). */
 function commonPrefixLength(a: Uint32Array, b: Uint32Array): number {
   const n = Math.min(a.length, b.length)
+  // Views from the same place of one buffer (a session's turns on the workload's token stream).
+  if (a.buffer === b.buffer && a.byteOffset === b.byteOffset) return n
   let lo = 0
   let step = 4096
   while (lo < n) {
@@ -25,15 +27,27 @@ function commonPrefixLength(a: Uint32Array, b: Uint32Array): number {
   return n
 }
 
+/** A session's last prompt and its keys, on buffers the session's later keys extend. */
+interface SessionKeys {
+  prompt: Uint32Array
+  keys: BlockKeys
+  /** The keys' buffers: `keys.hi` / `keys.lo` are their first `keys.length` entries. */
+  hi: Uint32Array
+  lo: Uint32Array
+}
+
 /**
  * The block keys of each turn's prompt (what the router routes on), hashed once per session: a
  * session's next prompt reuses the keys of the full pages it shares with the previous one. The
  * keys are `simBlockHasher`'s, chained through their two 32-bit lanes (no digest bytes, no
- * view per page).
+ * view per page). A session's keys live on one pair of buffers that its next prompt extends in
+ * place when it keeps all of the previous keys: each turn's `BlockKeys` is a view of exactly its
+ * own entries (a view never changes: later turns write after it, and `pushHash` on a full view
+ * copies), so a turn allocates no key arrays.
  */
 export class SessionBlockKeys {
   readonly #pageSize: number
-  readonly #bySession = new Map<number, { prompt: Uint32Array; keys: BlockKeys }>()
+  readonly #bySession = new Map<number, SessionKeys>()
 
   constructor(pageSize: number) {
     this.#pageSize = pageSize
@@ -44,12 +58,25 @@ export class SessionBlockKeys {
     const ps = this.#pageSize
     const pages = Math.floor(prompt.length / ps)
     const prev = session >= 0 ? this.#bySession.get(session) : undefined
-    const keys = new BlockKeys(Math.max(1, pages))
     let keep = 0
     if (prev !== undefined) {
       keep = Math.min(Math.floor(commonPrefixLength(prev.prompt, prompt) / ps), prev.keys.length, pages)
-      keys.hi.set(prev.keys.hi.subarray(0, keep))
-      keys.lo.set(prev.keys.lo.subarray(0, keep))
+    }
+    let hi: Uint32Array
+    let lo: Uint32Array
+    if (prev !== undefined && keep === prev.keys.length && prev.hi.length >= pages) {
+      // Every earlier view of these buffers ends at or before `keep`: write after it.
+      hi = prev.hi
+      lo = prev.lo
+    } else {
+      // Room for a few more turns' pages (a session's prompts grow turn by turn).
+      const cap = session >= 0 ? Math.max(1, pages + (pages >> 1) + 16) : Math.max(1, pages)
+      hi = new Uint32Array(cap)
+      lo = new Uint32Array(cap)
+      if (keep > 0) {
+        hi.set(prev!.hi.subarray(0, keep))
+        lo.set(prev!.lo.subarray(0, keep))
+      }
     }
     let h1: number
     let h2: number
@@ -58,11 +85,9 @@ export class SessionBlockKeys {
       h1 = LANES[0]!
       h2 = LANES[1]!
     } else {
-      h1 = keys.hi[keep - 1]!
-      h2 = keys.lo[keep - 1]!
+      h1 = hi[keep - 1]!
+      h2 = lo[keep - 1]!
     }
-    const hi = keys.hi
-    const lo = keys.lo
     for (let p = keep; p < pages; p++) {
       hashLanes(h1, h2, prompt, p * ps, (p + 1) * ps)
       h1 = LANES[0]!
@@ -70,8 +95,13 @@ export class SessionBlockKeys {
       hi[p] = h1
       lo[p] = h2
     }
+    const keys = new BlockKeys(1)
+    if (pages > 0) {
+      keys.hi = hi.subarray(0, pages)
+      keys.lo = lo.subarray(0, pages)
+    }
     keys.length = pages
-    if (session >= 0) this.#bySession.set(session, { prompt, keys })
+    if (session >= 0) this.#bySession.set(session, { prompt, keys, hi, lo })
     return keys
   }
 }

@@ -31,12 +31,20 @@ export function openRequest(
   const make = () => {
     if (sid !== undefined && !cache.hasSession(sid)) cache.openSession(sid)
     // Room for the output it decodes here, so decoding does not grow its buffers. The workload's
-    // prompts are never written: the cache reads them in place (`copyInputIds: false`).
+    // prompts are never written: the cache reads them in place (`copyInputIds: false`), and the
+    // output it decodes too where the workload's stream goes on with it (`outputFollowsInput`).
     const maxNewTokens = g.units(reserve)
     req = cache.createRequest(
       sid === undefined
-        ? { rid, inputIds: prompt, maxNewTokens, copyInputIds: false }
-        : { rid, inputIds: prompt, sessionId: sid, maxNewTokens, copyInputIds: false },
+        ? { rid, inputIds: prompt, maxNewTokens, copyInputIds: false, outputFollowsInput: true }
+        : {
+            rid,
+            inputIds: prompt,
+            sessionId: sid,
+            maxNewTokens,
+            copyInputIds: false,
+            outputFollowsInput: true,
+          },
     )
     const m = cache.matchPrefix(req)
     cachedUnits = m.length
