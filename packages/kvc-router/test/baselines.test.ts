@@ -1,3 +1,4 @@
+import fc from 'fast-check'
 import { describe, expect, it } from 'vitest'
 import {
   ApproxPrefixTree,
@@ -163,6 +164,61 @@ describe('SGLang cache-aware', () => {
     clock.advance(600) // interval elapsed: d0 holds 9 tokens > 4 → the older branch goes
     const d = r.route({ sessionId: 'c', promptTokens: 6, matchKey: [1, 2, 3, 4, 5, 6] })
     expect(d.candidates[0]?.note).toContain('match rate 0.00')
+  })
+
+  it('routes a turn by its block keys exactly as by their words given as matchKey, across interleaved policies', () => {
+    // The block keys' words go through one buffer shared by every policy instance: interleaving
+    // two routers, and prompts longer than the buffer's first size, must not change any decision.
+    const words = (hashes: readonly bigint[]) =>
+      hashes.flatMap((h) => [Number(BigInt.asUintN(64, h) >> 32n), Number(BigInt.asUintN(32, h))])
+    const prompt = fc.array(fc.bigInt({ min: -(2n ** 63n), max: 2n ** 64n - 1n }), { maxLength: 300 })
+    const turn = fc.record({
+      session: fc.nat(5),
+      shared: fc.nat(300),
+      blocks: prompt,
+      direct: fc.boolean(),
+      load: fc.option(fc.record({ worker: fc.nat(2), turns: fc.nat(80) }), { nil: undefined }),
+    })
+    fc.assert(
+      fc.property(
+        fc.array(turn, { maxLength: 40 }),
+        fc.array(fc.bigInt({ min: 0n, max: 2n ** 64n - 1n }), { minLength: 300, maxLength: 300 }),
+        (turns, common) => {
+          const byBlocks = [
+            mk(sglangCacheAwarePolicy({ pathMode: 'direct' })),
+            mk(sglangCacheAwarePolicy(), 3, 2),
+          ]
+          const byKey = [
+            mk(sglangCacheAwarePolicy({ pathMode: 'direct' })),
+            mk(sglangCacheAwarePolicy(), 3, 2),
+          ]
+          for (const t of turns) {
+            const hashes = [...common.slice(0, t.shared), ...t.blocks]
+            const i = t.direct ? 0 : 1
+            if (t.load !== undefined) {
+              for (const r of [byBlocks[i]!, byKey[i]!])
+                r.cluster.store.addLoad(`d${t.load.worker}`, { turns: t.load.turns })
+            }
+            const a = { sessionId: `s${t.session}`, promptTokens: 16 * hashes.length, blocks: hashes }
+            const b = {
+              sessionId: `s${t.session}`,
+              promptTokens: 16 * hashes.length,
+              matchKey: words(hashes),
+            }
+            const da = byBlocks[i]!.route(a).candidates.map((c) => [c.workerId, c.note])
+            const db = byKey[i]!.route(b).candidates.map((c) => [c.workerId, c.note])
+            expect(da).toEqual(db)
+            if (!t.direct) {
+              const d = da[0]?.[0] ?? 'd0'
+              expect(byBlocks[i]!.policy.pickPrefill?.(byBlocks[i]!.context, a, d)).toBe(
+                byKey[i]!.policy.pickPrefill?.(byKey[i]!.context, b, d),
+              )
+            }
+          }
+        },
+      ),
+      { numRuns: 60 },
+    )
   })
 
   it('data-parallel cache-aware is the same rule over colocated workers, sent direct', () => {

@@ -1,6 +1,7 @@
 import { mkdtempSync, writeFileSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
+import fc from 'fast-check'
 import { describe, expect, it } from 'vitest'
 import { summaryPreparer } from '../src/cli/parallel.js'
 import {
@@ -15,6 +16,7 @@ import {
   runExperiment,
   toStableJson,
 } from '../src/index.js'
+import { planExperiment, summarizeExperiment } from '../src/protocol/experiment.js'
 
 // The summary's workload statistics and (for traces) bootstrap draws can be computed before the
 // runs end, on another thread. Property of the design: an experiment's result is the same with a
@@ -173,4 +175,67 @@ describe('run metrics computed as each run ends', { timeout: 180_000 }, () => {
     })
     expect(toStableJson(early)).toBe(toStableJson(late))
   })
+})
+
+describe('policy parts of the summary computed as runs end', { timeout: 180_000 }, () => {
+  // Once the reference policy's runs and a policy's runs have ended, that policy's columns,
+  // bootstrap, strata and summary are computed while the other runs go. Property: the experiment
+  // is the same whatever order the runs end in, whichever of them the runner hands over early,
+  // and whenever the preparation arrives.
+  const cases: Record<string, ExperimentConfig> = {
+    agentic: {
+      workload: { kind: 'agentic', options: { sessions: 5, maxTurnsPerSession: 4 } },
+      topology: '1P2D',
+      policies: ['kvc', 'round-robin', 'sglang-cache-aware'],
+      seeds: [5, 6],
+      bootstrapResamples: 15,
+    },
+    trace: { ...configs.trace!, policies: ['round-robin', 'kvc', 'random'] },
+  }
+  for (const [name, config] of Object.entries(cases)) {
+    it(`${name}: any order of ends, any runs handed over early, any time of the preparation`, async () => {
+      const plan = planExperiment(config)
+      const results = await inProcessRunner(plan.tasks, () => {})
+      const plain = toStableJson(summarizeExperiment(plan, results))
+      const T = plan.tasks.length
+      await fc.assert(
+        fc.asyncProperty(
+          fc.shuffledSubarray(
+            Array.from({ length: T }, (_, i) => i),
+            { minLength: 0, maxLength: T },
+          ),
+          fc.array(fc.nat(3), { minLength: T, maxLength: T }),
+          fc.option(fc.nat(T), { nil: undefined }),
+          async (order, yields, prepAfter) => {
+            let handed = 0
+            let release: () => void = () => {}
+            const gate = new Promise<void>((r) => {
+              release = r
+            })
+            const r = await runExperiment(config, {
+              ...(prepAfter === undefined
+                ? {}
+                : {
+                    prepare: async (job: SummaryPrepJob) => {
+                      await gate
+                      return prepareSummary(job)
+                    },
+                  }),
+              runner: async (tasks, _onProgress, onResult) => {
+                for (const t of order) {
+                  if (handed++ === prepAfter) release()
+                  for (let y = 0; y < yields[t]!; y++) await null
+                  onResult?.(t, results[t]!)
+                }
+                release()
+                return tasks.map((_, i) => results[i]!)
+              },
+            })
+            expect(toStableJson(r)).toBe(plain)
+          },
+        ),
+        { numRuns: 25 },
+      )
+    })
+  }
 })

@@ -268,16 +268,30 @@ const RS = {
   maxTreeSize: 10_000,
 }
 
-/** Match key of a turn: its `matchKey`, else the words of its block keys. */
+/**
+ * Words of the block keys of the turn being routed, reused from turn to turn: the approximate
+ * tree only reads a key during one `prefixMatch` or `insert` (an insert copies what it keeps), so
+ * one buffer per module serves every policy instance (routing is synchronous).
+ */
+let keyWords = new Uint32Array(256)
+
+/**
+ * Match key of a turn: its `matchKey`, else the words of its block keys (`hi`, `lo` of each
+ * block, in order) as a view of a shared buffer valid until the next call.
+ */
 function matchKeyOf(turn: TurnRequest): ArrayLike<number> {
   if (turn.matchKey !== undefined) return turn.matchKey
   const k = turnKeys(turn)
-  const out = new Array<number>(k.length * 2)
+  const n = k.length * 2
+  if (keyWords.length < n) keyWords = new Uint32Array(Math.max(n, keyWords.length * 2))
+  const out = keyWords
+  const hi = k.hi
+  const lo = k.lo
   for (let i = 0; i < k.length; i++) {
-    out[2 * i] = k.hi[i]!
-    out[2 * i + 1] = k.lo[i]!
+    out[2 * i] = hi[i]!
+    out[2 * i + 1] = lo[i]!
   }
-  return out
+  return out.subarray(0, n)
 }
 
 /** SGLang's cache_aware selection over one pool of workers. */

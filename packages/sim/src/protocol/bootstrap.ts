@@ -622,35 +622,71 @@ export function pairedBootstrap(
   paired: (Record<CiMetric, PairedEstimate> | undefined)[]
   pairwise: (Record<CiMetric, PairedEstimate> | undefined)[][]
 } {
+  return pairBootstraps(
+    policies.map((c) => bootstrapPolicy(c, layout, resamples, seed)),
+    reference,
+    resamples,
+  )
+}
+
+/**
+ * One policy's part of {@link pairedBootstrap}: its point values, its resampled values (per metric,
+ * per resample) and its estimates. Each policy's part depends on nothing but its own columns, the
+ * layout and the draws, so it can be computed as soon as that policy's runs have ended.
+ */
+export interface PolicyBootstrap {
+  readonly point: Float64Array
+  /** `samples[m][b]`: metric `m` of resample `b`. */
+  readonly samples: readonly Float64Array[]
+  readonly estimates: Record<CiMetric, Estimate>
+}
+
+/** A policy's {@link PolicyBootstrap} over `layout`, with the draws of `resamples` and `seed`. */
+export function bootstrapPolicy(
+  c: PolicyColumns,
+  layout: ClusterLayout,
+  resamples: number,
+  seed: number,
+): PolicyBootstrap {
   const M = CI_METRICS.length
-  const P = policies.length
   const { clusters, clusterOf, all } = flatten(layout)
-  const prepared = policies.map((c) => new PreparedPolicy(c, all, clusterOf, clusters))
+  const prepared = new PreparedPolicy(c, all, clusterOf, clusters)
   const ones = new Int32Array(clusters.length).fill(1)
-  const point = prepared.map((p) => {
-    const out = new Float64Array(M)
-    p.metrics(ones, out)
-    return out
-  })
-  // samples[p][m][b]
-  const samples = policies.map(() => Array.from({ length: M }, () => new Float64Array(resamples)))
+  const point = new Float64Array(M)
+  prepared.metrics(ones, point)
+  const samples = Array.from({ length: M }, () => new Float64Array(resamples))
   const out = new Float64Array(M)
   let b = 0
   for (const counts of resamplesOf(layout, resamples, seed)) {
-    for (let p = 0; p < P; p++) {
-      prepared[p]!.metrics(counts, out)
-      for (let m = 0; m < M; m++) samples[p]![m]![b] = out[m]!
-    }
+    prepared.metrics(counts, out)
+    for (let m = 0; m < M; m++) samples[m]![b] = out[m]!
     b++
   }
-  const estimates = policies.map((_, p) => {
-    const r = {} as Record<CiMetric, Estimate>
-    CI_METRICS.forEach((name, m) => {
-      const [lo, hi] = interval(samples[p]![m]!)
-      r[name] = { value: point[p]![m]!, lo, hi }
-    })
-    return r
+  const estimates = {} as Record<CiMetric, Estimate>
+  CI_METRICS.forEach((name, m) => {
+    const [lo, hi] = interval(samples[m]!)
+    estimates[name] = { value: point[m]!, lo, hi }
   })
+  return { point, samples, estimates }
+}
+
+/**
+ * {@link pairedBootstrap}'s result from every policy's {@link PolicyBootstrap} (same layout, count
+ * and seed): the estimates, and the differences on the same resamples.
+ */
+export function pairBootstraps(
+  parts: readonly PolicyBootstrap[],
+  reference: number,
+  resamples: number,
+): {
+  estimates: Record<CiMetric, Estimate>[]
+  paired: (Record<CiMetric, PairedEstimate> | undefined)[]
+  pairwise: (Record<CiMetric, PairedEstimate> | undefined)[][]
+} {
+  const estimates = parts.map((x) => x.estimates)
+  const point = parts.map((x) => x.point)
+  const samples = parts.map((x) => x.samples)
+  const policies = parts
   const pair = (p: number, q: number): Record<CiMetric, PairedEstimate> => {
     const r = {} as Record<CiMetric, PairedEstimate>
     const d = new Float64Array(resamples)

@@ -25,8 +25,10 @@ import {
   type PairedEstimate,
   type PolicyColumns,
   drawResamples,
+  type PolicyBootstrap,
+  bootstrapPolicy,
   keepDraws,
-  pairedBootstrap,
+  pairBootstraps,
   stratumBootstrap,
 } from './bootstrap.js'
 
@@ -419,22 +421,24 @@ const OVERLAP_BUCKETS: readonly [string, number, number][] = [
   ['>=99%', 0.99, Number.POSITIVE_INFINITY],
 ]
 
+/** One stratum's members: the reference policy's turns (global indices) whose key is in the bucket. */
+interface StratumMembers {
+  readonly bucket: string
+  readonly idx: Int32Array
+  /** Whether the stratum is every turn (its intervals are then the main bootstrap's). */
+  readonly whole: boolean
+}
+
 /**
- * Strata of the turns by `key` of the reference policy's records `ref` (the same turns for every
- * policy), each policy's figures read from its columns; `whole`: the main bootstrap's estimates.
+ * The non-empty strata of the turns by `key` of the reference policy's records `ref` (the same
+ * turns for every policy).
  */
-function stratify(
-  labels: readonly string[],
+function strataMembers(
   ref: readonly TurnRecord[],
-  columns: readonly PolicyColumns[],
-  layout: ClusterLayout,
-  resamples: number,
-  seed: number,
   buckets: readonly [string, number, number][],
   key: (r: TurnRecord) => number,
-  whole: readonly Readonly<Record<CiMetric, Estimate>>[],
-): Stratum[] {
-  const out: Stratum[] = []
+): StratumMembers[] {
+  const out: StratumMembers[] = []
   for (const [name, lo, hi] of buckets) {
     const members: number[] = []
     ref.forEach((r, i) => {
@@ -442,56 +446,75 @@ function stratify(
       if (k >= lo && k < hi) members.push(i)
     })
     if (members.length === 0) continue
-    const idx = Int32Array.from(members)
-    // A stratum of every turn (a trace's only turn index) is the whole sample: its intervals are
-    // the main bootstrap's, from the same draws.
-    const ttft =
-      members.length === ref.length
-        ? whole.map((e) => [e.ttft_p50, e.ttft_p90])
-        : stratumBootstrap(
-            columns.map((c) => c.ttft),
-            idx,
-            layout,
-            [0.5, 0.9],
-            resamples,
-            seed,
-          )
-    const policies: Record<string, Stratum['policies'][string]> = {}
-    labels.forEach((label, p) => {
-      // The policy's columns hold each turn's end-to-end time, TPOT, failure, fast path and SLO.
-      const c = columns[p]!
-      const n = idx.length
-      const e = new Float64Array(n)
-      let nTpot = 0
-      let failed = 0
-      let fast = 0
-      let good = 0
-      for (let k = 0; k < n; k++) {
-        const i = idx[k]!
-        e[k] = c.e2e[i]!
-        if (!Number.isNaN(c.tpot![i]!)) nTpot++
-        failed += c.failed[i]!
-        fast += c.fast[i]!
-        good += c.good![i]!
-      }
-      const tp = new Float64Array(nTpot)
-      for (let k = 0, j = 0; k < n; k++) {
-        const x = c.tpot![idx[k]!]!
-        if (!Number.isNaN(x)) tp[j++] = x
-      }
-      policies[label] = {
-        ttftP50: ttft[p]![0]!,
-        ttftP90: ttft[p]![1]!,
-        tpotP90: quantileSorted(tp.sort(), 0.9),
-        e2eP50: quantileSorted(e.sort(), 0.5),
-        goodput: good / n,
-        errorRate: failed / n,
-        fastPathRate: fast / n,
-      }
-    })
-    out.push({ bucket: name, turns: members.length, policies })
+    out.push({ bucket: name, idx: Int32Array.from(members), whole: members.length === ref.length })
   }
   return out
+}
+
+type StratumFigures = Stratum['policies'][string]
+
+/**
+ * One policy's figures in each stratum, read from its columns; `whole`: its main bootstrap's
+ * estimates (a stratum of every turn, such as a trace's only turn index, is the whole sample: its
+ * intervals are the main bootstrap's, from the same draws).
+ */
+function stratumFigures(
+  strata: readonly StratumMembers[],
+  c: PolicyColumns,
+  layout: ClusterLayout,
+  resamples: number,
+  seed: number,
+  whole: Readonly<Record<CiMetric, Estimate>>,
+): StratumFigures[] {
+  return strata.map(({ idx, whole: all }) => {
+    const ttft = all
+      ? [whole.ttft_p50, whole.ttft_p90]
+      : stratumBootstrap([c.ttft], idx, layout, [0.5, 0.9], resamples, seed)[0]!
+    // The policy's columns hold each turn's end-to-end time, TPOT, failure, fast path and SLO.
+    const n = idx.length
+    const e = new Float64Array(n)
+    let nTpot = 0
+    let failed = 0
+    let fast = 0
+    let good = 0
+    for (let k = 0; k < n; k++) {
+      const i = idx[k]!
+      e[k] = c.e2e[i]!
+      if (!Number.isNaN(c.tpot![i]!)) nTpot++
+      failed += c.failed[i]!
+      fast += c.fast[i]!
+      good += c.good![i]!
+    }
+    const tp = new Float64Array(nTpot)
+    for (let k = 0, j = 0; k < n; k++) {
+      const x = c.tpot![idx[k]!]!
+      if (!Number.isNaN(x)) tp[j++] = x
+    }
+    return {
+      ttftP50: ttft[0]!,
+      ttftP90: ttft[1]!,
+      tpotP90: quantileSorted(tp.sort(), 0.9),
+      e2eP50: quantileSorted(e.sort(), 0.5),
+      goodput: good / n,
+      errorRate: failed / n,
+      fastPathRate: fast / n,
+    }
+  })
+}
+
+/** Every policy's figures (`figures[p]`, in stratum order) joined into strata, policies in label order. */
+function joinStrata(
+  labels: readonly string[],
+  strata: readonly StratumMembers[],
+  figures: readonly (readonly StratumFigures[])[],
+): Stratum[] {
+  return strata.map((m, k) => {
+    const policies: Record<string, StratumFigures> = {}
+    labels.forEach((label, p) => {
+      policies[label] = figures[p]![k]!
+    })
+    return { bucket: m.bucket, turns: m.idx.length, policies }
+  })
 }
 
 function downsample(times: readonly number[], vals: readonly number[], points: number) {
@@ -555,17 +578,21 @@ export async function runExperiment(
   const plan = planExperiment(config)
   const runner = options.runner ?? inProcessRunner
   const prepared = options.prepare?.(summaryPrepJob(plan)).catch(() => undefined)
-  // Each run's metrics are computed as it ends, while the other runs go, not after the last one.
+  // Each run's metrics are computed as it ends, while the other runs go, not after the last one,
+  // and so is each policy's part of the summary once its runs and the reference policy's have ended.
   const kv = plan.cost.kvBytesPerToken
   const slo = plan.config.slo ?? DEFAULT_SLO
   const ended: RunResult[] = new Array(plan.tasks.length)
+  const summary = new SummaryBuilder(plan, false, prepared !== undefined)
+  prepared?.then((p) => summary.prepare(p))
   const returned = await runner(plan.tasks, options.onProgress ?? (() => {}), (task, result) => {
     ended[task] = result
     earlyMetrics.set(result, { kv, slo, metrics: computeRunMetrics(result, kv, slo) })
+    summary.add(task, result)
   })
   const results = plan.tasks.map((_, i) => ended[i] ?? returned[i]!)
   options.onResults?.(results)
-  return summarizeExperiment(plan, results, false, await prepared)
+  return summary.finish(results, await prepared)
 }
 
 /** Run metrics computed by `runExperiment` as each run ended, with the arguments they were computed with. */
@@ -769,35 +796,259 @@ export function summarizeExperiment(
   lean = false,
   prepared?: SummaryPrep,
 ): ExperimentResult {
-  const { config, specs, topology, cost, timeScale, faults, resamples, w0 } = plan
-  const S = config.seeds.length
-  const byPolicy = specs.map((_, p) => results.slice(p * S, (p + 1) * S))
-  const slo = config.slo ?? DEFAULT_SLO
-  const metrics = results.map((r) => runMetricsOf(r, cost.kvBytesPerToken, slo))
-  // Columns and clusters for the paired bootstrap.
-  const sessionsUnit = w0.sessions > 0
-  const layout: ClusterLayout = clusterLayout(
-    byPolicy[0]!.map((r) => r.records),
-    sessionsUnit,
-  )
-  const columns: PolicyColumns[] = byPolicy.map((runs) => policyColumns(runs, layout, slo, sessionsUnit))
-  const bootSeed = config.seeds[0]! ^ 0x5eed
-  // A preparation counts only where it is this experiment's and matches what the runs did.
-  const prep =
-    prepared !== undefined &&
-    prepared.job.pageSize === results[0]!.pageSize &&
-    prepared.job.seed === config.seeds[0] &&
-    JSON.stringify(prepared.job.workload) === JSON.stringify(config.workload)
-      ? prepared
-      : undefined
-  if (prep?.draws !== undefined && prep.job.bootSeed === bootSeed) {
-    keepDraws(layout, resamples, bootSeed, prep.job.clustersPerSeed!, prep.draws)
+  return new SummaryBuilder(plan, lean).finish(results, prepared)
+}
+
+/** What every policy's part of a summary needs from the reference policy's runs. */
+interface ReferenceParts {
+  readonly layout: ClusterLayout
+  readonly strata: {
+    readonly turnIndex: readonly StratumMembers[]
+    readonly appendTokens: readonly StratumMembers[]
+    readonly overlap: readonly StratumMembers[]
   }
-  const boot = pairedBootstrap(columns, layout, 0, resamples, bootSeed)
-  const peakOf = new Map<string, number>()
-  const policies: PolicySummary[] = specs.map((spec, p) => {
-    const runs = byPolicy[p]!
-    const ms = metrics.slice(p * S, (p + 1) * S)
+}
+
+/** One policy's part of a summary: it needs only that policy's runs and the reference's. */
+interface PolicyPart {
+  /** Its runs' metrics, in seed order. */
+  readonly metrics: readonly RunMetrics[]
+  readonly summary: PolicySummary
+  readonly boot: PolicyBootstrap
+  readonly strata: {
+    readonly turnIndex: readonly StratumFigures[]
+    readonly appendTokens: readonly StratumFigures[]
+    readonly overlap: readonly StratumFigures[]
+  }
+}
+
+/**
+ * An experiment's summary built as its runs end: once the reference policy's runs have all ended
+ * (the bootstrap's clusters and the strata are its turns), each policy whose runs have all ended
+ * gets its columns, bootstrap, strata figures and summary, so that little is left after the last
+ * run (the pairs' differences and the report's assembly). The result is the same whatever the
+ * order in which the runs end.
+ */
+class SummaryBuilder {
+  readonly #plan: ExperimentPlan
+  readonly #lean: boolean
+  readonly #S: number
+  readonly #slo: Slo
+  readonly #bootSeed: number
+  #ended: (RunResult | undefined)[]
+  #ref: ReferenceParts | undefined
+  #parts: (PolicyPart | undefined)[]
+  #prep: SummaryPrep | undefined
+  /** Whether a preparation is on its way (parts wait for its draws). */
+  #waiting: boolean
+
+  /** `preparing`: a preparation will come through {@link prepare}. */
+  constructor(plan: ExperimentPlan, lean: boolean, preparing = false) {
+    this.#waiting = preparing
+    this.#plan = plan
+    this.#lean = lean
+    this.#S = plan.config.seeds.length
+    this.#slo = plan.config.slo ?? DEFAULT_SLO
+    this.#bootSeed = plan.config.seeds[0]! ^ 0x5eed
+    this.#ended = new Array(plan.tasks.length)
+    this.#parts = new Array(plan.specs.length)
+  }
+
+  /**
+   * Gives the summary's part prepared before the runs ({@link prepareSummary}; `undefined`: none
+   * came), used where it matches, and computes what the runs ended so far allow.
+   */
+  prepare(prepared: SummaryPrep | undefined): void {
+    if (prepared !== undefined) this.#prep = prepared
+    this.#waiting = false
+    this.#advance()
+  }
+
+  /** Records that task `task` ended with `run`, and computes what that completes. */
+  add(task: number, run: RunResult): void {
+    this.#ended[task] = run
+    this.#advance()
+  }
+
+  /**
+   * Computes the parts that the ended runs allow (not before the preparation, whose bootstrap
+   * draws the parts use). A failure leaves the part to {@link finish}, which reports it.
+   */
+  #advance(): void {
+    if (this.#waiting) return
+    try {
+      if (this.#ref === undefined) {
+        const refRuns = this.#runsOf(0)
+        if (refRuns === undefined) return
+        this.#ref = this.#reference(refRuns)
+      }
+      for (let p = 0; p < this.#parts.length; p++) this.#partOf(p)
+    } catch {
+      // Computed again by `finish`.
+    }
+  }
+
+  /**
+   * The summary of `results` (in task order). What was computed from other run objects than these
+   * is computed again; `prepared` is used where it matches.
+   */
+  finish(results: readonly RunResult[], prepared?: SummaryPrep): ExperimentResult {
+    if (results.some((r, i) => this.#ended[i] !== r)) {
+      this.#ended = new Array(results.length)
+      this.#ref = undefined
+      this.#parts = new Array(this.#plan.specs.length)
+    }
+    if (prepared !== undefined) this.#prep = prepared
+    const { config, specs, topology, cost, timeScale, faults, resamples, w0 } = this.#plan
+    const byPolicy = specs.map((_, p) => results.slice(p * this.#S, (p + 1) * this.#S))
+    const prep = this.#matching(results[0]!.pageSize)
+    results.forEach((r, i) => {
+      this.#ended[i] = r
+    })
+    if (this.#ref === undefined) this.#ref = this.#reference(byPolicy[0]!)
+    const ref = this.#ref
+    const parts = specs.map((_, p) => this.#partOf(p)!)
+    const slo = this.#slo
+    const metrics = parts.flatMap((x) => x.metrics)
+    const sessionsUnit = w0.sessions > 0
+    const boot = pairBootstraps(
+      parts.map((x) => x.boot),
+      0,
+      resamples,
+    )
+    const labels = specs.map((s) => s.label)
+    const strata = (kind: 'turnIndex' | 'appendTokens' | 'overlap') =>
+      this.#lean
+        ? []
+        : joinStrata(
+            labels,
+            ref.strata[kind],
+            parts.map((x) => x.strata[kind]),
+          )
+    // The runs' page size (`pageSize`, else the workload's suggestion, else 16), as the caches paged.
+    const stats = prep?.stats ?? computeTraceStats(w0, results[0]!.pageSize)
+    const capacity = Number.isFinite(cost.capacityTokens)
+      ? results[0]!.capacityTokens
+      : ('unlimited' as const)
+    return {
+      tool: { name: 'kvc-sim', version: SIM_VERSION },
+      config: {
+        workload: { ...stats, kind: config.workload.kind, notes: w0.notes },
+        topology: formatTopology(topology),
+        ...(w0.blockTokens === undefined ? {} : { granularity: 'block' as const }),
+        policies: labels,
+        reference: labels[0]!,
+        seeds: [...config.seeds],
+        timeScale,
+        pageSize: results[0]!.pageSize,
+        capacityTokens: capacity,
+        costModel: cost,
+        faults: formatFaults(faults),
+        ...(config.maxConcurrentSessions === undefined
+          ? {}
+          : { maxConcurrentSessions: config.maxConcurrentSessions }),
+        ...(config.hostTier === undefined ? {} : { hostTier: config.hostTier }),
+        slo,
+        turnsPerTrial: byPolicy[0]!.map((r) => r.records.length),
+        bootstrap: { resamples, unit: sessionsUnit ? 'session' : 'request', level: 0.95 },
+      },
+      runs: results.map((r, i) => {
+        const { sessionFastPathRates: _drop, ...m } = metrics[i]!
+        return {
+          policy: r.policy,
+          seed: r.seed,
+          topology: r.topology,
+          makespanS: r.makespanS,
+          metrics: m,
+          accounting: r.accounting,
+          counters: r.counters,
+        }
+      }),
+      policies: parts.map((x) => x.summary),
+      paired: specs
+        .slice(1)
+        .map((s, i) => ({ policy: s.label, reference: labels[0]!, metrics: boot.paired[i + 1]! })),
+      pairwise: specs.flatMap((s, p) =>
+        specs.flatMap((o, q) =>
+          p === q ? [] : [{ policy: s.label, other: o.label, metrics: boot.pairwise[p]![q]! }],
+        ),
+      ),
+      strata: {
+        turnIndex: strata('turnIndex'),
+        appendTokens: strata('appendTokens'),
+        overlap: strata('overlap'),
+      },
+    }
+  }
+
+  /** The preparation, if it is this experiment's and matches what the runs did (their page size). */
+  #matching(pageSize: number): SummaryPrep | undefined {
+    const { config } = this.#plan
+    const prep = this.#prep
+    return prep !== undefined &&
+      prep.job.pageSize === pageSize &&
+      prep.job.seed === config.seeds[0] &&
+      JSON.stringify(prep.job.workload) === JSON.stringify(config.workload)
+      ? prep
+      : undefined
+  }
+
+  /** Policy `p`'s runs in seed order, when they have all ended. */
+  #runsOf(p: number): RunResult[] | undefined {
+    const runs: RunResult[] = []
+    for (let i = p * this.#S; i < (p + 1) * this.#S; i++) {
+      const r = this.#ended[i]
+      if (r === undefined) return undefined
+      runs.push(r)
+    }
+    return runs
+  }
+
+  /** The bootstrap's clusters and the strata, from the reference policy's runs. */
+  #reference(runs: readonly RunResult[]): ReferenceParts {
+    const layout = clusterLayout(
+      runs.map((r) => r.records),
+      this.#plan.w0.sessions > 0,
+    )
+    // The bootstrap's draws made before the runs, when they fit.
+    const prep = this.#matching(runs[0]!.pageSize)
+    if (prep?.draws !== undefined && prep.job.bootSeed === this.#bootSeed) {
+      keepDraws(layout, this.#plan.resamples, this.#bootSeed, prep.job.clustersPerSeed!, prep.draws)
+    }
+    if (this.#lean) return { layout, strata: { turnIndex: [], appendTokens: [], overlap: [] } }
+    // The reference policy's turns over all seeds, in column order (strata are the same turns for all).
+    const ref = runs.flatMap((r) => r.records as TurnRecord[])
+    return {
+      layout,
+      strata: {
+        turnIndex: strataMembers(ref, TURN_BUCKETS, (r) => r.turnIndex),
+        appendTokens: strataMembers(ref, APPEND_BUCKETS, (r) => r.appendTokens),
+        overlap: strataMembers(ref, OVERLAP_BUCKETS, (r) => r.reuseFraction),
+      },
+    }
+  }
+
+  /** Policy `p`'s part, computed now if its runs and the reference's have all ended. */
+  #partOf(p: number): PolicyPart | undefined {
+    const kept = this.#parts[p]
+    if (kept !== undefined || this.#ref === undefined) return kept
+    const runs = this.#runsOf(p)
+    if (runs === undefined) return undefined
+    const part = this.#policyPart(p, runs, this.#ref)
+    this.#parts[p] = part
+    return part
+  }
+
+  #policyPart(p: number, runs: readonly RunResult[], ref: ReferenceParts): PolicyPart {
+    const { config, specs, cost, resamples, w0 } = this.#plan
+    const S = this.#S
+    const slo = this.#slo
+    const lean = this.#lean
+    const spec = specs[p]!
+    const sessionsUnit = w0.sessions > 0
+    const columns = policyColumns(runs, ref.layout, slo, sessionsUnit)
+    const boot = bootstrapPolicy(columns, ref.layout, resamples, this.#bootSeed)
+    const ms = runs.map((r) => runMetricsOf(r, cost.kvBytesPerToken, slo))
     const sum = (f: (m: RunMetrics) => number) => ms.reduce((a, m) => a + f(m), 0)
     const failedByCause: Record<string, number> = {}
     for (const m of ms)
@@ -836,14 +1087,14 @@ export function summarizeExperiment(
     const preEv = sum((m) => m.prefillEvictions)
     const allRecs = runs.flatMap((r) => r.records as TurnRecord[])
     const tiers = runs.map(hostTierFigures)
-    peakOf.set(spec.label, Math.max(...ms.map((m) => m.peakDecodeUsage)))
+    const peak = Math.max(...ms.map((m) => m.peakDecodeUsage))
     const points = config.usagePoints ?? 240
-    return {
+    const summary: PolicySummary = {
       policy: spec.label,
       policyName: runs[0]!.policyName,
       pathMode: runs[0]!.pathMode,
       topology: runs[0]!.topology,
-      estimates: boot.estimates[p]!,
+      estimates: boot.estimates,
       turns: sum((m) => m.turns),
       failed: sum((m) => m.failed),
       failedByCause: Object.fromEntries(Object.entries(failedByCause).sort(([a], [b]) => (a < b ? -1 : 1))),
@@ -870,7 +1121,7 @@ export function summarizeExperiment(
       prefillTokensPerEviction:
         preEv === 0 ? 0 : sum((m) => m.prefillEvictions * m.prefillTokensPerEviction) / preEv,
       throughputTurnsPerS: sum((m) => m.throughputTurnsPerS) / S,
-      peakDecodeUsage: peakOf.get(spec.label)!,
+      peakDecodeUsage: peak,
       sessionFastPathHistogram: hist,
       starvation: {
         starved,
@@ -885,64 +1136,17 @@ export function summarizeExperiment(
             .map((u) => ({ workerId: u.workerId, ...downsample(u.timesS, u.usage, points) })),
       ttftCdf: lean ? [] : cdf(allRecs),
     }
-  })
-  const labels = specs.map((s) => s.label)
-  // The reference policy's turns over all seeds, in column order (strata are the same turns for all).
-  const pooledRef = byPolicy[0]!.flatMap((r) => r.records as TurnRecord[])
-  const strata = (buckets: readonly [string, number, number][], key: (r: TurnRecord) => number) =>
-    lean
-      ? []
-      : stratify(labels, pooledRef, columns, layout, resamples, bootSeed, buckets, key, boot.estimates)
-  // The runs' page size (`pageSize`, else the workload's suggestion, else 16), as the caches paged.
-  const stats = prep?.stats ?? computeTraceStats(w0, results[0]!.pageSize)
-  const capacity = Number.isFinite(cost.capacityTokens) ? results[0]!.capacityTokens : ('unlimited' as const)
-  return {
-    tool: { name: 'kvc-sim', version: SIM_VERSION },
-    config: {
-      workload: { ...stats, kind: config.workload.kind, notes: w0.notes },
-      topology: formatTopology(topology),
-      ...(w0.blockTokens === undefined ? {} : { granularity: 'block' as const }),
-      policies: labels,
-      reference: labels[0]!,
-      seeds: [...config.seeds],
-      timeScale,
-      pageSize: results[0]!.pageSize,
-      capacityTokens: capacity,
-      costModel: cost,
-      faults: formatFaults(faults),
-      ...(config.maxConcurrentSessions === undefined
-        ? {}
-        : { maxConcurrentSessions: config.maxConcurrentSessions }),
-      ...(config.hostTier === undefined ? {} : { hostTier: config.hostTier }),
-      slo,
-      turnsPerTrial: byPolicy[0]!.map((r) => r.records.length),
-      bootstrap: { resamples, unit: sessionsUnit ? 'session' : 'request', level: 0.95 },
-    },
-    runs: results.map((r, i) => {
-      const { sessionFastPathRates: _drop, ...m } = metrics[i]!
-      return {
-        policy: r.policy,
-        seed: r.seed,
-        topology: r.topology,
-        makespanS: r.makespanS,
-        metrics: m,
-        accounting: r.accounting,
-        counters: r.counters,
-      }
-    }),
-    policies,
-    paired: specs
-      .slice(1)
-      .map((s, i) => ({ policy: s.label, reference: labels[0]!, metrics: boot.paired[i + 1]! })),
-    pairwise: specs.flatMap((s, p) =>
-      specs.flatMap((o, q) =>
-        p === q ? [] : [{ policy: s.label, other: o.label, metrics: boot.pairwise[p]![q]! }],
-      ),
-    ),
-    strata: {
-      turnIndex: strata(TURN_BUCKETS, (r) => r.turnIndex),
-      appendTokens: strata(APPEND_BUCKETS, (r) => r.appendTokens),
-      overlap: strata(OVERLAP_BUCKETS, (r) => r.reuseFraction),
-    },
+    const figures = (strata: readonly StratumMembers[]) =>
+      lean ? [] : stratumFigures(strata, columns, ref.layout, resamples, this.#bootSeed, boot.estimates)
+    return {
+      metrics: ms,
+      summary,
+      boot,
+      strata: {
+        turnIndex: figures(ref.strata.turnIndex),
+        appendTokens: figures(ref.strata.appendTokens),
+        overlap: figures(ref.strata.overlap),
+      },
+    }
   }
 }
