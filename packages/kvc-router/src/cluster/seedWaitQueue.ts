@@ -94,9 +94,13 @@ export class SeedWaitQueue {
       )
     if (typeof since !== 'number' || !Number.isFinite(since))
       throw new RouterError('INVALID_OPTION', `since must be a finite number, got ${String(since)}`, since)
-    if (!Array.isArray(workerIds) || workerIds.some((w) => typeof w !== 'string' || w.length === 0))
+    if (!Array.isArray(workerIds) || !workerIds.every(isWorkerId))
       throw new RouterError('INVALID_OPTION', 'workerIds must be a list of worker ids', workerIds)
     checkTier(tier)
+    // A turn that walks again and waits for the same D workers keeps its places: leaving and
+    // registering again would put it back where it is.
+    const t = this.#turns.get(turnId)
+    if (t !== undefined && t.since === since && t.tier === tier && sameList(t.workers, workerIds)) return
     this.leave(turnId)
     if (workerIds.length === 0) return
     const workers = [...new Set(workerIds)]
@@ -276,6 +280,17 @@ export class SeedWaitQueue {
       else this.#turns.set(id, { since: t.since, tier: t.tier, workers: rest })
     }
   }
+}
+
+function isWorkerId(w: unknown): boolean {
+  return typeof w === 'string' && w.length > 0
+}
+
+/** Whether `a` and `b` hold the same ids in the same order. */
+function sameList(a: readonly string[], b: readonly string[]): boolean {
+  if (a.length !== b.length) return false
+  for (let i = 0; i < a.length; i++) if (a[i] !== b[i]) return false
+  return true
 }
 
 function checkTier(tier: unknown): void {
