@@ -63,16 +63,23 @@ class Wait implements fc.Command<Model, Real> {
   toString = () => `wait(${this.turn}, ${this.since}, [${this.workers}], ${this.tier})`
 }
 
-/** The turn waits again exactly as it waits now (a walk that met the same full budgets). */
+/**
+ * The turn waits again as it waits now, for the same D workers in the same or the reverse order
+ * (a walk that met the same full budgets, its candidates ranked differently).
+ */
 class Rewait implements fc.Command<Model, Real> {
-  constructor(readonly turn: string) {}
+  constructor(
+    readonly turn: string,
+    readonly reverse: boolean,
+  ) {}
   check = (m: Readonly<Model>) => m.turns.has(this.turn)
   run(m: Model, q: Real): void {
     const t = m.turns.get(this.turn)!
-    q.wait(this.turn, t.since, [...t.workers], t.tier)
+    const workers = [...t.workers]
+    q.wait(this.turn, t.since, this.reverse ? workers.reverse() : workers, t.tier)
     check(m, q)
   }
-  toString = () => `rewait(${this.turn})`
+  toString = () => `rewait(${this.turn}${this.reverse ? ', reversed' : ''})`
 }
 
 class Leave implements fc.Command<Model, Real> {
@@ -110,7 +117,7 @@ const commands = fc.commands(
         fc.constantFrom(...TIERS),
       )
       .map(([t, s, w, k]) => new Wait(t, s, w, k)),
-    fc.constantFrom(...TURNS).map((t) => new Rewait(t)),
+    fc.tuple(fc.constantFrom(...TURNS), fc.boolean()).map(([t, r]) => new Rewait(t, r)),
     fc.constantFrom(...TURNS).map((t) => new Leave(t)),
     fc.constantFrom(...WORKERS).map((w) => new DropWorker(w)),
   ],

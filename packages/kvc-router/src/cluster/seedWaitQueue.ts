@@ -97,10 +97,10 @@ export class SeedWaitQueue {
     if (!Array.isArray(workerIds) || !workerIds.every(isWorkerId))
       throw new RouterError('INVALID_OPTION', 'workerIds must be a list of worker ids', workerIds)
     checkTier(tier)
-    // A turn that walks again and waits for the same D workers keeps its places: leaving and
-    // registering again would put it back where it is.
+    // A turn that walks again and waits for the same D workers (in any order) keeps its places:
+    // leaving and registering again would put it back where it is.
     const t = this.#turns.get(turnId)
-    if (t !== undefined && t.since === since && t.tier === tier && sameList(t.workers, workerIds)) return
+    if (t !== undefined && t.since === since && t.tier === tier && sameWorkers(t.workers, workerIds)) return
     this.leave(turnId)
     if (workerIds.length === 0) return
     const workers = [...new Set(workerIds)]
@@ -286,10 +286,15 @@ function isWorkerId(w: unknown): boolean {
   return typeof w === 'string' && w.length > 0
 }
 
-/** Whether `a` and `b` hold the same ids in the same order. */
-function sameList(a: readonly string[], b: readonly string[]): boolean {
-  if (a.length !== b.length) return false
-  for (let i = 0; i < a.length; i++) if (a[i] !== b[i]) return false
+/**
+ * Whether `list` holds exactly the ids of `distinct` (ids without repeats), in any order: as many
+ * entries, each of `distinct` among them. Quadratic: for the few D workers one walk waits for;
+ * beyond 32 it answers `false` (the caller then registers again, which is correct too).
+ */
+function sameWorkers(distinct: readonly string[], list: readonly string[]): boolean {
+  const n = distinct.length
+  if (n !== list.length || n > 32) return false
+  for (let i = 0; i < n; i++) if (!list.includes(distinct[i]!)) return false
   return true
 }
 
