@@ -38,10 +38,19 @@ export function seedBudget(st: TurnState, d: string): number | undefined {
     d,
     undefined,
     pending >= budget
-      ? `pending-seed budget full (${budget} for ${st.cls})`
+      ? budgetFullNote(budget, st.cls)
       : `pending-seed slots left to ${older} earlier turns waiting for ${d}`,
   )
   return undefined
+}
+
+/** The last full-budget note built: under load the same text is recorded ~100k times a run. */
+let lastNote = { budget: 0, cls: '', text: '' }
+
+function budgetFullNote(budget: number, cls: string): string {
+  if (lastNote.budget !== budget || lastNote.cls !== cls)
+    lastNote = { budget, cls, text: `pending-seed budget full (${budget} for ${cls})` }
+  return lastNote.text
 }
 
 /**
