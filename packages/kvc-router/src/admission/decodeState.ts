@@ -153,7 +153,8 @@ export function admitWorkerState(
       sessions.set(sessionId, view)
     }
   }
-  return {
+  // Optional fields by assignment, in this order (the D's state is built once per admission).
+  const state: { -readonly [K in keyof AdmitWorkerState]: AdmitWorkerState[K] } = {
     capacityTokens: cap,
     usedTokens: used,
     evictableTokens: evictable,
@@ -161,9 +162,10 @@ export function admitWorkerState(
     leases: at.leases,
     transferQueueDepth: source.transferQueueDepth,
     retractedQueueDepth: source.retractedQueueDepth,
-    ...(at.draining === undefined ? {} : { draining: at.draining }),
-    ...(source.loadBackQueueTokens ? { loadBackQueueTokens: source.loadBackQueueTokens } : {}),
   }
+  if (at.draining !== undefined) state.draining = at.draining
+  if (source.loadBackQueueTokens) state.loadBackQueueTokens = source.loadBackQueueTokens
+  return state
 }
 
 /**
