@@ -65,7 +65,7 @@ export function* walkTurn(st: TurnState): Gen<DoneAction | FailAction> {
     const stayUntil = waitForOwnDecode(st, decision)
     if (stayUntil !== undefined) {
       if (st.walks >= params.maxWalks) return failTurn(st, dominantCause(st), 'ATTEMPTS_EXHAUSTED')
-      yield* waitUntil(st, stayUntil, 'own_decode_paused')
+      yield waitUntil(st, stayUntil, 'own_decode_paused')
       continue
     }
     let candidates = decision.candidates
@@ -154,6 +154,6 @@ export function* walkTurn(st: TurnState): Gen<DoneAction | FailAction> {
       until = earliest + st.ctx.random() * params.backoffBaseMs
     }
     until = Math.max(now + 1, Math.min(until, st.deadline))
-    yield* waitUntil(st, until, cause)
+    yield waitUntil(st, until, cause)
   }
 }
