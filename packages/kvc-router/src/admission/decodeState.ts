@@ -168,6 +168,9 @@ export function admitWorkerState(
   return state
 }
 
+/** `releasableTokens` options for every idle session (shared: reports are built after most events). */
+const ANY_IDLE: { readonly idleMs?: number } = Object.freeze({})
+
 /**
  * The D's {@link CapacityReport} for the router: free and evictable tokens, `reservedTokens`
  * (leases plus whatever else the D has promised; capped at free + evictable), the tokens idle
@@ -188,7 +191,8 @@ export function decodeCapacityReport(source: DecodeStateSource, reservedTokens: 
   const sc = source.sessions
   const evictable = sc === undefined ? 0 : sc.cache.evictableSize()
   const ttl = source.idleTtlMs
-  const releasable = sc === undefined ? 0 : sc.releasableTokens(ttl === undefined ? {} : { idleMs: ttl })
+  const releasable =
+    sc === undefined ? 0 : sc.releasableTokens(ttl === undefined ? ANY_IDLE : { idleMs: ttl })
   return {
     freeTokens: free,
     evictableTokens: evictable,
