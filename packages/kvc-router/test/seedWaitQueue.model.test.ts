@@ -2,7 +2,7 @@ import fc from 'fast-check'
 import { describe, expect, it } from 'vitest'
 import { RouterError, SeedWaitQueue } from '../src/index.js'
 
-// Model-based test: random waits (re-registrations and tiers included), leaves and worker
+// Model-based test: random waits (re-registrations, identical ones and tiers included), leaves and worker
 // removals run against SeedWaitQueue and a naive map of turn → (start, tier, workers); after every
 // command every worker's line length and every `olderThan` answer (each tier and none) are
 // compared with the model's count.
@@ -63,6 +63,25 @@ class Wait implements fc.Command<Model, Real> {
   toString = () => `wait(${this.turn}, ${this.since}, [${this.workers}], ${this.tier})`
 }
 
+/**
+ * The turn waits again as it waits now, for the same D workers in the same or the reverse order
+ * (a walk that met the same full budgets, its candidates ranked differently).
+ */
+class Rewait implements fc.Command<Model, Real> {
+  constructor(
+    readonly turn: string,
+    readonly reverse: boolean,
+  ) {}
+  check = (m: Readonly<Model>) => m.turns.has(this.turn)
+  run(m: Model, q: Real): void {
+    const t = m.turns.get(this.turn)!
+    const workers = [...t.workers]
+    q.wait(this.turn, t.since, this.reverse ? workers.reverse() : workers, t.tier)
+    check(m, q)
+  }
+  toString = () => `rewait(${this.turn}${this.reverse ? ', reversed' : ''})`
+}
+
 class Leave implements fc.Command<Model, Real> {
   constructor(readonly turn: string) {}
   check = () => true
@@ -98,6 +117,7 @@ const commands = fc.commands(
         fc.constantFrom(...TIERS),
       )
       .map(([t, s, w, k]) => new Wait(t, s, w, k)),
+    fc.tuple(fc.constantFrom(...TURNS), fc.boolean()).map(([t, r]) => new Rewait(t, r)),
     fc.constantFrom(...TURNS).map((t) => new Leave(t)),
     fc.constantFrom(...WORKERS).map((w) => new DropWorker(w)),
   ],

@@ -327,7 +327,9 @@ export function parseAdmitResponse(x: unknown): AdmitResponse {
   const releasableTokens = count(x, 'releasableTokens', where, true)
   const releasedSessions = strings(x, 'releasedSessions', where)
   const retractedSessions = strings(x, 'retractedSessions', where)
-  return {
+  // Optional fields by assignment, in the declared order (as parseAdmitRequest): Dispatch checks
+  // every admission answer it is given with this parser.
+  const res: { -readonly [K in keyof AdmitResponse]: AdmitResponse[K] } = {
     requestId,
     admitted,
     reason,
@@ -337,11 +339,12 @@ export function parseAdmitResponse(x: unknown): AdmitResponse {
     transferQueueDepth,
     retractedQueueDepth,
     recommendedPauseMs,
-    ...(leaseMs === undefined ? {} : { leaseMs }),
-    ...(releasedSessions === undefined ? {} : { releasedSessions }),
-    ...(retractedSessions === undefined ? {} : { retractedSessions }),
-    ...(releasableTokens === undefined ? {} : { releasableTokens }),
   }
+  if (leaseMs !== undefined) res.leaseMs = leaseMs
+  if (releasedSessions !== undefined) res.releasedSessions = releasedSessions
+  if (retractedSessions !== undefined) res.retractedSessions = retractedSessions
+  if (releasableTokens !== undefined) res.releasableTokens = releasableTokens
+  return res
 }
 
 /**

@@ -153,7 +153,8 @@ export function admitWorkerState(
       sessions.set(sessionId, view)
     }
   }
-  return {
+  // Optional fields by assignment, in this order (the D's state is built once per admission).
+  const state: { -readonly [K in keyof AdmitWorkerState]: AdmitWorkerState[K] } = {
     capacityTokens: cap,
     usedTokens: used,
     evictableTokens: evictable,
@@ -161,10 +162,14 @@ export function admitWorkerState(
     leases: at.leases,
     transferQueueDepth: source.transferQueueDepth,
     retractedQueueDepth: source.retractedQueueDepth,
-    ...(at.draining === undefined ? {} : { draining: at.draining }),
-    ...(source.loadBackQueueTokens ? { loadBackQueueTokens: source.loadBackQueueTokens } : {}),
   }
+  if (at.draining !== undefined) state.draining = at.draining
+  if (source.loadBackQueueTokens) state.loadBackQueueTokens = source.loadBackQueueTokens
+  return state
 }
+
+/** `releasableTokens` options for every idle session (shared: reports are built after most events). */
+const ANY_IDLE: { readonly idleMs?: number } = Object.freeze({})
 
 /**
  * The D's {@link CapacityReport} for the router: free and evictable tokens, `reservedTokens`
@@ -186,7 +191,8 @@ export function decodeCapacityReport(source: DecodeStateSource, reservedTokens: 
   const sc = source.sessions
   const evictable = sc === undefined ? 0 : sc.cache.evictableSize()
   const ttl = source.idleTtlMs
-  const releasable = sc === undefined ? 0 : sc.releasableTokens(ttl === undefined ? {} : { idleMs: ttl })
+  const releasable =
+    sc === undefined ? 0 : sc.releasableTokens(ttl === undefined ? ANY_IDLE : { idleMs: ttl })
   return {
     freeTokens: free,
     evictableTokens: evictable,

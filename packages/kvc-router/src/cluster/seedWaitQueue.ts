@@ -94,9 +94,13 @@ export class SeedWaitQueue {
       )
     if (typeof since !== 'number' || !Number.isFinite(since))
       throw new RouterError('INVALID_OPTION', `since must be a finite number, got ${String(since)}`, since)
-    if (!Array.isArray(workerIds) || workerIds.some((w) => typeof w !== 'string' || w.length === 0))
+    if (!Array.isArray(workerIds) || !workerIds.every(isWorkerId))
       throw new RouterError('INVALID_OPTION', 'workerIds must be a list of worker ids', workerIds)
     checkTier(tier)
+    // A turn that walks again and waits for the same D workers (in any order) keeps its places:
+    // leaving and registering again would put it back where it is.
+    const t = this.#turns.get(turnId)
+    if (t !== undefined && t.since === since && t.tier === tier && sameWorkers(t.workers, workerIds)) return
     this.leave(turnId)
     if (workerIds.length === 0) return
     const workers = [...new Set(workerIds)]
@@ -276,6 +280,22 @@ export class SeedWaitQueue {
       else this.#turns.set(id, { since: t.since, tier: t.tier, workers: rest })
     }
   }
+}
+
+function isWorkerId(w: unknown): boolean {
+  return typeof w === 'string' && w.length > 0
+}
+
+/**
+ * Whether `list` holds exactly the ids of `distinct` (ids without repeats), in any order: as many
+ * entries, each of `distinct` among them. Quadratic: for the few D workers one walk waits for;
+ * beyond 32 it answers `false` (the caller then registers again, which is correct too).
+ */
+function sameWorkers(distinct: readonly string[], list: readonly string[]): boolean {
+  const n = distinct.length
+  if (n !== list.length || n > 32) return false
+  for (let i = 0; i < n; i++) if (!list.includes(distinct[i]!)) return false
+  return true
 }
 
 function checkTier(tier: unknown): void {

@@ -145,7 +145,7 @@ export function* admit(
     if (t < tries - 1 && decodeObstacle(st, d, ownPause) === undefined) {
       const now = cluster.now()
       const until = now + Math.max(1, backoffDelayMs(t, st.backoff, st.ctx.random))
-      yield* waitUntil(st, until, 'admission_retry')
+      yield waitUntil(st, until, 'admission_retry')
     }
   }
   reject(st, d, 'admission timeouts')

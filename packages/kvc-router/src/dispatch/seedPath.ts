@@ -14,34 +14,61 @@ import { releaseHedgeSlot, releaseSeedSlot, takeHedgeSlot, takeSeedSlot } from '
 import { count, step } from './turnRecord.js'
 
 /**
- * The seed path on `c`'s D: its pending-seed budget, a P, claims, admission, then `seedViaP`.
- * `ownPause`: a pause the D set in its own answer to this turn, which does not stop it.
+ * The seed path's first check on `d`, a plain call: its pending-seed budget (the SLO class's
+ * share), less the slots left to turns that have waited longer for `d`. Returns the budget, or
+ * `undefined` when it is full: the skip is then recorded and `d` joins the D workers this turn
+ * waits for. A walk makes this check before starting the seed path's generators, since under
+ * load most candidates end here.
  */
-export function* seedPath(st: TurnState, c: RouteCandidate, ownPause: number): Gen<DoneAction | undefined> {
+export function seedBudget(st: TurnState, d: string): number | undefined {
   const { cluster, params } = st.ctx
-  const policy = st.policy
-  const d = c.workerId
   st.seedFailedOnP = undefined
   const budget = Math.max(1, Math.floor(params.pendingSeedsPerD * params.slo[st.cls].seedShare))
   const pending = cluster.store.load(d).pendingSeeds
   // Free slots go to the turns that have waited longest for this D (first come, first served),
   // among those of this turn's SLO class or a higher one (lower classes yield first).
   const older = cluster.seedWaiters.olderThan(d, st.record.startedAt, SLO_TIER[st.cls])
-  if (pending + older >= budget) {
-    count(st, 'seed_budget')
-    st.ctx.tuning?.tuner.seedBudgetHit()
-    st.budgetWaits.push(d)
-    step(
-      st,
-      'skip',
-      d,
-      undefined,
-      pending >= budget
-        ? `pending-seed budget full (${budget} for ${st.cls})`
-        : `pending-seed slots left to ${older} earlier turns waiting for ${d}`,
-    )
-    return undefined
-  }
+  if (pending + older < budget) return budget
+  count(st, 'seed_budget')
+  st.ctx.tuning?.tuner.seedBudgetHit()
+  st.budgetWaits.push(d)
+  step(
+    st,
+    'skip',
+    d,
+    undefined,
+    pending >= budget
+      ? budgetFullNote(budget, st.cls)
+      : `pending-seed slots left to ${older} earlier turns waiting for ${d}`,
+  )
+  return undefined
+}
+
+/** The last full-budget note built: under load the same text is recorded ~100k times a run. */
+let lastNote = { budget: 0, cls: '', text: '' }
+
+function budgetFullNote(budget: number, cls: string): string {
+  if (lastNote.budget !== budget || lastNote.cls !== cls)
+    lastNote = { budget, cls, text: `pending-seed budget full (${budget} for ${cls})` }
+  return lastNote.text
+}
+
+/**
+ * The seed path on `c`'s D: its pending-seed budget, a P, claims, admission, then `seedViaP`.
+ * `ownPause`: a pause the D set in its own answer to this turn, which does not stop it.
+ * `checkedBudget`: the budget {@link seedBudget} just returned for `d`, when the caller checked it.
+ */
+export function* seedPath(
+  st: TurnState,
+  c: RouteCandidate,
+  ownPause: number,
+  checkedBudget?: number,
+): Gen<DoneAction | undefined> {
+  const { cluster } = st.ctx
+  const policy = st.policy
+  const d = c.workerId
+  const budget = checkedBudget ?? seedBudget(st, d)
+  if (budget === undefined) return undefined
   const p = pickPrefill(st, d)
   if (p === undefined) {
     count(st, 'no_prefill')

@@ -40,7 +40,7 @@ export function* tryCandidate(
     }
     return yield* sendFast(st, d, c, leaseId, 'direct')
   }
-  let seed = policy.pathMode === 'seed' || !c.fast || seedAfterOwnPause !== undefined
+  let seed = seedFirst(st, c, seedAfterOwnPause)
   // A pause `d` set in its own answer to this turn's fast-path request does not stop the
   // seed-path fallback on `d` (a later, longer pause set by another turn does).
   let ownPause = seedAfterOwnPause ?? Number.NEGATIVE_INFINITY
@@ -81,8 +81,45 @@ export function* tryCandidate(
     explainPath(st, d, p, choice)
     if (choice.site === 'local') return yield* localSeed(st, c, ownPause)
   }
-  // Seed path.
-  const done = yield* seedPath(st, c, ownPause)
+  return yield* seedWithRetry(st, c, ownPause)
+}
+
+/** Whether {@link tryCandidate} on `c` goes to the seed path without trying the fast path first. */
+function seedFirst(st: TurnState, c: RouteCandidate, seedAfterOwnPause: number | undefined): boolean {
+  return st.policy.pathMode === 'seed' || !c.fast || seedAfterOwnPause !== undefined
+}
+
+/**
+ * Whether {@link tryCandidate} on `c` starts with the seed path's budget check (no claim, fast
+ * path or path choice before it): then a walk may make that check itself ({@link seedBudget})
+ * and, when the budget has room, go on with {@link seedWithRetry}, the rest of `tryCandidate`.
+ */
+export function seedsAtOnce(
+  st: TurnState,
+  c: RouteCandidate,
+  seedAfterOwnPause: number | undefined,
+): boolean {
+  const pathMode = st.policy.pathMode
+  return (
+    pathMode !== 'direct' &&
+    seedFirst(st, c, seedAfterOwnPause) &&
+    !(st.ctx.params.pathChoice === 'adaptive' && pathMode === 'kvc')
+  )
+}
+
+/**
+ * The seed path on `c`'s D and, when it failed on the P side, once more through another P.
+ * `checkedBudget`: the D's pending-seed budget, when the caller checked it ({@link seedBudget}).
+ */
+export function* seedWithRetry(
+  st: TurnState,
+  c: RouteCandidate,
+  ownPause: number,
+  checkedBudget?: number,
+): Gen<DoneAction | undefined> {
+  const params = st.ctx.params
+  const d = c.workerId
+  const done = yield* seedPath(st, c, ownPause, checkedBudget)
   const failedP = st.seedFailedOnP
   if (done !== undefined || failedP === undefined || st.attempts >= params.maxAttempts) return done
   // It failed on the P side (the P died or its link broke): try the same D once more through

@@ -4,14 +4,24 @@
  */
 import { backoffDelayMs } from '../backoff/backoff.js'
 import type { RouteCandidate } from '../route/types.js'
-import { type Gen, SLO_TIER, type TurnState } from './turnState.js'
+import { type Gen, SLO_TIER, type TurnState, type WalkEntry } from './turnState.js'
 import type { DoneAction, FailAction } from './types.js'
 import { evictRatherThanWait, fastDespitePause, waitForOwnDecode } from './ownDecodePaused.js'
-import { tryCandidate } from './tryCandidate.js'
+import { seedBudget } from './seedPath.js'
+import { seedWithRetry, seedsAtOnce, tryCandidate } from './tryCandidate.js'
 import { failTurn } from './turnEnd.js'
 import { releaseCommitment } from './turnLoad.js'
 import { count, dominantCause, recordRoute, step } from './turnRecord.js'
 import { waitUntil } from './waitUntil.js'
+
+/** Whether a candidate after position `k` of the walk is fast and holds part of the prompt. */
+function fastHolderAfter(walk: readonly WalkEntry[], k: number): boolean {
+  for (let i = k + 1; i < walk.length; i++) {
+    const c = walk[i]!.c
+    if (c.fast && c.heldTokens > 0) return true
+  }
+  return false
+}
 
 export function* walkTurn(st: TurnState): Gen<DoneAction | FailAction> {
   const { cluster, params } = st.ctx
@@ -55,7 +65,7 @@ export function* walkTurn(st: TurnState): Gen<DoneAction | FailAction> {
     const stayUntil = waitForOwnDecode(st, decision)
     if (stayUntil !== undefined) {
       if (st.walks >= params.maxWalks) return failTurn(st, dominantCause(st), 'ATTEMPTS_EXHAUSTED')
-      yield* waitUntil(st, stayUntil, 'own_decode_paused')
+      yield waitUntil(st, stayUntil, 'own_decode_paused')
       continue
     }
     let candidates = decision.candidates
@@ -72,7 +82,8 @@ export function* walkTurn(st: TurnState): Gen<DoneAction | FailAction> {
     // prompt, they do not) while a later candidate is fast and holds part of the prompt: their
     // seed-path fallback waits until those were tried (Theorem 2; a seed re-prefills it all).
     const deferred: { readonly c: RouteCandidate; readonly ownPause: number }[] = []
-    const walk = [...candidates.map((c) => ({ c, ownPause: undefined as number | undefined }))]
+    const walk: WalkEntry[] = new Array(candidates.length)
+    for (let i = 0; i < candidates.length; i++) walk[i] = { c: candidates[i]!, ownPause: undefined }
     for (let k = 0; k < walk.length; k++) {
       if (st.attempts >= params.maxAttempts) break
       const { c, ownPause } = walk[k]!
@@ -88,9 +99,19 @@ export function* walkTurn(st: TurnState): Gen<DoneAction | FailAction> {
         count(st, 'all_excluded')
         continue
       }
-      const laterFast =
-        ownPause === undefined && walk.slice(k + 1).some((x) => x.c.fast && x.c.heldTokens > 0)
-      const done = yield* tryCandidate(st, c, ownPause, laterFast ? deferred : undefined)
+      let done: DoneAction | undefined
+      if (seedsAtOnce(st, c, ownPause)) {
+        // Under load most candidates are turned away by their pending-seed budget: that check
+        // is a plain call, and the seed path's generators start only when it has room.
+        const budget = seedBudget(st, d)
+        done =
+          budget === undefined
+            ? undefined
+            : yield* seedWithRetry(st, c, ownPause ?? Number.NEGATIVE_INFINITY, budget)
+      } else {
+        const laterFast = ownPause === undefined && fastHolderAfter(walk, k)
+        done = yield* tryCandidate(st, c, ownPause, laterFast ? deferred : undefined)
+      }
       // Whatever happened on `d`, the turn no longer counts toward it (a success has already
       // given its load back; a rejection, a skip or a failure moves on).
       releaseCommitment(st)
@@ -133,6 +154,6 @@ export function* walkTurn(st: TurnState): Gen<DoneAction | FailAction> {
       until = earliest + st.ctx.random() * params.backoffBaseMs
     }
     until = Math.max(now + 1, Math.min(until, st.deadline))
-    yield* waitUntil(st, until, cause)
+    yield waitUntil(st, until, cause)
   }
 }

@@ -332,6 +332,28 @@ function compareKvc(a: CandidateAnalysis, b: CandidateAnalysis): number {
   return a.tieBreak - b.tieBreak
 }
 
+/**
+ * Sorts `c` by `compareKvc`: an insertion sort for the few D workers of a cluster (no temporary
+ * arrays, the comparator inlined), `Array.prototype.sort` beyond. Both are stable and the
+ * comparator is a total order (the tie-break differs between workers), so the order is the same.
+ */
+function sortKvc(c: CandidateAnalysis[]): void {
+  const n = c.length
+  if (n > 16) {
+    c.sort(compareKvc)
+    return
+  }
+  for (let i = 1; i < n; i++) {
+    const x = c[i]!
+    let j = i - 1
+    while (j >= 0 && compareKvc(c[j]!, x) > 0) {
+      c[j + 1] = c[j]!
+      j--
+    }
+    c[j + 1] = x
+  }
+}
+
 function firstDifference(a: CandidateAnalysis, b: CandidateAnalysis): RankKey {
   if (a.fast !== b.fast) return 'fast'
   if (a.capOk !== b.capOk) return 'capOk'
@@ -418,7 +440,7 @@ export function kvcPolicy(): RoutingPolicy {
           c.score = c.overlapBlocks + c.bonus
         }
       }
-      a.candidates.sort(compareKvc)
+      sortKvc(a.candidates)
       return finishDecision(ctx, turn, a, 'kvc', 'kvc', true)
     },
   }

@@ -27,6 +27,37 @@ function commonPrefixLength(a: Uint32Array, b: Uint32Array): number {
   return n
 }
 
+/**
+ * The keys of pages `from` to `to` of `prompt` into `hi` / `lo`, chained from the key of page
+ * `from - 1` there (from the root for page 0).
+ */
+function hashPages(
+  prompt: Uint32Array,
+  ps: number,
+  from: number,
+  to: number,
+  hi: Uint32Array,
+  lo: Uint32Array,
+): void {
+  let h1: number
+  let h2: number
+  if (from === 0) {
+    rootLanes(undefined)
+    h1 = LANES[0]!
+    h2 = LANES[1]!
+  } else {
+    h1 = hi[from - 1]!
+    h2 = lo[from - 1]!
+  }
+  for (let p = from; p < to; p++) {
+    hashLanes(h1, h2, prompt, p * ps, (p + 1) * ps)
+    h1 = LANES[0]!
+    h2 = LANES[1]!
+    hi[p] = h1
+    lo[p] = h2
+  }
+}
+
 /** A session's last prompt and its keys, on buffers the session's later keys extend. */
 interface SessionKeys {
   prompt: Uint32Array
@@ -43,7 +74,8 @@ interface SessionKeys {
  * view per page). A session's keys live on one pair of buffers that its next prompt extends in
  * place when it keeps all of the previous keys: each turn's `BlockKeys` is a view of exactly its
  * own entries (a view never changes: later turns write after it, and `pushHash` on a full view
- * copies), so a turn allocates no key arrays.
+ * copies), so a turn allocates no key arrays. A request without a session gets keys of its own,
+ * hashed into their arrays directly.
  */
 export class SessionBlockKeys {
   readonly #pageSize: number
@@ -57,7 +89,14 @@ export class SessionBlockKeys {
   keysFor(session: number, prompt: Uint32Array): BlockKeys {
     const ps = this.#pageSize
     const pages = Math.floor(prompt.length / ps)
-    const prev = session >= 0 ? this.#bySession.get(session) : undefined
+    if (session < 0) {
+      // Nothing to reuse or keep: the hashes go straight into the keys' own arrays.
+      const keys = new BlockKeys(pages)
+      hashPages(prompt, ps, 0, pages, keys.hi, keys.lo)
+      keys.length = pages
+      return keys
+    }
+    const prev = this.#bySession.get(session)
     let keep = 0
     if (prev !== undefined) {
       keep = Math.min(Math.floor(commonPrefixLength(prev.prompt, prompt) / ps), prev.keys.length, pages)
@@ -70,7 +109,7 @@ export class SessionBlockKeys {
       lo = prev.lo
     } else {
       // Room for a few more turns' pages (a session's prompts grow turn by turn).
-      const cap = session >= 0 ? Math.max(1, pages + (pages >> 1) + 16) : Math.max(1, pages)
+      const cap = pages + (pages >> 1) + 16
       hi = new Uint32Array(cap)
       lo = new Uint32Array(cap)
       if (keep > 0) {
@@ -78,30 +117,14 @@ export class SessionBlockKeys {
         lo.set(prev!.lo.subarray(0, keep))
       }
     }
-    let h1: number
-    let h2: number
-    if (keep === 0) {
-      rootLanes(undefined)
-      h1 = LANES[0]!
-      h2 = LANES[1]!
-    } else {
-      h1 = hi[keep - 1]!
-      h2 = lo[keep - 1]!
-    }
-    for (let p = keep; p < pages; p++) {
-      hashLanes(h1, h2, prompt, p * ps, (p + 1) * ps)
-      h1 = LANES[0]!
-      h2 = LANES[1]!
-      hi[p] = h1
-      lo[p] = h2
-    }
+    hashPages(prompt, ps, keep, pages, hi, lo)
     const keys = new BlockKeys(1)
     if (pages > 0) {
       keys.hi = hi.subarray(0, pages)
       keys.lo = lo.subarray(0, pages)
     }
     keys.length = pages
-    if (session >= 0) this.#bySession.set(session, { prompt, keys, hi, lo })
+    this.#bySession.set(session, { prompt, keys, hi, lo })
     return keys
   }
 }

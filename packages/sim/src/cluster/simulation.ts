@@ -45,6 +45,9 @@ import { type SimAction, type Turn, turnRecord } from './turn.js'
 import { WorkerFactory } from './workerFactory.js'
 import type { SimWorker } from './worker.js'
 
+/** The outcome of every wait (it carries nothing: one shared object, not one per wait). */
+const WAITED: DispatchOutcome = Object.freeze({ type: 'waited' })
+
 /** Period of the D→P sync's rounds, simulated ms. */
 const SYNC_ROUND_MS = 1000
 
@@ -447,7 +450,7 @@ export class ClusterSimulation {
     if (t === undefined || t.ended || !t.waiting) return
     t.waiting = false
     ctx.counters.seedWakes++
-    this.#schedule(t, ctx.now, { type: 'waited' })
+    this.#schedule(t, ctx.now, WAITED)
   }
 
   #schedule(turn: Turn, at: number, outcome: DispatchOutcome | undefined): void {
@@ -524,7 +527,7 @@ export class ClusterSimulation {
       case 'wait':
         turn.waiting = true
         if (ctx.config.gateway !== undefined) ctx.counters.retries++
-        this.#schedule(turn, a.untilMs, { type: 'waited' })
+        this.#schedule(turn, a.untilMs, WAITED)
         return
       case 'done': {
         if (a.migratedFrom !== undefined) {

@@ -69,7 +69,7 @@ export interface Turn {
 
 /** A turn of the workload, not arrived yet. */
 export function newTurn(spec: TurnSpec): Turn {
-  return {
+  const turn: Turn = {
     id: spec.id,
     spec,
     key: spec.session >= 0 ? `s${spec.session}` : `r${spec.id}`,
@@ -92,19 +92,27 @@ export function newTurn(spec: TurnSpec): Turn {
     transfer: undefined,
     kind: undefined,
     admitAction: undefined,
-    admitSentMs: 0,
-    admitLatency: 0,
+    // Set before they are read.
+    admitSentMs: Number.NaN,
+    admitLatency: Number.NaN,
     arrivalAdmission: undefined,
     cached: 0,
-    matched: 0,
+    matched: Number.NaN,
     preallocCached: 0,
     computed: 0,
-    transferred: 0,
+    transferred: Number.NaN,
     plannedLoadBack: 0,
     lastError: undefined,
     migratedFrom: undefined,
     waiting: false,
   }
+  // The admission times and these token counts (through the KV geometry) are doubles: created as
+  // NaN, their fields hold doubles from the start. Initialised with 0 they held small integers,
+  // and V8 gave every turn object a new shape at its first admission (12k migrations on the
+  // conversation trace, each at the turn's arrival).
+  turn.matched = 0
+  turn.transferred = 0
+  return turn
 }
 
 /** The record of an ended turn (its fields for the path taken only when it completed). */
