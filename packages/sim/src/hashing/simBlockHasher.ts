@@ -57,6 +57,46 @@ export const simBlockHasher: BlockHasher = Object.freeze({
     for (let i = 0; i < 8; i++) view.setUint8(i, digest[i]!)
     return view.getBigInt64(0)
   },
+  digestLength: 8,
+  hashPagesInto(
+    parent: Uint8Array | undefined,
+    parentAt: number,
+    tokens: Uint32Array,
+    from: number,
+    pageSize: number,
+    pages: number,
+    extraKey: string | undefined,
+    out: Uint8Array,
+    outAt: number,
+  ): void {
+    let h1: number
+    let h2: number
+    if (parent === undefined) {
+      h1 = nsSeed(extraKey)
+      h2 = 0x9747b28c ^ h1
+    } else {
+      const a = parentAt
+      h1 = (parent[a]! << 24) | (parent[a + 1]! << 16) | (parent[a + 2]! << 8) | parent[a + 3]!
+      h2 = (parent[a + 4]! << 24) | (parent[a + 5]! << 16) | (parent[a + 6]! << 8) | parent[a + 7]!
+    }
+    for (let p = 0, at = from, o = outAt; p < pages; p++, at += pageSize, o += 8) {
+      hashLanes(h1, h2, tokens, at, at + pageSize)
+      h1 = LANES[0]!
+      h2 = LANES[1]!
+      out[o] = h1 >>> 24
+      out[o + 1] = (h1 >>> 16) & 255
+      out[o + 2] = (h1 >>> 8) & 255
+      out[o + 3] = h1 & 255
+      out[o + 4] = h2 >>> 24
+      out[o + 5] = (h2 >>> 16) & 255
+      out[o + 6] = (h2 >>> 8) & 255
+      out[o + 7] = h2 & 255
+    }
+  },
+  blockIdAt(digests: Uint8Array, at: number): bigint {
+    for (let i = 0; i < 8; i++) view.setUint8(i, digests[at + i]!)
+    return view.getBigInt64(0)
+  },
 })
 
 /** The two 32-bit lanes of the last {@link hashLanes} (the digest's first and last 4 bytes). */
