@@ -292,6 +292,9 @@ describe('every error code', () => {
       expectRefused(sc, 'UNKNOWN_REQUEST', () => sc.matchPrefix(foreign))
       expectRefused(sc, 'UNKNOWN_REQUEST', () => sc.matchPrefix({ rid: 'fake' } as never))
       const req = sc.createRequest({ rid: 'a', inputIds: [1, 2] })
+      // An object made on a request's prototype, or a copy of one, is not a request either.
+      expectRefused(sc, 'UNKNOWN_REQUEST', () => sc.matchPrefix(Object.create(Object.getPrototypeOf(req))))
+      expectRefused(sc, 'UNKNOWN_REQUEST', () => sc.matchPrefix({ ...req }))
       expectRefused(sc, 'UNKNOWN_REQUEST', () => sc.prefill(req, 1))
       expectRefused(sc, 'UNKNOWN_REQUEST', () => sc.cacheUnfinishedReq(req))
       expectRefused(sc, 'UNKNOWN_REQUEST', () => sc.cacheFinishedReq(req))

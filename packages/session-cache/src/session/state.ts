@@ -44,8 +44,16 @@ export class RequestState implements SessionRequest {
   restored = false
   /** Session mode, restored: the slot's `kvAllocatedLen` when lent (its pages stay the slot's on abort). */
   slotAllocated = 0
+  /** The cache that created it: a private field, so no other object passes for one of its requests. */
+  readonly #owner: object
+
+  /** Whether `o` is a request that `owner` created. */
+  static ownedBy(o: unknown, owner: object): o is RequestState {
+    return typeof o === 'object' && o !== null && #owner in o && o.#owner === owner
+  }
 
   constructor(
+    owner: object,
     rid: string,
     tokens: Uint32Array,
     len: number,
@@ -54,6 +62,7 @@ export class RequestState implements SessionRequest {
     extraKey: string | undefined,
     priority: number,
   ) {
+    this.#owner = owner
     this.rid = rid
     this.sessionId = sessionId
     this.extraKey = extraKey
