@@ -639,6 +639,17 @@ describe('maxNewTokens and the match indices', () => {
     expect(Array.from(m.indices)).toEqual(want)
     expect(m.indices).toBe(m.indices) // one copy
     expect({ ...m }.indices).toEqual(m.indices) // an own, enumerable property
+    // The shape of an object literal: these own keys in this order, `indices` an accessor.
+    expect(Object.keys(m)).toEqual([
+      'length',
+      'indices',
+      'lastNode',
+      'fromSlot',
+      'reprefillTokens',
+      'loadedTokens',
+    ])
+    const d = Object.getOwnPropertyDescriptor(m, 'indices')!
+    expect([typeof d.get, d.set, d.enumerable, d.configurable]).toEqual(['function', undefined, true, true])
     sc.cacheFinishedReq(req)
     expect(Array.from(m.indices)).toEqual(want) // read before the end: kept
   })
