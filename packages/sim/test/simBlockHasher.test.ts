@@ -3,6 +3,21 @@ import { describe, expect, it } from 'vitest'
 import { simBlockHasher } from '../src/index.js'
 
 describe('simBlockHasher', () => {
+  it("blockId reads the digest's 8 bytes as a big-endian signed 64-bit integer (property)", () => {
+    fc.assert(
+      fc.property(fc.uint8Array({ minLength: 8, maxLength: 8 }), fc.nat(4), (bytes, at) => {
+        const want = new DataView(bytes.buffer, bytes.byteOffset, 8).getBigInt64(0)
+        expect(simBlockHasher.blockId(bytes)).toBe(want)
+        const inside = new Uint8Array(at + 12)
+        inside.set(bytes, at)
+        expect(simBlockHasher.blockIdAt!(inside, at)).toBe(want)
+      }),
+    )
+    expect(simBlockHasher.blockId(Uint8Array.of(0x80, 0, 0, 0, 0, 0, 0, 0))).toBe(-(2n ** 63n))
+    expect(simBlockHasher.blockId(Uint8Array.of(255, 255, 255, 255, 255, 255, 255, 255))).toBe(-1n)
+    expect(simBlockHasher.blockId(Uint8Array.of(0, 0, 0, 1, 0, 0, 0, 2))).toBe(2n ** 32n + 2n)
+  })
+
   it('hashPagesInto and blockIdAt give what hashBlock and blockId give page by page (property)', () => {
     fc.assert(
       fc.property(
