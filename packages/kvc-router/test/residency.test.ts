@@ -316,6 +316,21 @@ describe('ResidencyIndex event ids and gaps', () => {
     expect(codeOf(() => ix.ingest('zz', stored(0, [1n])))).toBe('UNKNOWN_WORKER')
     expect(codeOf(() => ix.addWorker('a'))).toBe('DUPLICATE_WORKER')
   })
+
+  it('takes block hashes in [-2^63, 2^64) and refuses the first ones outside, changing nothing', () => {
+    const ix = new ResidencyIndex()
+    ix.addWorker('a')
+    for (const h of [-(2n ** 63n) - 1n, 2n ** 64n, -(2n ** 64n), 2n ** 65n + 3n]) {
+      expect(codeOf(() => ix.ingest('a', stored(0, [1n, h])))).toBe('INVALID_MESSAGE')
+      expect(codeOf(() => ix.ingest('a', removed(0, [h])))).toBe('INVALID_MESSAGE')
+    }
+    expect(ix.workerStatus('a')).toMatchObject({ lastEventId: -1, blocks: 0, eventsApplied: 0 })
+    const edges = [-(2n ** 63n), 2n ** 63n - 1n, 2n ** 63n, 2n ** 64n - 1n, -1n, 0n]
+    expect(ix.ingest('a', stored(0, edges))).toBe('applied')
+    expect(ix.workerStatus('a').blocks).toBe(4) // -2^63 and 2^63, -1 and 2^64 - 1: the same blocks
+    expect(ix.ingest('a', removed(1, edges))).toBe('applied')
+    expect(ix.workerStatus('a').blocks).toBe(0)
+  })
 })
 
 describe('BlockKeys', () => {

@@ -566,3 +566,75 @@ describe('block digests in the tree', () => {
     expect(bad.matchPrefix([5, 6, 7, 8]).length).toBe(0)
   })
 })
+
+describe('hashers that hash runs of pages in place (hashPagesInto, blockIdAt)', () => {
+  /** `base` with the optional in-place methods, built on its own hashBlock / blockId. */
+  function inPlace(base: BlockHasher, digestLength: number): BlockHasher {
+    return {
+      name: `${base.name}-in-place`,
+      hashBlock: (p, page, ns) => base.hashBlock(p, page, ns),
+      blockId: (d) => base.blockId(d),
+      digestLength,
+      hashPagesInto(parent, parentAt, tokens, from, pageSize, pages, extraKey, out, outAt) {
+        let prev: Uint8Array | undefined = parent?.slice(parentAt, parentAt + digestLength)
+        for (let p = 0; p < pages; p++) {
+          const at = from + p * pageSize
+          const d = base.hashBlock(prev, tokens.subarray(at, at + pageSize), extraKey)
+          out.set(d, outAt + p * digestLength)
+          prev = d
+        }
+      },
+      blockIdAt: (d, at) => base.blockId(d.slice(at, at + digestLength)),
+    }
+  }
+
+  it('give a cache the same digests and events as hashing page by page (property)', () => {
+    const op = fc.oneof(
+      fc.record({
+        insert: fc.array(fc.nat(3), { minLength: 1, maxLength: 24 }),
+        ns: fc.constantFrom(undefined, 'a'),
+      }),
+      fc.record({ evict: fc.nat(12) }),
+    )
+    fc.assert(
+      fc.property(
+        fc.constantFrom(1, 2, 4),
+        fc.constantFrom('page', 'node'),
+        fc.array(op, { maxLength: 40 }),
+        (ps, batching, ops) => {
+          const base = xxh3BlockHasher()
+          const run = (hasher: BlockHasher) => {
+            const events: KvEvent[] = []
+            const cache = new RadixCache({
+              pageSize: ps,
+              trackValues: false,
+              blockHasher: hasher,
+              eventBatching: batching as 'page' | 'node',
+              onEvent: (e) => events.push(e),
+            })
+            for (const o of ops) {
+              if ('insert' in o)
+                cache.insert(o.insert, undefined, o.ns === undefined ? {} : { extraKey: o.ns })
+              else cache.evict(o.evict)
+            }
+            return [events, cache.blockHashDump()] as const
+          }
+          expect(run(inPlace(base, 16))).toEqual(run(base))
+        },
+      ),
+    )
+  })
+
+  it('are refused without a positive integer digestLength', () => {
+    const base = xxh3BlockHasher()
+    for (const digestLength of [undefined, 0, 1.5]) {
+      const { digestLength: _, ...rest } = inPlace(base, 16)
+      const h = (digestLength === undefined ? rest : { ...rest, digestLength }) as BlockHasher
+      expectRadixError(
+        () => new RadixCache({ pageSize: 2, trackValues: false, blockHasher: h, onEvent: () => {} }),
+        'INVALID_OPTION',
+        digestLength,
+      )
+    }
+  })
+})

@@ -292,6 +292,9 @@ describe('every error code', () => {
       expectRefused(sc, 'UNKNOWN_REQUEST', () => sc.matchPrefix(foreign))
       expectRefused(sc, 'UNKNOWN_REQUEST', () => sc.matchPrefix({ rid: 'fake' } as never))
       const req = sc.createRequest({ rid: 'a', inputIds: [1, 2] })
+      // An object made on a request's prototype, or a copy of one, is not a request either.
+      expectRefused(sc, 'UNKNOWN_REQUEST', () => sc.matchPrefix(Object.create(Object.getPrototypeOf(req))))
+      expectRefused(sc, 'UNKNOWN_REQUEST', () => sc.matchPrefix({ ...req }))
       expectRefused(sc, 'UNKNOWN_REQUEST', () => sc.prefill(req, 1))
       expectRefused(sc, 'UNKNOWN_REQUEST', () => sc.cacheUnfinishedReq(req))
       expectRefused(sc, 'UNKNOWN_REQUEST', () => sc.cacheFinishedReq(req))
@@ -636,6 +639,17 @@ describe('maxNewTokens and the match indices', () => {
     expect(Array.from(m.indices)).toEqual(want)
     expect(m.indices).toBe(m.indices) // one copy
     expect({ ...m }.indices).toEqual(m.indices) // an own, enumerable property
+    // The shape of an object literal: these own keys in this order, `indices` an accessor.
+    expect(Object.keys(m)).toEqual([
+      'length',
+      'indices',
+      'lastNode',
+      'fromSlot',
+      'reprefillTokens',
+      'loadedTokens',
+    ])
+    const d = Object.getOwnPropertyDescriptor(m, 'indices')!
+    expect([typeof d.get, d.set, d.enumerable, d.configurable]).toEqual(['function', undefined, true, true])
     sc.cacheFinishedReq(req)
     expect(Array.from(m.indices)).toEqual(want) // read before the end: kept
   })

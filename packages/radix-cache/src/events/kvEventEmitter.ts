@@ -34,6 +34,10 @@ export class KvEventEmitter {
   emitted = 0
   /** One digest copied out of a node's packed digests, for `blockId`. */
   #one: Uint8Array = new Uint8Array(0)
+  /** Digest bytes of a hasher that hashes runs of pages in place (`hashPagesInto`); 0: page by page. */
+  readonly #intoLen: number
+  /** The hasher reads ids in place (`blockIdAt`). */
+  readonly #idAt: boolean
 
   constructor(store: NodeStore, o: KvEventEmitterOptions) {
     this.#store = store
@@ -42,6 +46,21 @@ export class KvEventEmitter {
     this.#perNode = o.perNode
     this.#tokenIds = o.tokenIds
     this.#deviceMedium = o.deviceMedium
+    const h = o.hasher
+    let intoLen = 0
+    if (typeof h.hashPagesInto === 'function') {
+      const len = h.digestLength
+      if (typeof len !== 'number' || !Number.isInteger(len) || len <= 0) {
+        throw new RadixCacheError(
+          RadixCacheErrorCode.InvalidOption,
+          `block hasher ${h.name} has hashPagesInto but no digestLength (a positive integer), got ${String(len)}`,
+          len,
+        )
+      }
+      intoLen = len
+    }
+    this.#intoLen = intoLen
+    this.#idAt = typeof h.blockIdAt === 'function'
   }
 
   emit(event: KvEvent): void {
@@ -67,6 +86,25 @@ export class KvEventEmitter {
     const nsName = st.nsNames[st.ns[parent]!]!
     const extraKey = nsName === '' ? undefined : nsName
     const pd = st.digests[parent]
+    const intoLen = this.#intoLen
+    if (intoLen > 0 && pages > 0) {
+      // The whole run in place: no digest, view or copy per page.
+      if (st.digestLen === 0) st.digestLen = intoLen
+      const chained = st.isRoot[parent] !== 1 && pd !== undefined && pd.length > 0
+      const packed = new Uint8Array(pages * intoLen)
+      hasher.hashPagesInto!(
+        chained ? pd : undefined,
+        chained ? pd.length - intoLen : 0,
+        key,
+        from,
+        ps,
+        pages,
+        extraKey,
+        packed,
+        0,
+      )
+      return packed
+    }
     let prev: Uint8Array | undefined =
       st.isRoot[parent] === 1 || pd === undefined || pd.length === 0
         ? undefined
@@ -100,6 +138,7 @@ export class KvEventEmitter {
   /** The block id of digest `i` of the packed digests `d`. */
   idAt(d: Uint8Array, i: number): bigint {
     const len = this.#store.digestLen
+    if (this.#idAt) return this.#hasher.blockIdAt!(d, i * len)
     let one = this.#one
     if (one.length !== len) {
       one = new Uint8Array(len)

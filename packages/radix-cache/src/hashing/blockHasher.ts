@@ -28,6 +28,35 @@ export interface BlockHasher {
   hashBlock(parent: Uint8Array | undefined, page: Uint32Array, extraKey: string | undefined): Uint8Array
   /** The 64-bit block id carried by KV events for a digest. */
   blockId(digest: Uint8Array): bigint
+  /**
+   * Bytes of every digest. Optional; required with {@link BlockHasher.hashPagesInto} (a cache
+   * then packs a node's digests without hashing page by page first).
+   */
+  readonly digestLength?: number
+  /**
+   * Optional, with {@link BlockHasher.digestLength}: the digests of `pages` consecutive pages of
+   * `pageSize` tokens from `tokens[from]`, the first chained onto the digest at
+   * `parent[parentAt, parentAt + digestLength)` (`parent` `undefined`: the first page of a
+   * namespace), written back to back into `out` from `outAt`. The same digests as
+   * {@link BlockHasher.hashBlock} page after page, without allocating; a cache that emits events
+   * uses it when the hasher has it.
+   */
+  hashPagesInto?(
+    parent: Uint8Array | undefined,
+    parentAt: number,
+    tokens: Uint32Array,
+    from: number,
+    pageSize: number,
+    pages: number,
+    extraKey: string | undefined,
+    out: Uint8Array,
+    outAt: number,
+  ): void
+  /**
+   * Optional: {@link BlockHasher.blockId} of the digest at `digests[at, at + digest length)`,
+   * without copying it out (a cache reads the ids of a node's packed digests with it).
+   */
+  blockIdAt?(digests: Uint8Array, at: number): bigint
 }
 
 /**

@@ -104,7 +104,6 @@ export class SessionCache {
   readonly #requests = new Map<string, RequestState>()
   /** KV rows reused across requests (block mode gives them back at a request's end). */
   readonly #rows = new RowPool()
-  readonly #created = new WeakSet<object>()
   readonly #hist: Histogram
   #seq = 0
 
@@ -603,13 +602,12 @@ export class SessionCache {
     const tokens = shared ?? (borrowed ? lentView(inputIds as Uint32Array, init) : toTokens(inputIds, spare))
     const len = shared === undefined && !borrowed ? tokens.length - spare : inputIds.length
     if (len === 0) fail('INVALID_REQUEST', 'inputIds must hold at least one token', inputIds)
-    const req = new RequestState(rid, tokens, len, len + spare, sessionId, extraKey, priority)
+    const req = new RequestState(this, rid, tokens, len, len + spare, sessionId, extraKey, priority)
     req.borrowed = borrowed
     if (shared !== undefined) {
       slot!.streamTail = req
       req.streamSlot = slot
     }
-    this.#created.add(req)
     return req
   }
 
@@ -1148,10 +1146,10 @@ export class SessionCache {
   // Internals
 
   #requireRequest(req: SessionRequest, allowCreated: boolean): RequestState {
-    if (req === null || typeof req !== 'object' || !this.#created.has(req)) {
+    if (!RequestState.ownedBy(req, this)) {
       fail('UNKNOWN_REQUEST', 'not a request created by this SessionCache', req)
     }
-    const r = req as RequestState
+    const r = req
     if (r.phase === 'finished' || r.phase === 'aborted') {
       fail('REQUEST_FINISHED', `request ${r.rid} is already ${r.phase}`, r.rid)
     }

@@ -44,8 +44,16 @@ export class RequestState implements SessionRequest {
   restored = false
   /** Session mode, restored: the slot's `kvAllocatedLen` when lent (its pages stay the slot's on abort). */
   slotAllocated = 0
+  /** The cache that created it: a private field, so no other object passes for one of its requests. */
+  readonly #owner: object
+
+  /** Whether `o` is a request that `owner` created. */
+  static ownedBy(o: unknown, owner: object): o is RequestState {
+    return typeof o === 'object' && o !== null && #owner in o && o.#owner === owner
+  }
 
   constructor(
+    owner: object,
     rid: string,
     tokens: Uint32Array,
     len: number,
@@ -54,6 +62,7 @@ export class RequestState implements SessionRequest {
     extraKey: string | undefined,
     priority: number,
   ) {
+    this.#owner = owner
     this.rid = rid
     this.sessionId = sessionId
     this.extraKey = extraKey
@@ -139,25 +148,67 @@ export function matchResult(
   reprefillTokens: number,
   loadedTokens: number,
 ): SessionMatchResult {
-  let indices = given
-  return {
-    length,
-    get indices(): Int32Array {
-      if (indices === undefined) {
-        if (r.phase !== 'running') {
-          fail(
-            'REQUEST_FINISHED',
-            `request ${r.rid} is ${r.phase}: read a match's indices while the request is in flight (its KV row is reused after its end)`,
-            r.rid,
-          )
-        }
-        indices = r.reqToToken.slice(0, length)
-      }
-      return indices
+  return new SessionMatch(length, given, r, lastNode, fromSlot, reprefillTokens, loadedTokens)
+}
+
+/**
+ * The object {@link matchResult} returns. Its own properties are those of an object literal
+ * `{ length, get indices(), lastNode, fromSlot, reprefillTokens, loadedTokens }` (same order,
+ * `indices` an enumerable, configurable accessor), but the accessor is one function shared by
+ * every match (installed by `defineProperty`), not a closure and an accessor pair per match: an
+ * object literal with an accessor is built by the runtime, about five times slower.
+ */
+class SessionMatch implements SessionMatchResult {
+  declare readonly length: number
+  declare readonly indices: Int32Array
+  declare readonly lastNode: NodeHandle
+  declare readonly fromSlot: boolean
+  declare readonly reprefillTokens: number
+  declare readonly loadedTokens: number
+  #indices: Int32Array | undefined
+  readonly #r: RequestState
+
+  static readonly #indicesProperty: PropertyDescriptor = {
+    get(this: SessionMatch): Int32Array {
+      return this.#readIndices()
     },
-    lastNode,
-    fromSlot,
-    reprefillTokens,
-    loadedTokens,
+    enumerable: true,
+    configurable: true,
+  }
+
+  constructor(
+    length: number,
+    given: Int32Array | undefined,
+    r: RequestState,
+    lastNode: NodeHandle,
+    fromSlot: boolean,
+    reprefillTokens: number,
+    loadedTokens: number,
+  ) {
+    this.#indices = given
+    this.#r = r
+    this.length = length
+    Object.defineProperty(this, 'indices', SessionMatch.#indicesProperty)
+    this.lastNode = lastNode
+    this.fromSlot = fromSlot
+    this.reprefillTokens = reprefillTokens
+    this.loadedTokens = loadedTokens
+  }
+
+  #readIndices(): Int32Array {
+    let indices = this.#indices
+    if (indices === undefined) {
+      const r = this.#r
+      if (r.phase !== 'running') {
+        fail(
+          'REQUEST_FINISHED',
+          `request ${r.rid} is ${r.phase}: read a match's indices while the request is in flight (its KV row is reused after its end)`,
+          r.rid,
+        )
+      }
+      indices = r.reqToToken.slice(0, this.length)
+      this.#indices = indices
+    }
+    return indices
   }
 }

@@ -27,11 +27,14 @@ export class WorkerFactory {
 
   /** A `lost-kv-events` fault is configured: every page's event must be its own. */
   readonly #losesEvents: boolean
+  /** No fault is configured: no window ever opens and nothing strikes, every event is delivered. */
+  readonly #faultFree: boolean
 
   constructor(ctx: SimContext, faults: ActiveFaults) {
     this.#ctx = ctx
     this.#faults = faults
     this.#losesEvents = ctx.config.faults.some((f) => f.kind === 'lost-kv-events')
+    this.#faultFree = faults.specs.length === 0
   }
 
   /** Create the configured workers, in order, and register each with the router. */
@@ -139,6 +142,10 @@ export class WorkerFactory {
     // Counted per page, as SGLang publishes them, however they are batched here.
     c.kvEvents += e.type === 'AllBlocksCleared' ? 1 : e.blockHashes.length
     w.lastEventId = e.eventId
+    if (this.#faultFree) {
+      this.#ctx.router.ingest(w.id, e)
+      return
+    }
     if (this.#faults.lostEvent(w)) {
       c.kvEventsLost++
       return

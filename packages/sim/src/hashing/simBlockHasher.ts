@@ -1,6 +1,20 @@
 import type { BlockHasher } from '@kvc/radix-cache'
 
-const view = new DataView(new ArrayBuffer(8))
+// A block id is the digest's 8 bytes read as a big-endian signed 64-bit integer: its two words are
+// written into a `BigInt64Array`'s 32-bit view (host order) and the element read once, about twice
+// as fast as eight `DataView.setUint8` and a `getBigInt64`.
+const id64 = new BigInt64Array(1)
+const id32 = new Int32Array(id64.buffer)
+const littleEndian = new Uint8Array(new Uint16Array([1]).buffer)[0] === 1
+const HI = littleEndian ? 1 : 0
+const LO = littleEndian ? 0 : 1
+
+/** The block id of the digest at `d[at, at + 8)`. */
+function idOf(d: Uint8Array, at: number): bigint {
+  id32[HI] = (d[at]! << 24) | (d[at + 1]! << 16) | (d[at + 2]! << 8) | d[at + 3]!
+  id32[LO] = (d[at + 4]! << 24) | (d[at + 5]! << 16) | (d[at + 6]! << 8) | d[at + 7]!
+  return id64[0]!
+}
 
 function nsSeed(extraKey: string | undefined): number {
   let h = 0x811c9dc5
@@ -54,8 +68,46 @@ export const simBlockHasher: BlockHasher = Object.freeze({
     return out
   },
   blockId(digest: Uint8Array): bigint {
-    for (let i = 0; i < 8; i++) view.setUint8(i, digest[i]!)
-    return view.getBigInt64(0)
+    return idOf(digest, 0)
+  },
+  digestLength: 8,
+  hashPagesInto(
+    parent: Uint8Array | undefined,
+    parentAt: number,
+    tokens: Uint32Array,
+    from: number,
+    pageSize: number,
+    pages: number,
+    extraKey: string | undefined,
+    out: Uint8Array,
+    outAt: number,
+  ): void {
+    let h1: number
+    let h2: number
+    if (parent === undefined) {
+      h1 = nsSeed(extraKey)
+      h2 = 0x9747b28c ^ h1
+    } else {
+      const a = parentAt
+      h1 = (parent[a]! << 24) | (parent[a + 1]! << 16) | (parent[a + 2]! << 8) | parent[a + 3]!
+      h2 = (parent[a + 4]! << 24) | (parent[a + 5]! << 16) | (parent[a + 6]! << 8) | parent[a + 7]!
+    }
+    for (let p = 0, at = from, o = outAt; p < pages; p++, at += pageSize, o += 8) {
+      hashLanes(h1, h2, tokens, at, at + pageSize)
+      h1 = LANES[0]!
+      h2 = LANES[1]!
+      out[o] = h1 >>> 24
+      out[o + 1] = (h1 >>> 16) & 255
+      out[o + 2] = (h1 >>> 8) & 255
+      out[o + 3] = h1 & 255
+      out[o + 4] = h2 >>> 24
+      out[o + 5] = (h2 >>> 16) & 255
+      out[o + 6] = (h2 >>> 8) & 255
+      out[o + 7] = h2 & 255
+    }
+  },
+  blockIdAt(digests: Uint8Array, at: number): bigint {
+    return idOf(digests, at)
   },
 })
 

@@ -24,34 +24,11 @@ export function openRequest(
   const g = config.geometry
   const prompt = turn.prompt!
   const sid = withSession ? turn.key : undefined
+  // Room for the output it decodes here, so decoding does not grow its buffers.
+  const maxNewTokens = g.units(reserve)
   let req: SessionRequest
-  let cachedUnits: number
-  let loadedUnits: number
-  const rid = `${turn.id}.${turn.seq}`
-  const make = () => {
-    if (sid !== undefined && !cache.hasSession(sid)) cache.openSession(sid)
-    // Room for the output it decodes here, so decoding does not grow its buffers. The workload's
-    // prompts are never written: the cache reads them in place (`copyInputIds: false`), and the
-    // output it decodes too where the workload's stream goes on with it (`outputFollowsInput`).
-    const maxNewTokens = g.units(reserve)
-    req = cache.createRequest(
-      sid === undefined
-        ? { rid, inputIds: prompt, maxNewTokens, copyInputIds: false, outputFollowsInput: true }
-        : {
-            rid,
-            inputIds: prompt,
-            sessionId: sid,
-            maxNewTokens,
-            copyInputIds: false,
-            outputFollowsInput: true,
-          },
-    )
-    const m = cache.matchPrefix(req)
-    cachedUnits = m.length
-    loadedUnits = m.loadedTokens
-  }
   try {
-    make()
+    req = admit(cache, turn, prompt, sid, maxNewTokens)
   } catch (err) {
     // The session's slot on this worker diverged from the prompt (another D served it since,
     // or the trace's next prompt does not extend the last output): release it and start over.
@@ -59,9 +36,11 @@ export function openRequest(
     const st = cache.getSessionStatus(sid)
     if (st?.active) throw err
     if (st !== undefined) cache.releaseSession(sid)
-    make()
+    req = admit(cache, turn, prompt, sid, maxNewTokens)
   }
-  const cached = g.tokens(cachedUnits!)
+  const cachedUnits = matched.length
+  const loadedUnits = matched.loadedTokens
+  const cached = g.tokens(cachedUnits)
   const newTokens = g.promptTokens(prompt.length) - cached
   // Admission to the GPU (SGLang's scheduler): the prompt and the outputs of every admitted
   // request must fit in free + evictable memory; idle sessions give up their locks first, least
@@ -74,26 +53,64 @@ export function openRequest(
   if (g.tokens(w.pool.availableSize() + cache.cache.evictableSize()) < need) {
     if (!lazy) cache.evictIdleSessions({ needTokens: g.units(need) })
     if (lazy || g.tokens(w.pool.availableSize() + cache.cache.evictableSize()) < need) {
-      cache.abortReq(req!)
+      cache.abortReq(req)
       return undefined
     }
   }
   // Allocate chunk by chunk (chunked prefill / layer-wise transfer): each chunk evicts only
   // its own shortfall, as the engine does. The chunks are cut in tokens and allocated in units.
   try {
-    let doneUnits = cachedUnits!
+    let doneUnits = cachedUnits
     for (let done = 0; done < newTokens; ) {
       done += Math.min(config.chunkTokens, newTokens - done)
       const target = g.units(cached + done)
       if (target > doneUnits) {
-        cache.prefill(req!, target - doneUnits)
+        cache.prefill(req, target - doneUnits)
         doneUnits = target
       }
     }
   } catch (err) {
-    cache.abortReq(req!)
+    cache.abortReq(req)
     if (isOom(err)) return undefined
     throw err
   }
-  return { req: req!, cached, loaded: g.tokens(loadedUnits!) }
+  return { req, cached, loaded: g.tokens(loadedUnits) }
+}
+
+/** What {@link admit} matched: the last admission's cached and loaded units. */
+const matched = { length: 0, loadedTokens: 0 }
+
+/**
+ * Create the turn's request on `cache` (opening its session first) and match its prompt, noting
+ * the match in {@link matched}. A function of its own rather than a closure in `openRequest`, so
+ * that an admission allocates no closure and its caller's variables stay out of a context.
+ */
+function admit(
+  cache: NonNullable<SimWorker['cache']>,
+  turn: Turn,
+  prompt: Uint32Array,
+  sid: string | undefined,
+  maxNewTokens: number,
+): SessionRequest {
+  if (sid !== undefined && !cache.hasSession(sid)) cache.openSession(sid)
+  // The workload's prompts are never written: the cache reads them in place
+  // (`copyInputIds: false`), and the output it decodes too where the workload's stream goes on
+  // with it (`outputFollowsInput`).
+  const rid = `${turn.id}.${turn.seq}`
+  const req = cache.createRequest(
+    sid === undefined
+      ? { rid, inputIds: prompt, maxNewTokens, copyInputIds: false, outputFollowsInput: true }
+      : {
+          rid,
+          inputIds: prompt,
+          sessionId: sid,
+          maxNewTokens,
+          copyInputIds: false,
+          outputFollowsInput: true,
+        },
+  )
+  const m = cache.matchPrefix(req)
+  matched.length = m.length
+  matched.loadedTokens = m.loadedTokens
+  return req
 }
