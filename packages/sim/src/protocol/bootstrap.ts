@@ -767,6 +767,15 @@ export interface PolicyBootstrap {
   readonly estimates: Record<CiMetric, Estimate>
 }
 
+/**
+ * Resampled values computed elsewhere (another thread): those of resamples `from` to
+ * `from + samples[0].length − 1`, one array per metric (or per column and quantile).
+ */
+export interface ResampledRange {
+  readonly from: number
+  readonly samples: readonly Float64Array[]
+}
+
 /** A policy's {@link PolicyBootstrap} over `layout`, with the draws of `resamples` and `seed`. */
 export function bootstrapPolicy(
   c: PolicyColumns,
@@ -774,26 +783,125 @@ export function bootstrapPolicy(
   resamples: number,
   seed: number,
 ): PolicyBootstrap {
+  return new PolicyBootstrapper(c, layout, resamples, seed).finish()
+}
+
+/**
+ * {@link bootstrapPolicy} in parts: resamples computed here ({@link compute}) or on another thread
+ * ({@link resampleMetrics}, then {@link give}), then the estimates ({@link finish}); the same
+ * result whoever computed which resamples.
+ */
+export class PolicyBootstrapper {
+  readonly #prepared: PreparedPolicy
+  readonly #layout: ClusterLayout
+  readonly #seed: number
+  readonly #samples: Float64Array[]
+  /** Per resample, 1 once computed or given. */
+  readonly #done: Uint8Array
+  readonly #point: Float64Array
+
+  constructor(c: PolicyColumns, layout: ClusterLayout, resamples: number, seed: number) {
+    const M = CI_METRICS.length
+    const { clusters, clusterOf, all } = flatten(layout)
+    this.#prepared = new PreparedPolicy(c, all, clusterOf, clusters)
+    this.#layout = layout
+    this.#seed = seed
+    this.#samples = Array.from({ length: M }, () => new Float64Array(resamples))
+    this.#done = new Uint8Array(resamples)
+    this.#point = new Float64Array(M)
+    this.#prepared.metrics(new Int32Array(clusters.length).fill(1), this.#point)
+  }
+
+  /** Computes resamples `from` to `to − 1` (those not done yet). */
+  compute(from: number, to: number): void {
+    const draws = resamplesOf(this.#layout, this.#done.length, this.#seed)
+    const out = new Float64Array(CI_METRICS.length)
+    for (let b = Math.max(0, from); b < Math.min(to, this.#done.length); b++) {
+      if (this.#done[b] === 1) continue
+      this.#prepared.metrics(draws[b]!, out)
+      for (let m = 0; m < out.length; m++) this.#samples[m]![b] = out[m]!
+      this.#done[b] = 1
+    }
+  }
+
+  /** Takes resamples computed elsewhere ({@link resampleMetrics} on the same columns, layout and draws). */
+  give(range: ResampledRange): void {
+    giveRange(this.#samples, this.#done, range)
+  }
+
+  /** The bootstrap (the resamples neither computed nor given are computed now). */
+  finish(): PolicyBootstrap {
+    this.compute(0, this.#done.length)
+    const estimates = {} as Record<CiMetric, Estimate>
+    CI_METRICS.forEach((name, m) => {
+      const [lo, hi] = interval(this.#samples[m]!)
+      estimates[name] = { value: this.#point[m]!, lo, hi }
+    })
+    return { point: this.#point, samples: this.#samples, estimates }
+  }
+}
+
+/**
+ * The metrics of a policy's resamples `from` to `to − 1` with the cluster draws `draws` (indexed
+ * by resample; {@link drawResamples}): what {@link PolicyBootstrapper.compute} computes, on
+ * another thread. One array per metric of {@link CI_METRICS}.
+ */
+export function resampleMetrics(
+  c: PolicyColumns,
+  layout: ClusterLayout,
+  draws: readonly Int32Array[],
+  from: number,
+  to: number,
+): Float64Array[] {
   const M = CI_METRICS.length
   const { clusters, clusterOf, all } = flatten(layout)
   const prepared = new PreparedPolicy(c, all, clusterOf, clusters)
-  const ones = new Int32Array(clusters.length).fill(1)
-  const point = new Float64Array(M)
-  prepared.metrics(ones, point)
-  const samples = Array.from({ length: M }, () => new Float64Array(resamples))
+  const samples = Array.from({ length: M }, () => new Float64Array(to - from))
   const out = new Float64Array(M)
-  let b = 0
-  for (const counts of resamplesOf(layout, resamples, seed)) {
-    prepared.metrics(counts, out)
-    for (let m = 0; m < M; m++) samples[m]![b] = out[m]!
-    b++
+  for (let b = from; b < to; b++) {
+    prepared.metrics(draws[b]!, out)
+    for (let m = 0; m < M; m++) samples[m]![b - from] = out[m]!
   }
-  const estimates = {} as Record<CiMetric, Estimate>
-  CI_METRICS.forEach((name, m) => {
-    const [lo, hi] = interval(samples[m]!)
-    estimates[name] = { value: point[m]!, lo, hi }
-  })
-  return { point, samples, estimates }
+  return samples
+}
+
+/** Copies `range` into `samples` (ignored if its shape does not fit) and marks its resamples done. */
+function giveRange(samples: Float64Array[], done: Uint8Array, range: ResampledRange): void {
+  const n = Math.min(range.samples[0]?.length ?? 0, done.length - range.from)
+  if (range.from < 0 || range.samples.length !== samples.length || n <= 0) return
+  if (range.samples.some((x) => x.length < n)) return
+  for (let m = 0; m < samples.length; m++) samples[m]!.set(range.samples[m]!.subarray(0, n), range.from)
+  done.fill(1, range.from, range.from + n)
+}
+
+/**
+ * A layout in three flat arrays (what another thread can be given of it cheaply): the clusters per
+ * seed, and cluster `k`'s turns `all[starts[k]]` to `all[starts[k + 1] − 1]`, numbered seed by seed.
+ */
+export interface PackedLayout {
+  readonly clustersPerSeed: readonly number[]
+  readonly starts: Int32Array
+  readonly all: Int32Array
+}
+
+/** `layout` as a {@link PackedLayout}. */
+export function packLayout(layout: ClusterLayout): PackedLayout {
+  const { clusters, all } = flatten(layout)
+  const starts = new Int32Array(clusters.length + 1)
+  for (let k = 0; k < clusters.length; k++) starts[k + 1] = starts[k]! + clusters[k]!.length
+  return { clustersPerSeed: layout.seeds.map((s) => s.length), starts, all }
+}
+
+/** The layout of a {@link PackedLayout} (its clusters are views of `all`). */
+export function unpackLayout(p: PackedLayout): ClusterLayout {
+  const seeds: Int32Array[][] = []
+  let k = 0
+  for (const n of p.clustersPerSeed) {
+    const clusters: Int32Array[] = new Array(n)
+    for (let j = 0; j < n; j++, k++) clusters[j] = p.all.subarray(p.starts[k]!, p.starts[k + 1]!)
+    seeds.push(clusters)
+  }
+  return { seeds }
 }
 
 /**
@@ -864,25 +972,100 @@ export function stratumBootstrap(
   resamples: number,
   seed: number,
 ): Estimate[][] {
+  return new StratumBootstrapper(columns, members, layout, qs, resamples, seed).finish()
+}
+
+/**
+ * {@link stratumBootstrap} in parts, as {@link PolicyBootstrapper}: resamples computed here or on
+ * another thread ({@link resampleStratum}), then the estimates.
+ */
+export class StratumBootstrapper {
+  readonly #sorted: SortedColumn[]
+  readonly #qs: readonly number[]
+  readonly #layout: ClusterLayout
+  readonly #seed: number
+  /** One array per column and quantile (column-major). */
+  readonly #samples: Float64Array[]
+  readonly #done: Uint8Array
+  readonly #clusters: number
+
+  constructor(
+    columns: readonly Float64Array[],
+    members: Int32Array,
+    layout: ClusterLayout,
+    qs: readonly number[],
+    resamples: number,
+    seed: number,
+  ) {
+    const { clusters, clusterOf } = flatten(layout)
+    this.#sorted = columns.map((c) => new SortedColumn(c, members, clusterOf, clusters.length))
+    this.#qs = qs
+    this.#layout = layout
+    this.#seed = seed
+    this.#samples = columns.flatMap(() => qs.map(() => new Float64Array(resamples)))
+    this.#done = new Uint8Array(resamples)
+    this.#clusters = clusters.length
+  }
+
+  /** Computes resamples `from` to `to − 1` (those not done yet). */
+  compute(from: number, to: number): void {
+    const draws = resamplesOf(this.#layout, this.#done.length, this.#seed)
+    const qs = this.#qs
+    const out = new Float64Array(qs.length)
+    for (let b = Math.max(0, from); b < Math.min(to, this.#done.length); b++) {
+      if (this.#done[b] === 1) continue
+      this.#sorted.forEach((s, p) => {
+        s.quantiles(draws[b]!, qs, out, 0)
+        for (let k = 0; k < qs.length; k++) this.#samples[p * qs.length + k]![b] = out[k]!
+      })
+      this.#done[b] = 1
+    }
+  }
+
+  /** Takes resamples computed elsewhere ({@link resampleStratum} on the same columns, members, layout and draws). */
+  give(range: ResampledRange): void {
+    giveRange(this.#samples, this.#done, range)
+  }
+
+  /** Per column, an {@link Estimate} per quantile (the resamples not done yet are computed now). */
+  finish(): Estimate[][] {
+    this.compute(0, this.#done.length)
+    const qs = this.#qs
+    const ones = new Int32Array(this.#clusters).fill(1)
+    const point = new Float64Array(qs.length)
+    return this.#sorted.map((s, p) => {
+      s.quantiles(ones, qs, point, 0)
+      return qs.map((_, k) => {
+        const [lo, hi] = interval(this.#samples[p * qs.length + k]!)
+        return { value: point[k]!, lo, hi }
+      })
+    })
+  }
+}
+
+/**
+ * What {@link StratumBootstrapper.compute} computes, on another thread: the quantiles `qs` of each
+ * column over `members` in resamples `from` to `to − 1` with the cluster draws `draws` (indexed by
+ * resample), one array per column and quantile (column-major).
+ */
+export function resampleStratum(
+  columns: readonly Float64Array[],
+  members: Int32Array,
+  layout: ClusterLayout,
+  qs: readonly number[],
+  draws: readonly Int32Array[],
+  from: number,
+  to: number,
+): Float64Array[] {
   const { clusters, clusterOf } = flatten(layout)
   const sorted = columns.map((c) => new SortedColumn(c, members, clusterOf, clusters.length))
-  const ones = new Int32Array(clusters.length).fill(1)
-  const point = new Float64Array(qs.length)
-  const samples = columns.map(() => qs.map(() => new Float64Array(resamples)))
+  const samples = columns.flatMap(() => qs.map(() => new Float64Array(to - from)))
   const out = new Float64Array(qs.length)
-  let b = 0
-  for (const counts of resamplesOf(layout, resamples, seed)) {
+  for (let b = from; b < to; b++) {
     sorted.forEach((s, p) => {
-      s.quantiles(counts, qs, out, 0)
-      for (let k = 0; k < qs.length; k++) samples[p]![k]![b] = out[k]!
+      s.quantiles(draws[b]!, qs, out, 0)
+      for (let k = 0; k < qs.length; k++) samples[p * qs.length + k]![b - from] = out[k]!
     })
-    b++
   }
-  return sorted.map((s, p) => {
-    s.quantiles(ones, qs, point, 0)
-    return qs.map((_, k) => {
-      const [lo, hi] = interval(samples[p]![k]!)
-      return { value: point[k]!, lo, hi }
-    })
-  })
+  return samples
 }

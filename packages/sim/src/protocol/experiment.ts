@@ -25,11 +25,16 @@ import {
   type PairedEstimate,
   type PolicyColumns,
   drawResamples,
+  type PackedLayout,
   type PolicyBootstrap,
-  bootstrapPolicy,
+  PolicyBootstrapper,
+  StratumBootstrapper,
   keepDraws,
+  packLayout,
   pairBootstraps,
-  stratumBootstrap,
+  resampleMetrics,
+  resampleStratum,
+  unpackLayout,
 } from './bootstrap.js'
 
 /**
@@ -453,23 +458,23 @@ function strataMembers(
 
 type StratumFigures = Stratum['policies'][string]
 
+/** The quantiles of a stratum's TTFT bootstrap (p50 and p90). */
+const STRATUM_QS = [0.5, 0.9] as const
+
 /**
  * One policy's figures in each stratum, read from its columns; `whole`: its main bootstrap's
  * estimates (a stratum of every turn, such as a trace's only turn index, is the whole sample: its
- * intervals are the main bootstrap's, from the same draws).
+ * intervals are the main bootstrap's, from the same draws); `boots`: the TTFT bootstrap of each
+ * other stratum (undefined for a whole one).
  */
 function stratumFigures(
   strata: readonly StratumMembers[],
   c: PolicyColumns,
-  layout: ClusterLayout,
-  resamples: number,
-  seed: number,
+  boots: readonly (StratumBootstrapper | undefined)[],
   whole: Readonly<Record<CiMetric, Estimate>>,
 ): StratumFigures[] {
-  return strata.map(({ idx, whole: all }) => {
-    const ttft = all
-      ? [whole.ttft_p50, whole.ttft_p90]
-      : stratumBootstrap([c.ttft], idx, layout, [0.5, 0.9], resamples, seed)[0]!
+  return strata.map(({ idx, whole: all }, s) => {
+    const ttft = all ? [whole.ttft_p50, whole.ttft_p90] : boots[s]!.finish()[0]!
     // The policy's columns hold each turn's end-to-end time, TPOT, failure, fast path and SLO.
     const n = idx.length
     const e = new Float64Array(n)
@@ -573,6 +578,12 @@ export async function runExperiment(
      * summary computes it after the runs. The result is the same either way.
      */
     readonly prepare?: (job: SummaryPrepJob) => Promise<SummaryPrep>
+    /**
+     * Computes a share of a policy's bootstrap on another thread ({@link computeResampleShare})
+     * while this thread computes the rest: the CLI's `run` gives it to the thread that prepared
+     * the summary. Unset, or if it fails, this thread computes everything. The same result either way.
+     */
+    readonly share?: (job: ResampleShareJob) => Promise<ResampleShare>
   } = {},
 ): Promise<ExperimentResult> {
   const plan = planExperiment(config)
@@ -583,7 +594,7 @@ export async function runExperiment(
   const kv = plan.cost.kvBytesPerToken
   const slo = plan.config.slo ?? DEFAULT_SLO
   const ended: RunResult[] = new Array(plan.tasks.length)
-  const summary = new SummaryBuilder(plan, false, prepared !== undefined)
+  const summary = new SummaryBuilder(plan, false, prepared !== undefined, options.share)
   prepared?.then((p) => summary.prepare(p))
   const returned = await runner(plan.tasks, options.onProgress ?? (() => {}), (task, result) => {
     ended[task] = result
@@ -592,7 +603,9 @@ export async function runExperiment(
   })
   const results = plan.tasks.map((_, i) => ended[i] ?? returned[i]!)
   options.onResults?.(results)
-  return summary.finish(results, await prepared)
+  const prep = await prepared
+  await summary.settled()
+  return summary.finish(results, prep)
 }
 
 /** Run metrics computed by `runExperiment` as each run ended, with the arguments they were computed with. */
@@ -715,6 +728,71 @@ export function prepareSummary(job: SummaryPrepJob): SummaryPrep {
   }
 }
 
+/**
+ * A share of one policy's bootstrap for another thread (`runExperiment`'s `share`): its per-turn
+ * columns, the bootstrap's clusters, and the members of the strata whose TTFT p50 and p90 get
+ * intervals; the thread computes resamples `0` to `to − 1` of all of them
+ * ({@link computeResampleShare}) while this one computes the others.
+ *
+ * @example
+ * ```ts
+ * import type { ResampleShareJob } from '@kvc/sim'
+ * const half = (job: ResampleShareJob) => job.to / job.resamples // 0.5
+ * ```
+ */
+export interface ResampleShareJob {
+  readonly columns: PolicyColumns
+  readonly layout: PackedLayout
+  readonly strata: readonly Int32Array[]
+  readonly resamples: number
+  readonly bootSeed: number
+  readonly to: number
+}
+
+/**
+ * What {@link computeResampleShare} gives back: the resampled metrics (one array per metric of
+ * `CI_METRICS`, resamples `0` to `to − 1`) and, per stratum of the job, its TTFT p50 and p90.
+ *
+ * @example
+ * ```ts
+ * import type { ResampleShare } from '@kvc/sim'
+ * const resamples = (s: ResampleShare) => s.metrics[0]?.length ?? 0
+ * ```
+ */
+export interface ResampleShare {
+  readonly metrics: readonly Float64Array[]
+  readonly strata: readonly (readonly Float64Array[])[]
+}
+
+/**
+ * Compute a {@link ResampleShareJob} (pure: the same job gives the same share on any thread).
+ * `draws`: the bootstrap's draws for the job's layout, count and seed when the thread has them
+ * (from its {@link prepareSummary}); else they are drawn again (the same ones).
+ *
+ * @example
+ * ```ts
+ * import { computeResampleShare } from '@kvc/sim'
+ * const ones = Float64Array.of(1, 1)
+ * const share = computeResampleShare({
+ *   columns: { ttft: ones, e2e: ones, elapsedTtft: ones, elapsed: ones, failed: new Uint8Array(2), fast: new Uint8Array(2) },
+ *   layout: { clustersPerSeed: [2], starts: Int32Array.of(0, 1, 2), all: Int32Array.of(0, 1) },
+ *   strata: [], resamples: 10, bootSeed: 1, to: 5,
+ * })
+ * share.metrics[0]!.length // 5
+ * ```
+ */
+export function computeResampleShare(job: ResampleShareJob, draws?: readonly Int32Array[]): ResampleShare {
+  const layout = unpackLayout(job.layout)
+  const d =
+    draws !== undefined && draws.length >= job.to
+      ? draws
+      : drawResamples(job.layout.clustersPerSeed, job.to, job.bootSeed)
+  return {
+    metrics: resampleMetrics(job.columns, layout, d, 0, job.to),
+    strata: job.strata.map((m) => resampleStratum([job.columns.ttft], m, layout, STRATUM_QS, d, 0, job.to)),
+  }
+}
+
 /** An experiment checked and turned into tasks (policy-major, then seed), ready to run. */
 export interface ExperimentPlan {
   readonly config: ExperimentConfig
@@ -822,6 +900,13 @@ interface PolicyPart {
   }
 }
 
+/** A policy's part waiting for the share of its bootstrap another thread computes. */
+interface PendingPart {
+  readonly pending: Promise<ResampleShare | undefined>
+  /** The part, with that share (`undefined`: none came; this thread computes it). */
+  readonly complete: (share: ResampleShare | undefined) => PolicyPart
+}
+
 /**
  * An experiment's summary built as its runs end: once the reference policy's runs have all ended
  * (the bootstrap's clusters and the strata are its turns), each policy whose runs have all ended
@@ -837,14 +922,24 @@ class SummaryBuilder {
   readonly #bootSeed: number
   #ended: (RunResult | undefined)[]
   #ref: ReferenceParts | undefined
-  #parts: (PolicyPart | undefined)[]
+  #parts: (PolicyPart | PendingPart | undefined)[]
   #prep: SummaryPrep | undefined
+  readonly #share: ((job: ResampleShareJob) => Promise<ResampleShare>) | undefined
   /** Whether a preparation is on its way (parts wait for its draws). */
   #waiting: boolean
 
-  /** `preparing`: a preparation will come through {@link prepare}. */
-  constructor(plan: ExperimentPlan, lean: boolean, preparing = false) {
+  /**
+   * `preparing`: a preparation will come through {@link prepare}; `share`: computes a share of a
+   * policy's bootstrap on another thread (see `runExperiment`).
+   */
+  constructor(
+    plan: ExperimentPlan,
+    lean: boolean,
+    preparing = false,
+    share?: (job: ResampleShareJob) => Promise<ResampleShare>,
+  ) {
     this.#waiting = preparing
+    this.#share = share
     this.#plan = plan
     this.#lean = lean
     this.#S = plan.config.seeds.length
@@ -868,6 +963,17 @@ class SummaryBuilder {
   add(task: number, run: RunResult): void {
     this.#ended[task] = run
     this.#advance()
+  }
+
+  /** Resolves once every part waiting for another thread's share has it (or has given up on it). */
+  async settled(): Promise<void> {
+    for (let p = 0; p < this.#parts.length; p++) {
+      const x = this.#parts[p]
+      if (x !== undefined && 'pending' in x) {
+        const got = await x.pending
+        if (this.#parts[p] === x) this.#parts[p] = x.complete(got)
+      }
+    }
   }
 
   /**
@@ -907,7 +1013,7 @@ class SummaryBuilder {
     })
     if (this.#ref === undefined) this.#ref = this.#reference(byPolicy[0]!)
     const ref = this.#ref
-    const parts = specs.map((_, p) => this.#partOf(p)!)
+    const parts = specs.map((_, p) => this.#partOf(p, true)!)
     const slo = this.#slo
     const metrics = parts.flatMap((x) => x.metrics)
     const sessionsUnit = w0.sessions > 0
@@ -1028,18 +1134,28 @@ class SummaryBuilder {
     }
   }
 
-  /** Policy `p`'s part, computed now if its runs and the reference's have all ended. */
-  #partOf(p: number): PolicyPart | undefined {
+  /**
+   * Policy `p`'s part, computed now if its runs and the reference's have all ended. `wait`: a part
+   * still waiting for another thread's share is completed without it (this thread computes it).
+   */
+  #partOf(p: number, wait = false): PolicyPart | undefined {
     const kept = this.#parts[p]
-    if (kept !== undefined || this.#ref === undefined) return kept
+    if (kept !== undefined) {
+      if (!('pending' in kept)) return kept
+      if (!wait) return undefined
+      const part = kept.complete(undefined)
+      this.#parts[p] = part
+      return part
+    }
+    if (this.#ref === undefined) return undefined
     const runs = this.#runsOf(p)
     if (runs === undefined) return undefined
     const part = this.#policyPart(p, runs, this.#ref)
     this.#parts[p] = part
-    return part
+    return 'pending' in part ? (wait ? this.#partOf(p, true) : undefined) : part
   }
 
-  #policyPart(p: number, runs: readonly RunResult[], ref: ReferenceParts): PolicyPart {
+  #policyPart(p: number, runs: readonly RunResult[], ref: ReferenceParts): PolicyPart | PendingPart {
     const { config, specs, cost, resamples, w0 } = this.#plan
     const S = this.#S
     const slo = this.#slo
@@ -1047,7 +1163,37 @@ class SummaryBuilder {
     const spec = specs[p]!
     const sessionsUnit = w0.sessions > 0
     const columns = policyColumns(runs, ref.layout, slo, sessionsUnit)
-    const boot = bootstrapPolicy(columns, ref.layout, resamples, this.#bootSeed)
+    const booter = new PolicyBootstrapper(columns, ref.layout, resamples, this.#bootSeed)
+    const strataBoots = (strata: readonly StratumMembers[]) =>
+      strata.map((m) =>
+        m.whole
+          ? undefined
+          : new StratumBootstrapper([columns.ttft], m.idx, ref.layout, STRATUM_QS, resamples, this.#bootSeed),
+      )
+    const boots = {
+      turnIndex: strataBoots(ref.strata.turnIndex),
+      appendTokens: strataBoots(ref.strata.appendTokens),
+      overlap: strataBoots(ref.strata.overlap),
+    }
+    const shared = [...boots.turnIndex, ...boots.appendTokens, ...boots.overlap]
+    const sharedMembers = [...ref.strata.turnIndex, ...ref.strata.appendTokens, ...ref.strata.overlap]
+      .filter((m) => !m.whole)
+      .map((m) => m.idx)
+    // Half the resamples go to another thread when there is one; this thread computes the other half.
+    let pending: Promise<ResampleShare | undefined> | undefined
+    if (this.#share !== undefined && resamples >= 2) {
+      const to = resamples >> 1
+      pending = this.#share({
+        columns,
+        layout: packLayout(ref.layout),
+        strata: sharedMembers,
+        resamples,
+        bootSeed: this.#bootSeed,
+        to,
+      }).catch(() => undefined)
+      booter.compute(to, resamples)
+      for (const b of shared) b?.compute(to, resamples)
+    }
     const ms = runs.map((r) => runMetricsOf(r, cost.kvBytesPerToken, slo))
     const sum = (f: (m: RunMetrics) => number) => ms.reduce((a, m) => a + f(m), 0)
     const failedByCause: Record<string, number> = {}
@@ -1089,64 +1235,79 @@ class SummaryBuilder {
     const tiers = runs.map(hostTierFigures)
     const peak = Math.max(...ms.map((m) => m.peakDecodeUsage))
     const points = config.usagePoints ?? 240
-    const summary: PolicySummary = {
-      policy: spec.label,
-      policyName: runs[0]!.policyName,
-      pathMode: runs[0]!.pathMode,
-      topology: runs[0]!.topology,
-      estimates: boot.estimates,
-      turns: sum((m) => m.turns),
-      failed: sum((m) => m.failed),
-      failedByCause: Object.fromEntries(Object.entries(failedByCause).sort(([a], [b]) => (a < b ? -1 : 1))),
-      paths: {
-        fast: sum((m) => m.paths.fast),
-        local: sum((m) => m.paths.local),
-        seed: sum((m) => m.paths.seed),
-        direct: sum((m) => m.paths.direct),
-      },
-      reseeds: sum((m) => m.reseeds),
-      migrations: sum((m) => m.migrations),
-      hostTier: {
-        loadBacks: tiers.reduce((a, f) => a + f.loadBacks, 0),
-        loadedBackTokens: tiers.reduce((a, f) => a + f.loadedBackTokens, 0) / S,
-        reprefilledTokens: tiers.reduce((a, f) => a + f.reprefilledTokens, 0) / S,
-        peerFetchedTokens: tiers.reduce((a, f) => a + f.peerFetchedTokens, 0) / S,
-      },
-      prefixHitRatio: sum((m) => m.prefixHitRatio) / S,
-      kvTransferGB: sum((m) => m.kvTransferBytes) / S / 1e9,
-      decodeEvictions: decEv,
-      decodeTokensPerEviction:
-        decEv === 0 ? 0 : sum((m) => m.decodeEvictions * m.decodeTokensPerEviction) / decEv,
-      prefillEvictions: preEv,
-      prefillTokensPerEviction:
-        preEv === 0 ? 0 : sum((m) => m.prefillEvictions * m.prefillTokensPerEviction) / preEv,
-      throughputTurnsPerS: sum((m) => m.throughputTurnsPerS) / S,
-      peakDecodeUsage: peak,
-      sessionFastPathHistogram: hist,
-      starvation: {
-        starved,
-        starvedMeanPeakInput: starved === 0 ? 0 : starvedPeak / starved,
-        lucky,
-        luckyMeanPeakInput: lucky === 0 ? 0 : luckyPeak / lucky,
-      },
-      usage: lean
-        ? []
-        : runs[0]!.usage
-            .filter((u) => u.role !== 'prefill')
-            .map((u) => ({ workerId: u.workerId, ...downsample(u.timesS, u.usage, points) })),
-      ttftCdf: lean ? [] : cdf(allRecs),
+    const usage = lean
+      ? []
+      : runs[0]!.usage
+          .filter((u) => u.role !== 'prefill')
+          .map((u) => ({ workerId: u.workerId, ...downsample(u.timesS, u.usage, points) }))
+    const ttftCdf = lean ? [] : cdf(allRecs)
+    const complete = (got: ResampleShare | undefined): PolicyPart => {
+      if (got !== undefined) {
+        booter.give({ from: 0, samples: got.metrics })
+        const given = shared.filter((b) => b !== undefined)
+        if (got.strata.length === given.length) {
+          for (let i = 0; i < given.length; i++) given[i]!.give({ from: 0, samples: got.strata[i]! })
+        }
+      }
+      const boot = booter.finish()
+      const summary: PolicySummary = {
+        policy: spec.label,
+        policyName: runs[0]!.policyName,
+        pathMode: runs[0]!.pathMode,
+        topology: runs[0]!.topology,
+        estimates: boot.estimates,
+        turns: sum((m) => m.turns),
+        failed: sum((m) => m.failed),
+        failedByCause: Object.fromEntries(Object.entries(failedByCause).sort(([a], [b]) => (a < b ? -1 : 1))),
+        paths: {
+          fast: sum((m) => m.paths.fast),
+          local: sum((m) => m.paths.local),
+          seed: sum((m) => m.paths.seed),
+          direct: sum((m) => m.paths.direct),
+        },
+        reseeds: sum((m) => m.reseeds),
+        migrations: sum((m) => m.migrations),
+        hostTier: {
+          loadBacks: tiers.reduce((a, f) => a + f.loadBacks, 0),
+          loadedBackTokens: tiers.reduce((a, f) => a + f.loadedBackTokens, 0) / S,
+          reprefilledTokens: tiers.reduce((a, f) => a + f.reprefilledTokens, 0) / S,
+          peerFetchedTokens: tiers.reduce((a, f) => a + f.peerFetchedTokens, 0) / S,
+        },
+        prefixHitRatio: sum((m) => m.prefixHitRatio) / S,
+        kvTransferGB: sum((m) => m.kvTransferBytes) / S / 1e9,
+        decodeEvictions: decEv,
+        decodeTokensPerEviction:
+          decEv === 0 ? 0 : sum((m) => m.decodeEvictions * m.decodeTokensPerEviction) / decEv,
+        prefillEvictions: preEv,
+        prefillTokensPerEviction:
+          preEv === 0 ? 0 : sum((m) => m.prefillEvictions * m.prefillTokensPerEviction) / preEv,
+        throughputTurnsPerS: sum((m) => m.throughputTurnsPerS) / S,
+        peakDecodeUsage: peak,
+        sessionFastPathHistogram: hist,
+        starvation: {
+          starved,
+          starvedMeanPeakInput: starved === 0 ? 0 : starvedPeak / starved,
+          lucky,
+          luckyMeanPeakInput: lucky === 0 ? 0 : luckyPeak / lucky,
+        },
+        usage,
+        ttftCdf,
+      }
+      const figures = (
+        strata: readonly StratumMembers[],
+        sb: readonly (StratumBootstrapper | undefined)[],
+      ) => (lean ? [] : stratumFigures(strata, columns, sb, boot.estimates))
+      return {
+        metrics: ms,
+        summary,
+        boot,
+        strata: {
+          turnIndex: figures(ref.strata.turnIndex, boots.turnIndex),
+          appendTokens: figures(ref.strata.appendTokens, boots.appendTokens),
+          overlap: figures(ref.strata.overlap, boots.overlap),
+        },
+      }
     }
-    const figures = (strata: readonly StratumMembers[]) =>
-      lean ? [] : stratumFigures(strata, columns, ref.layout, resamples, this.#bootSeed, boot.estimates)
-    return {
-      metrics: ms,
-      summary,
-      boot,
-      strata: {
-        turnIndex: figures(ref.strata.turnIndex),
-        appendTokens: figures(ref.strata.appendTokens),
-        overlap: figures(ref.strata.overlap),
-      },
-    }
+    return pending === undefined ? complete(undefined) : { pending, complete }
   }
 }
