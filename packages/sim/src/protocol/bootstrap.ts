@@ -346,47 +346,10 @@ class PreparedPolicy {
     })
     this.#finite = sums.map((x) => x.every(Number.isFinite))
     if (c.gaps !== undefined) {
-      const g = c.gaps
-      const offsets = new Int32Array(C + 1)
-      const buckets: number[] = []
-      const counts: number[] = []
-      const h = this.#hist
-      // The buckets a cluster touched, ascending (a few of the histogram's 768 per cluster).
-      const touched: number[] = []
-      clusters.forEach((members, k) => {
-        if (members.length === 1 && ascendingPositive(g, members[0]!)) {
-          // One turn whose row is already merged: copied as it is.
-          const i = members[0]!
-          for (let e = g.offsets[i]!; e < g.offsets[i + 1]!; e++) {
-            buckets.push(g.buckets[e]!)
-            counts.push(g.counts[e]!)
-          }
-          offsets[k + 1] = buckets.length
-          return
-        }
-        for (let j = 0; j < members.length; j++) {
-          const i = members[j]!
-          for (let e = g.offsets[i]!; e < g.offsets[i + 1]!; e++) {
-            const b = g.buckets[e]!
-            if (h[b] === 0) touched.push(b)
-            h[b]! += g.counts[e]!
-          }
-        }
-        if (touched.length > 1) touched.sort((a, b) => a - b)
-        for (let t = 0; t < touched.length; t++) {
-          const b = touched[t]!
-          if (h[b]! > 0) {
-            buckets.push(b)
-            counts.push(h[b]!)
-          }
-          h[b] = 0
-        }
-        touched.length = 0
-        offsets[k + 1] = buckets.length
-      })
-      this.gapOffsets = offsets
-      this.gapBuckets = Uint16Array.from(buckets)
-      this.gapCounts = Float64Array.from(counts)
+      const merged = mergeClusterGaps(c.gaps, clusters, this.#hist)
+      this.gapOffsets = merged.offsets
+      this.gapBuckets = merged.buckets
+      this.gapCounts = merged.counts
     }
   }
 
@@ -576,6 +539,63 @@ function gapQuantilesInto(h: Float64Array, total: number, out: Float64Array, at:
 
 function ratio(x: number, d: number): number {
   return d === 0 ? Number.NaN : x / d
+}
+
+/**
+ * Each cluster's gap rows merged into one row of ascending buckets (compressed rows, one per
+ * cluster). `h`: a zeroed dense histogram to merge in (left zeroed).
+ */
+function mergeClusterGaps(
+  g: DecodeGapHistograms,
+  clusters: readonly Int32Array[],
+  h: Float64Array,
+): { offsets: Int32Array; buckets: Uint16Array; counts: Float64Array } {
+  const C = clusters.length
+  const offsets = new Int32Array(C + 1)
+  // A merged row has at most the entries of its turns' rows.
+  let bound = 0
+  for (let k = 0; k < C; k++) {
+    const members = clusters[k]!
+    for (let j = 0; j < members.length; j++) bound += g.offsets[members[j]! + 1]! - g.offsets[members[j]!]!
+  }
+  const buckets = new Uint16Array(bound)
+  const counts = new Float64Array(bound)
+  // The buckets a cluster touched, ascending (a few of the histogram's 768 per cluster).
+  const touched: number[] = []
+  let n = 0
+  for (let k = 0; k < C; k++) {
+    const members = clusters[k]!
+    if (members.length === 1 && ascendingPositive(g, members[0]!)) {
+      // One turn whose row is already merged: copied as it is.
+      const i = members[0]!
+      for (let e = g.offsets[i]!; e < g.offsets[i + 1]!; e++) {
+        buckets[n] = g.buckets[e]!
+        counts[n++] = g.counts[e]!
+      }
+      offsets[k + 1] = n
+      continue
+    }
+    for (let j = 0; j < members.length; j++) {
+      const i = members[j]!
+      for (let e = g.offsets[i]!; e < g.offsets[i + 1]!; e++) {
+        const b = g.buckets[e]!
+        if (h[b] === 0) touched.push(b)
+        h[b]! += g.counts[e]!
+      }
+    }
+    if (touched.length > 1) touched.sort((a, b) => a - b)
+    for (let t = 0; t < touched.length; t++) {
+      const b = touched[t]!
+      if (h[b]! > 0) {
+        buckets[n] = b
+        counts[n++] = h[b]!
+      }
+      h[b] = 0
+    }
+    touched.length = 0
+    offsets[k + 1] = n
+  }
+  return { offsets, buckets: buckets.slice(0, n), counts: counts.slice(0, n) }
 }
 
 /** Whether turn `i`'s gap row has strictly ascending buckets and positive counts (a merged row). */

@@ -443,16 +443,31 @@ function strataMembers(
   buckets: readonly [string, number, number][],
   key: (r: TurnRecord) => number,
 ): StratumMembers[] {
-  const out: StratumMembers[] = []
-  for (const [name, lo, hi] of buckets) {
-    const members: number[] = []
-    ref.forEach((r, i) => {
-      const k = key(r)
-      if (k >= lo && k < hi) members.push(i)
-    })
-    if (members.length === 0) continue
-    out.push({ bucket: name, idx: Int32Array.from(members), whole: members.length === ref.length })
+  // One pass: each turn's bucket (the buckets do not overlap), then each bucket's members in order.
+  const n = ref.length
+  const which = new Int8Array(n).fill(-1)
+  const sizes = new Int32Array(buckets.length)
+  for (let i = 0; i < n; i++) {
+    const k = key(ref[i]!)
+    for (let b = 0; b < buckets.length; b++) {
+      if (k >= buckets[b]![1] && k < buckets[b]![2]) {
+        which[i] = b
+        sizes[b]!++
+        break
+      }
+    }
   }
+  const idx = Array.from(sizes, (m) => new Int32Array(m))
+  const filled = new Int32Array(buckets.length)
+  for (let i = 0; i < n; i++) {
+    const b = which[i]!
+    if (b >= 0) idx[b]![filled[b]!++] = i
+  }
+  const out: StratumMembers[] = []
+  buckets.forEach(([name], b) => {
+    if (sizes[b] === 0) return
+    out.push({ bucket: name, idx: idx[b]!, whole: sizes[b] === n })
+  })
   return out
 }
 
