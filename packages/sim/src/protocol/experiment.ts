@@ -477,20 +477,14 @@ type StratumFigures = Stratum['policies'][string]
 const STRATUM_QS = [0.5, 0.9] as const
 
 /**
- * One policy's figures in each stratum, read from its columns; `whole`: its main bootstrap's
- * estimates (a stratum of every turn, such as a trace's only turn index, is the whole sample: its
- * intervals are the main bootstrap's, from the same draws); `boots`: the TTFT bootstrap of each
- * other stratum (undefined for a whole one).
+ * One policy's figures in each stratum but its TTFT quantiles, read from its columns (they hold
+ * each turn's end-to-end time, TPOT, failure, fast path and SLO).
  */
 function stratumFigures(
   strata: readonly StratumMembers[],
   c: PolicyColumns,
-  boots: readonly (StratumBootstrapper | undefined)[],
-  whole: Readonly<Record<CiMetric, Estimate>>,
-): StratumFigures[] {
-  return strata.map(({ idx, whole: all }, s) => {
-    const ttft = all ? [whole.ttft_p50, whole.ttft_p90] : boots[s]!.finish()[0]!
-    // The policy's columns hold each turn's end-to-end time, TPOT, failure, fast path and SLO.
+): Omit<StratumFigures, 'ttftP50' | 'ttftP90'>[] {
+  return strata.map(({ idx }) => {
     const n = idx.length
     const e = new Float64Array(n)
     let nTpot = 0
@@ -511,8 +505,6 @@ function stratumFigures(
       if (!Number.isNaN(x)) tp[j++] = x
     }
     return {
-      ttftP50: ttft[0]!,
-      ttftP90: ttft[1]!,
       tpotP90: quantileSorted(tp.sort(), 0.9),
       e2eP50: quantileSorted(e.sort(), 0.5),
       goodput: good / n,
@@ -520,6 +512,18 @@ function stratumFigures(
       fastPathRate: fast / n,
     }
   })
+}
+
+/**
+ * A stratum's TTFT p50 and p90 with intervals: with no bootstrap of its own (a stratum of every
+ * turn, such as a trace's only turn index, is the whole sample), the main bootstrap's `whole`
+ * estimates, from the same draws.
+ */
+function stratumTtft(
+  boot: StratumBootstrapper | undefined,
+  whole: Readonly<Record<CiMetric, Estimate>>,
+): readonly Estimate[] {
+  return boot === undefined ? [whole.ttft_p50, whole.ttft_p90] : boot.finish()[0]!
 }
 
 /** Every policy's figures (`figures[p]`, in stratum order) joined into strata, policies in label order. */
@@ -1256,6 +1260,12 @@ class SummaryBuilder {
           .filter((u) => u.role !== 'prefill')
           .map((u) => ({ workerId: u.workerId, ...downsample(u.timesS, u.usage, points) }))
     const ttftCdf = lean ? [] : cdf(allRecs)
+    // What the strata show besides TTFT needs no resample: computed before the share comes back.
+    const rest = {
+      turnIndex: stratumFigures(ref.strata.turnIndex, columns),
+      appendTokens: stratumFigures(ref.strata.appendTokens, columns),
+      overlap: stratumFigures(ref.strata.overlap, columns),
+    }
     const complete = (got: ResampleShare | undefined): PolicyPart => {
       if (got !== undefined) {
         booter.give({ from: 0, samples: got.metrics })
@@ -1308,18 +1318,23 @@ class SummaryBuilder {
         usage,
         ttftCdf,
       }
+      // Each stratum's TTFT quantiles (bootstrapped), then its other figures.
       const figures = (
-        strata: readonly StratumMembers[],
+        rest: readonly Omit<StratumFigures, 'ttftP50' | 'ttftP90'>[],
         sb: readonly (StratumBootstrapper | undefined)[],
-      ) => (lean ? [] : stratumFigures(strata, columns, sb, boot.estimates))
+      ): StratumFigures[] =>
+        rest.map((r, k) => {
+          const ttft = stratumTtft(sb[k], boot.estimates)
+          return { ttftP50: ttft[0]!, ttftP90: ttft[1]!, ...r }
+        })
       return {
         metrics: ms,
         summary,
         boot,
         strata: {
-          turnIndex: figures(ref.strata.turnIndex, boots.turnIndex),
-          appendTokens: figures(ref.strata.appendTokens, boots.appendTokens),
-          overlap: figures(ref.strata.overlap, boots.overlap),
+          turnIndex: figures(rest.turnIndex, boots.turnIndex),
+          appendTokens: figures(rest.appendTokens, boots.appendTokens),
+          overlap: figures(rest.overlap, boots.overlap),
         },
       }
     }
