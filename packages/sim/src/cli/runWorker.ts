@@ -16,7 +16,10 @@ import {
  */
 if (parentPort !== null) {
   const port = parentPort
-  /** The bootstrap draws this thread prepared (a copy: the prepared ones move to the main thread). */
+  /**
+   * The first half of the bootstrap draws this thread prepared (a copy: the prepared ones move to
+   * the main thread); a share asking for more draws them again.
+   */
   let kept: { job: SummaryPrepJob; draws: readonly Int32Array[] } | undefined
   const drawsFor = (job: ResampleShareJob): readonly Int32Array[] | undefined =>
     kept !== undefined &&
@@ -34,7 +37,9 @@ if (parentPort !== null) {
       try {
         const prepared = prepareSummary(task.prepare)
         if (prepared.draws !== undefined) {
-          kept = { job: task.prepare, draws: prepared.draws.map((d) => d.slice()) }
+          // The share is the first half of the resamples (`SummaryBuilder`): only those are kept.
+          const half = prepared.draws.slice(0, task.prepare.resamples >> 1)
+          kept = { job: task.prepare, draws: half.map((d) => d.slice()) }
         }
         // The draws move to the main thread instead of being copied.
         port.postMessage(
