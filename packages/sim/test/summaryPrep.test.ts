@@ -143,6 +143,13 @@ describe('summary preparation', { timeout: 180_000 }, () => {
       expect(toStableJson(await runExperiment(config, { share: failing }))).toBe(plain)
       const malformed = async (): Promise<ResampleShare> => ({ metrics: [], strata: [[]] })
       expect(toStableJson(await runExperiment(config, { share: malformed }))).toBe(plain)
+      // A share that never comes: this thread takes all of it back instead of waiting; a late one
+      // (some of it taken back meanwhile) gives the same result too.
+      const never = (): Promise<ResampleShare> => new Promise(() => {})
+      expect(toStableJson(await runExperiment(config, { share: never }))).toBe(plain)
+      const late = (job: ResampleShareJob): Promise<ResampleShare> =>
+        new Promise((resolve) => setTimeout(() => resolve(computeResampleShare(job)), 5))
+      expect(toStableJson(await runExperiment(config, { share: late }))).toBe(plain)
     })
   }
 

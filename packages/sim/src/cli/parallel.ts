@@ -208,7 +208,9 @@ export function summaryHelper(
     close: () => {
       if (closed) return
       closed = true
-      w?.postMessage(null)
+      // A share still being computed is not needed any more (the main thread took it back).
+      if (waiting.length > 0) void w?.terminate()
+      else w?.postMessage(null)
     },
   }
 }

@@ -922,9 +922,17 @@ interface PolicyPart {
 /** A policy's part waiting for the share of its bootstrap another thread computes. */
 interface PendingPart {
   readonly pending: Promise<ResampleShare | undefined>
-  /** The part, with that share (`undefined`: none came; this thread computes it). */
+  /**
+   * Computes here a few of the resamples given to the other thread, from the top of its range
+   * down; `false` when none was left.
+   */
+  readonly steal: () => boolean
+  /** The part, with that share (`undefined`: none came; this thread computes what is left). */
   readonly complete: (share: ResampleShare | undefined) => PolicyPart
 }
+
+/** Resamples the main thread takes at a time from the other thread's share while it waits for it. */
+const STEAL_RESAMPLES = 8
 
 /**
  * An experiment's summary built as its runs end: once the reference policy's runs have all ended
@@ -989,8 +997,17 @@ class SummaryBuilder {
     for (let p = 0; p < this.#parts.length; p++) {
       const x = this.#parts[p]
       if (x !== undefined && 'pending' in x) {
-        const got = await x.pending
-        if (this.#parts[p] === x) this.#parts[p] = x.complete(got)
+        // Meanwhile this thread computes the other thread's resamples itself, from the top down, a
+        // few at a time (yielding so that the share's message can come in): it never waits longer
+        // than it would take to compute them all, and a share that comes first ends it.
+        const box: { arrived: boolean; got?: ResampleShare } = { arrived: false }
+        void x.pending.then((got) => {
+          box.arrived = true
+          if (got !== undefined) box.got = got
+        })
+        await undefined // a share already here is taken first
+        while (!box.arrived && x.steal()) await new Promise((r) => setImmediate(r))
+        if (this.#parts[p] === x) this.#parts[p] = x.complete(box.got)
       }
     }
   }
@@ -1200,6 +1217,8 @@ class SummaryBuilder {
       .map((m) => m.idx)
     // Half the resamples go to another thread when there is one; this thread computes the other half.
     let pending: Promise<ResampleShare | undefined> | undefined
+    /** The other thread's resamples not taken back yet: `0 … next − 1`. */
+    let next = 0
     if (this.#share !== undefined && resamples >= 2) {
       const to = resamples >> 1
       pending = this.#share({
@@ -1212,6 +1231,15 @@ class SummaryBuilder {
       }).catch(() => undefined)
       booter.compute(to, resamples)
       for (const b of shared) b?.compute(to, resamples)
+      next = to
+    }
+    const steal = (): boolean => {
+      if (next <= 0) return false
+      const from = Math.max(0, next - STEAL_RESAMPLES)
+      booter.compute(from, next)
+      for (const b of shared) b?.compute(from, next)
+      next = from
+      return true
     }
     const ms = runs.map((r) => runMetricsOf(r, cost.kvBytesPerToken, slo))
     const sum = (f: (m: RunMetrics) => number) => ms.reduce((a, m) => a + f(m), 0)
@@ -1338,6 +1366,6 @@ class SummaryBuilder {
         },
       }
     }
-    return pending === undefined ? complete(undefined) : { pending, complete }
+    return pending === undefined ? complete(undefined) : { pending, steal, complete }
   }
 }
