@@ -208,9 +208,12 @@ export function summaryHelper(
     close: () => {
       if (closed) return
       closed = true
-      // A share still being computed is not needed any more (the main thread took it back).
-      if (waiting.length > 0) void w?.terminate()
-      else w?.postMessage(null)
+      // A share still being computed is not needed any more (the main thread took it back): the
+      // thread stops, and the process does not wait for it.
+      if (waiting.length > 0) {
+        w?.unref()
+        void w?.terminate()
+      } else w?.postMessage(null)
     },
   }
 }
