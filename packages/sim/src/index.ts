@@ -131,6 +131,7 @@ export {
   type ClusterLayout,
   type Estimate,
   higherIsBetter,
+  type PackedLayout,
   type PairedEstimate,
   type PolicyColumns,
   pairedBootstrap,
@@ -139,6 +140,7 @@ export {
 export { clusterLayout, policyColumns } from './protocol/columns.js'
 export {
   buildWorkload,
+  computeResampleShare,
   type ExperimentConfig,
   type ExperimentResult,
   executeTask,
@@ -149,6 +151,8 @@ export {
   type RunTask,
   cheapToRebuild,
   prepareSummary,
+  type ResampleShare,
+  type ResampleShareJob,
   runExperiment,
   SIM_VERSION,
   type Stratum,

@@ -3,12 +3,15 @@ import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import fc from 'fast-check'
 import { describe, expect, it } from 'vitest'
-import { summaryPreparer } from '../src/cli/parallel.js'
+import { summaryHelper } from '../src/cli/parallel.js'
 import {
   type ExperimentConfig,
+  type ResampleShare,
+  type ResampleShareJob,
   type SummaryPrep,
   type SummaryPrepJob,
   cheapToRebuild,
+  computeResampleShare,
   inProcessRunner,
   computeTraceStats,
   loadTrace,
@@ -102,6 +105,54 @@ describe('summary preparation', { timeout: 180_000 }, () => {
     })
   }
 
+  for (const [name, config] of Object.entries(configs)) {
+    it(`${name}: the same result with half the bootstrap shared out, a failing share, a malformed one, and none`, async () => {
+      const plain = toStableJson(await runExperiment(config))
+      const jobs: ResampleShareJob[] = []
+      const shared = await runExperiment(config, {
+        share: async (job) => {
+          jobs.push(job)
+          return computeResampleShare(job)
+        },
+      })
+      expect(toStableJson(shared)).toBe(plain)
+      // One share per policy: the first half of the resamples, every stratum that is not all turns.
+      expect(jobs).toHaveLength(config.policies.length)
+      for (const job of jobs) {
+        expect(job.to).toBe(Math.floor(config.bootstrapResamples! / 2))
+        expect(job.strata.length).toBeGreaterThan(0)
+      }
+      // With a preparation too (its draws, drawn once; the share draws them again: the same).
+      const both = await runExperiment(config, {
+        prepare: async (job) => prepareSummary(job),
+        share: async (job) => computeResampleShare(job),
+      })
+      expect(toStableJson(both)).toBe(plain)
+      // A share's resamples are what the summary uses: a marked one shows in the intervals ...
+      const marked = await runExperiment(config, {
+        share: async (job) => {
+          const s = computeResampleShare(job)
+          return { ...s, metrics: s.metrics.map((x) => x.fill(-1)) }
+        },
+      })
+      expect(marked.policies[0]!.estimates.ttft_p90.lo).toBe(-1)
+      // ... and a failing or malformed one is not.
+      const failing = async (): Promise<ResampleShare> => {
+        throw new Error('no thread')
+      }
+      expect(toStableJson(await runExperiment(config, { share: failing }))).toBe(plain)
+      const malformed = async (): Promise<ResampleShare> => ({ metrics: [], strata: [[]] })
+      expect(toStableJson(await runExperiment(config, { share: malformed }))).toBe(plain)
+      // A share that never comes: this thread takes all of it back instead of waiting; a late one
+      // (some of it taken back meanwhile) gives the same result too.
+      const never = (): Promise<ResampleShare> => new Promise(() => {})
+      expect(toStableJson(await runExperiment(config, { share: never }))).toBe(plain)
+      const late = (job: ResampleShareJob): Promise<ResampleShare> =>
+        new Promise((resolve) => setTimeout(() => resolve(computeResampleShare(job)), 5))
+      expect(toStableJson(await runExperiment(config, { share: late }))).toBe(plain)
+    })
+  }
+
   it('prepares statistics equal to the summary own, and draws of the layout shape', () => {
     const job: SummaryPrepJob = {
       workload: { kind: 'trace', path: trace },
@@ -123,7 +174,7 @@ describe('summary preparation', { timeout: 180_000 }, () => {
   })
 
   it('on a thread of its own (one run in process), the same preparation', async () => {
-    const prepare = summaryPreparer(2, 1, { kind: 'trace', path: trace })!
+    const helper = summaryHelper(2, 1, { kind: 'trace', path: trace })!
     const job: SummaryPrepJob = {
       workload: { kind: 'trace', path: trace },
       seed: 1,
@@ -132,20 +183,40 @@ describe('summary preparation', { timeout: 180_000 }, () => {
       bootSeed: 3,
       clustersPerSeed: [40],
     }
-    const there = await prepare(job)
+    const there = await helper.prepare(job)
     const here = prepareSummary(job)
     expect(there.stats).toEqual(here.stats)
     expect(there.draws).toEqual(here.draws)
-    expect(summaryPreparer(1, 1, { kind: 'agentic' })).toBeUndefined()
+    // The same thread computes a share of a bootstrap as this one would.
+    const ones = Float64Array.from({ length: 40 }, (_, i) => i % 7)
+    const flags = Uint8Array.from({ length: 40 }, (_, i) => i & 1)
+    const shareJob: ResampleShareJob = {
+      columns: { ttft: ones, e2e: ones, elapsedTtft: ones, elapsed: ones, failed: flags, fast: flags },
+      layout: {
+        clustersPerSeed: [40],
+        starts: Int32Array.from({ length: 41 }, (_, i) => i),
+        all: Int32Array.from({ length: 40 }, (_, i) => i),
+      },
+      strata: [Int32Array.of(1, 3, 5, 7)],
+      resamples: 5,
+      bootSeed: 3,
+      to: 2,
+    }
+    const sharedThere = await helper.share!(shareJob)
+    expect(sharedThere).toEqual(computeResampleShare(shareJob))
+    expect(sharedThere.metrics[0]).toHaveLength(2)
+    helper.close()
+    await expect(helper.prepare(job)).rejects.toThrow()
+    expect(summaryHelper(1, 1, { kind: 'agentic' })).toBeUndefined()
     // An LMCache trace (text to tokenize again) is not built twice; beside worker threads it
     // is this thread's own workload, so it is prepared here.
     const lmcache = { kind: 'trace' as const, path: tmp, format: 'lmcache' as const }
     expect(cheapToRebuild(lmcache)).toBe(false)
     expect(cheapToRebuild({ kind: 'trace', path: trace })).toBe(true)
-    expect(summaryPreparer(2, 1, lmcache)).toBeUndefined()
-    expect(summaryPreparer(2, 4, lmcache)).toBeDefined()
+    expect(summaryHelper(2, 1, lmcache)).toBeUndefined()
+    expect(summaryHelper(2, 4, lmcache)).toBeDefined()
     // Beside threads that run the tasks: on this thread.
-    const beside = await summaryPreparer(2, 4, job.workload)!(job)
+    const beside = await summaryHelper(2, 4, job.workload)!.prepare(job)
     expect(beside.draws).toEqual(here.draws)
   })
 })

@@ -27,7 +27,7 @@ import { computeTraceStats } from '../workload/stats.js'
 import { parseHostTier } from '../hostTier/hostTier.js'
 import { parseCapacity, parseCount, parsePositive, parseSeeds, parseSlo } from './args.js'
 import { prepareOutDir } from './outDir.js'
-import { defaultJobs, summaryPreparer, threadRunner } from './parallel.js'
+import { defaultJobs, summaryHelper, threadRunner } from './parallel.js'
 import { Progress } from './progress.js'
 
 /** The policies `kvc-sim compare` runs by default (see the README for why the baselines use sgl-router's Rust defaults). */
@@ -259,15 +259,17 @@ async function execute(
     tasks,
     `${tasks} run${tasks === 1 ? '' : 's'} (${config.policies.length} ${config.policies.length === 1 ? 'policy' : 'policies'} × ${config.seeds.length} seed${config.seeds.length === 1 ? '' : 's'}) on ${Math.min(jobs, tasks)} thread${Math.min(jobs, tasks) === 1 ? '' : 's'}…`,
   )
+  const helper = summaryHelper(jobs, tasks, config.workload)
   try {
-    const prepare = summaryPreparer(jobs, tasks, config.workload)
     return await runExperiment(config, {
       runner: threadRunner(jobs),
-      ...(prepare === undefined ? {} : { prepare }),
+      ...(helper === undefined ? {} : { prepare: helper.prepare }),
+      ...(helper?.share === undefined ? {} : { share: helper.share }),
       ...(onResults === undefined ? {} : { onResults }),
       onProgress: (task, ended, total) => progress.update(task, ended, total),
     })
   } finally {
+    helper?.close()
     progress.stop()
   }
 }

@@ -3,6 +3,8 @@ import { Worker } from 'node:worker_threads'
 import type { RunResult } from '../metrics/runResult.js'
 import { SimError, type SimErrorCode } from '../errors/simError.js'
 import {
+  type ResampleShare,
+  type ResampleShareJob,
   type RunTask,
   type Runner,
   type SummaryPrep,
@@ -17,6 +19,7 @@ type Msg =
   | { type: 'progress'; index: number; ended: number; total: number }
   | { type: 'result'; index: number; result: RunResult }
   | { type: 'prepared'; prepared: SummaryPrep }
+  | { type: 'shared'; share: ResampleShare }
   | {
       type: 'error'
       index: number
@@ -46,7 +49,7 @@ export function threadRunner(jobs: number): Runner {
         const built = new Set<string>()
         workers.push(w)
         w.on('message', (m: Msg) => {
-          if (m.type === 'prepared') return
+          if (m.type === 'prepared' || m.type === 'shared') return
           if (m.type === 'progress') onProgress(m.index, m.ended, m.total)
           else if (m.type === 'result') {
             // The thread gets its next task first: what `onResult` does then overlaps with it.
@@ -123,50 +126,96 @@ function spawn(): Worker {
 }
 
 /**
- * Where an experiment's summary preparation ({@link prepareSummary}) runs while its runs go, for
- * `runExperiment`'s `prepare`: on this thread once the runner has handed out its first tasks (its
- * threads run them meanwhile), else, when the one run takes this thread, on a thread of its own
- * if that thread can build the workload again cheaply ({@link cheapToRebuild}). Undefined (the
- * summary prepares after the runs) with one job (`--jobs 1`) or a workload too dear to build twice.
+ * Where an experiment's summary is helped while its runs go, for `runExperiment`'s `prepare` and
+ * `share`; `close` lets the helping thread go once the experiment is summarized.
  */
-export function summaryPreparer(
+export interface SummaryHelper {
+  /** Computes {@link prepareSummary} (`runExperiment`'s `prepare`). */
+  readonly prepare: (job: SummaryPrepJob) => Promise<SummaryPrep>
+  /**
+   * Computes a share of a policy's bootstrap on the preparing thread (`runExperiment`'s `share`);
+   * only where that thread is one of its own.
+   */
+  readonly share?: (job: ResampleShareJob) => Promise<ResampleShare>
+  readonly close: () => void
+}
+
+/**
+ * Where an experiment's summary preparation ({@link prepareSummary}) runs while its runs go: on
+ * this thread once the runner has handed out its first tasks (its threads run them meanwhile),
+ * else, when the one run takes this thread, on a thread of its own if that thread can build the
+ * workload again cheaply ({@link cheapToRebuild}); that thread then also computes half of the
+ * bootstrap's resamples once the run has ended (`share`). Undefined (the summary prepares after
+ * the runs) with one job (`--jobs 1`) or a workload too dear to build twice.
+ */
+export function summaryHelper(
   jobs: number,
   tasks: number,
   source: WorkloadSource,
-): ((job: SummaryPrepJob) => Promise<SummaryPrep>) | undefined {
+): SummaryHelper | undefined {
   if (jobs <= 1) return undefined
   if (Math.min(jobs, tasks) > 1) {
-    return (job) =>
-      new Promise((resolve, reject) => {
-        setImmediate(() => {
-          try {
-            resolve(prepareSummary(job))
-          } catch (err) {
-            reject(err)
-          }
-        })
-      })
+    return {
+      prepare: (job) =>
+        new Promise((resolve, reject) => {
+          setImmediate(() => {
+            try {
+              resolve(prepareSummary(job))
+            } catch (err) {
+              reject(err)
+            }
+          })
+        }),
+      close: () => {},
+    }
   }
   if (!cheapToRebuild(source)) return undefined
-  return (job) =>
-    new Promise<SummaryPrep>((resolve, reject) => {
-      const w = spawn()
-      let done = false
-      w.on('message', (m: Msg) => {
-        done = true
-        if (m.type === 'prepared') resolve(m.prepared)
-        else reject(new Error(m.type === 'error' ? m.error.message : 'unexpected message'))
-        w.postMessage(null)
-      })
-      w.on('error', (err) => {
-        done = true
-        reject(err)
-      })
-      w.on('exit', () => {
-        if (!done) reject(new Error('the preparing thread exited'))
-      })
-      w.postMessage({ prepare: job })
-    })
+  let w: Worker | undefined
+  let closed = false
+  // Replies come in the order of the requests (the thread answers one message after the other).
+  const waiting: { resolve: (m: Msg) => void; reject: (err: unknown) => void }[] = []
+  const failAll = (err: unknown) => {
+    for (const x of waiting.splice(0)) x.reject(err)
+  }
+  const thread = (): Worker => {
+    if (w !== undefined) return w
+    const t = spawn()
+    t.on('message', (m: Msg) => waiting.shift()?.resolve(m))
+    t.on('error', failAll)
+    t.on('exit', () => failAll(new Error('the preparing thread exited')))
+    w = t
+    return t
+  }
+  const ask = (message: unknown): Promise<Msg> =>
+    closed
+      ? Promise.reject(new Error('the preparing thread is closed'))
+      : new Promise((resolve, reject) => {
+          waiting.push({ resolve, reject })
+          thread().postMessage(message)
+        })
+  const unexpected = (m: Msg) => new Error(m.type === 'error' ? m.error.message : 'unexpected message')
+  return {
+    prepare: async (job) => {
+      const m = await ask({ prepare: job })
+      if (m.type !== 'prepared') throw unexpected(m)
+      return m.prepared
+    },
+    share: async (job) => {
+      const m = await ask({ share: job })
+      if (m.type !== 'shared') throw unexpected(m)
+      return m.share
+    },
+    close: () => {
+      if (closed) return
+      closed = true
+      // A share still being computed is not needed any more (the main thread took it back): the
+      // thread stops, and the process does not wait for it.
+      if (waiting.length > 0) {
+        w?.unref()
+        void w?.terminate()
+      } else w?.postMessage(null)
+    },
+  }
 }
 
 /** Default number of parallel runs: the machine's cores. */

@@ -177,41 +177,21 @@ class SortedColumn {
     clusters: number,
     complete = false,
   ) {
-    const excluded: number[] = []
-    let m = 0
-    for (let j = 0; j < members.length; j++) if (!Number.isNaN(values[members[j]!]!)) m++
+    const m = members.length - countNaN(values, members)
     const kept = new Float64Array(m)
     const keptCluster = new Int32Array(m)
-    for (let j = 0, k = 0; j < members.length; j++) {
-      const i = members[j]!
-      if (Number.isNaN(values[i]!)) excluded.push(clusterOf[i]!)
-      else {
-        kept[k] = values[i]!
-        keptCluster[k++] = clusterOf[i]!
-      }
-    }
+    const excluded = new Int32Array(members.length - m)
+    split(values, members, clusterOf, kept, keptCluster, excluded)
     // Sorted by value alone (the typed array's own sort, no comparator calls): the order among
     // equal values changes where a walk crosses a rank within their run, never the value read.
     // Each entry's cluster goes to the next free place of its value's run.
     const sorted = kept.slice().sort()
     const cluster = new Int32Array(m)
-    const placed = new Int32Array(m)
-    for (let k = 0; k < m; k++) {
-      const v = kept[k]!
-      let lo = 0
-      let hi = m
-      while (lo < hi) {
-        const mid = (lo + hi) >>> 1
-        if (sorted[mid]! < v) lo = mid + 1
-        else hi = mid
-      }
-      cluster[lo + placed[lo]!++] = keptCluster[k]!
-    }
+    placeInRuns(kept, keptCluster, sorted, cluster)
     this.values = sorted
     this.cluster = cluster
-    this.perCluster = new Int32Array(clusters)
-    for (let j = 0; j < this.cluster.length; j++) this.perCluster[this.cluster[j]!]!++
-    this.#excluded = Int32Array.from(excluded)
+    this.perCluster = entriesPerCluster(cluster, clusters)
+    this.#excluded = excluded
     this.#complete = complete
   }
 
@@ -271,9 +251,36 @@ class SortedColumn {
 
 const Q3 = [0.5, 0.9, 0.99] as const
 const Q2 = [0.5, 0.9] as const
-/** Numbers per cluster in {@link PreparedPolicy.sums}. */
+/** The per-cluster sums of {@link PreparedPolicy.sums}, in this order. */
+const SUM_TURNS = 0
+const SUM_TTFT = 1
+const SUM_E2E = 2
+const SUM_FAILED = 3
+const SUM_FAST = 4
+const SUM_GOOD = 5
+const SUM_TPOT = 6
+const SUM_TPOT_N = 7
+const SUM_SPAN = 8
+const SUM_SERVED = 9
 const SUMS = 10
 const M_INDEX = Object.fromEntries(CI_METRICS.map((m, i) => [m, i])) as Record<CiMetric, number>
+const M_TTFT_MEAN = M_INDEX.ttft_mean
+const M_TTFT_P50 = M_INDEX.ttft_p50
+const M_TPOT_MEAN = M_INDEX.tpot_mean
+const M_TPOT_P50 = M_INDEX.tpot_p50
+const M_TPOT_P99 = M_INDEX.tpot_p99
+const M_ITL_P50 = M_INDEX.itl_p50
+const M_ITL_P99 = M_INDEX.itl_p99
+const M_E2E_MEAN = M_INDEX.e2e_mean
+const M_E2E_P50 = M_INDEX.e2e_p50
+const M_GOODPUT = M_INDEX.goodput
+const M_TASK_MEAN = M_INDEX.task_mean
+const M_TASK_P50 = M_INDEX.task_p50
+const M_TASK_SERVED_MEAN = M_INDEX.task_served_mean
+const M_TASK_SERVED_P50 = M_INDEX.task_served_p50
+const M_TASK_SERVED_P90 = M_INDEX.task_served_p90
+const M_ERROR_RATE = M_INDEX.error_rate
+const M_FAST_PATH_RATE = M_INDEX.fast_path_rate
 
 /** One policy's columns, reduced to what a resample needs: sorted columns and per-cluster sums. */
 class PreparedPolicy {
@@ -284,11 +291,14 @@ class PreparedPolicy {
   readonly taskServed: SortedColumn | undefined
   readonly hasGood: boolean
   /**
-   * Per cluster, {@link SUMS} numbers side by side (one cache line per cluster instead of one
-   * array per sum): turns, Σ TTFT (at the time taken), Σ end-to-end, failed, fast, good, Σ finite
-   * TPOT, their count, and the task's span and served time (0 without task columns).
+   * Per cluster, {@link SUMS} sums, one array each (`SUM_*`): turns, Σ TTFT (at the time taken),
+   * Σ end-to-end, failed, fast, good, Σ finite TPOT, their count, and the task's span and served
+   * time (0 without task columns). A resample's totals are one pass over each array
+   * ({@link weightedSum}).
    */
-  readonly sums: Float64Array
+  readonly sums: readonly Float64Array[]
+  /** Per sum, whether every cluster's value is finite (its pass may then skip no cluster). */
+  readonly #finite: readonly boolean[]
   /** Gap histograms merged per cluster (compressed rows). */
   readonly gapOffsets: Int32Array | undefined
   readonly gapBuckets: Uint16Array | undefined
@@ -305,158 +315,287 @@ class PreparedPolicy {
     this.taskSpan = c.task === undefined ? undefined : new SortedColumn(c.task.span, ids, ids, C, true)
     this.taskServed = c.task === undefined ? undefined : new SortedColumn(c.task.served, ids, ids, C, true)
     this.hasGood = c.good !== undefined
-    const sums = new Float64Array(C * SUMS)
+    const sums = Array.from({ length: SUMS }, () => new Float64Array(C))
     this.sums = sums
+    const ttft = sums[SUM_TTFT]!
+    const e2e = sums[SUM_E2E]!
+    const failed = sums[SUM_FAILED]!
+    const fast = sums[SUM_FAST]!
+    const good = sums[SUM_GOOD]!
+    const tpot = sums[SUM_TPOT]!
+    const tpotN = sums[SUM_TPOT_N]!
     clusters.forEach((members, k) => {
-      const o = k * SUMS
-      sums[o] = members.length
+      sums[SUM_TURNS]![k] = members.length
       for (let j = 0; j < members.length; j++) {
         const i = members[j]!
-        sums[o + 1]! += c.elapsedTtft[i]!
-        sums[o + 2]! += c.elapsed[i]!
-        sums[o + 3]! += c.failed[i]!
-        sums[o + 4]! += c.fast[i]!
-        if (c.good !== undefined) sums[o + 5]! += c.good[i]!
+        ttft[k]! += c.elapsedTtft[i]!
+        e2e[k]! += c.elapsed[i]!
+        failed[k]! += c.failed[i]!
+        fast[k]! += c.fast[i]!
+        if (c.good !== undefined) good[k]! += c.good[i]!
         const t = c.tpot?.[i]
         if (t !== undefined && Number.isFinite(t)) {
-          sums[o + 6]! += t
-          sums[o + 7]!++
+          tpot[k]! += t
+          tpotN[k]!++
         }
       }
       if (c.task !== undefined) {
-        sums[o + 8] = c.task.spanElapsed[k]!
-        sums[o + 9] = c.task.servedElapsed[k]!
+        sums[SUM_SPAN]![k] = c.task.spanElapsed[k]!
+        sums[SUM_SERVED]![k] = c.task.servedElapsed[k]!
       }
     })
+    this.#finite = sums.map((x) => x.every(Number.isFinite))
     if (c.gaps !== undefined) {
-      const g = c.gaps
-      const offsets = new Int32Array(C + 1)
-      const buckets: number[] = []
-      const counts: number[] = []
-      const h = this.#hist
-      // The buckets a cluster touched, ascending (a few of the histogram's 768 per cluster).
-      const touched: number[] = []
-      clusters.forEach((members, k) => {
-        if (members.length === 1 && ascendingPositive(g, members[0]!)) {
-          // One turn whose row is already merged: copied as it is.
-          const i = members[0]!
-          for (let e = g.offsets[i]!; e < g.offsets[i + 1]!; e++) {
-            buckets.push(g.buckets[e]!)
-            counts.push(g.counts[e]!)
-          }
-          offsets[k + 1] = buckets.length
-          return
-        }
-        for (let j = 0; j < members.length; j++) {
-          const i = members[j]!
-          for (let e = g.offsets[i]!; e < g.offsets[i + 1]!; e++) {
-            const b = g.buckets[e]!
-            if (h[b] === 0) touched.push(b)
-            h[b]! += g.counts[e]!
-          }
-        }
-        if (touched.length > 1) touched.sort((a, b) => a - b)
-        for (let t = 0; t < touched.length; t++) {
-          const b = touched[t]!
-          if (h[b]! > 0) {
-            buckets.push(b)
-            counts.push(h[b]!)
-          }
-          h[b] = 0
-        }
-        touched.length = 0
-        offsets[k + 1] = buckets.length
-      })
-      this.gapOffsets = offsets
-      this.gapBuckets = Uint16Array.from(buckets)
-      this.gapCounts = Float64Array.from(counts)
+      const merged = mergeClusterGaps(c.gaps, clusters, this.#hist)
+      this.gapOffsets = merged.offsets
+      this.gapBuckets = merged.buckets
+      this.gapCounts = merged.counts
     }
   }
 
   /** Every metric of the resample with cluster multiplicities `counts`, into `out`. */
   metrics(counts: Int32Array, out: Float64Array): void {
-    const C = counts.length
-    const sums = this.sums
-    let n = 0
-    let sT = 0
-    let sE = 0
-    let failed = 0
-    let fast = 0
-    let good = 0
-    let tpotSum = 0
-    let tpotN = 0
-    let sessions = 0
-    let span = 0
-    let served = 0
-    for (let c = 0, o = 0; c < C; c++, o += SUMS) {
-      const w = counts[c]!
-      if (w === 0) continue
-      n += w * sums[o]!
-      sT += w * sums[o + 1]!
-      sE += w * sums[o + 2]!
-      failed += w * sums[o + 3]!
-      fast += w * sums[o + 4]!
-      good += w * sums[o + 5]!
-      tpotSum += w * sums[o + 6]!
-      tpotN += w * sums[o + 7]!
-      sessions += w
-      span += w * sums[o + 8]!
-      served += w * sums[o + 9]!
-    }
-    const nan = Number.NaN
-    const per = (x: number, d: number) => (d === 0 ? nan : x / d)
-    out[M_INDEX.ttft_mean] = per(sT, n)
-    this.ttft.quantiles(counts, Q3, out, M_INDEX.ttft_p50, n)
-    if (this.tpot === undefined) out.fill(nan, M_INDEX.tpot_mean, M_INDEX.tpot_p99 + 1)
+    const n = this.#sum(SUM_TURNS, counts)
+    const sessions = clusterDraws(counts)
+    out[M_TTFT_MEAN] = ratio(this.#sum(SUM_TTFT, counts), n)
+    this.ttft.quantiles(counts, Q3, out, M_TTFT_P50, n)
+    if (this.tpot === undefined) out.fill(Number.NaN, M_TPOT_MEAN, M_TPOT_P99 + 1)
     else {
-      out[M_INDEX.tpot_mean] = per(tpotSum, tpotN)
-      this.tpot.quantiles(counts, Q3, out, M_INDEX.tpot_p50, n)
+      out[M_TPOT_MEAN] = ratio(this.#sum(SUM_TPOT, counts), this.#sum(SUM_TPOT_N, counts))
+      this.tpot.quantiles(counts, Q3, out, M_TPOT_P50, n)
     }
     this.#itl(counts, out)
-    out[M_INDEX.e2e_mean] = per(sE, n)
-    this.e2e.quantiles(counts, Q3, out, M_INDEX.e2e_p50, n)
-    out[M_INDEX.goodput] = this.hasGood ? per(good, n) : nan
-    if (this.taskSpan === undefined) out.fill(nan, M_INDEX.task_mean, M_INDEX.task_served_p90 + 1)
+    out[M_E2E_MEAN] = ratio(this.#sum(SUM_E2E, counts), n)
+    this.e2e.quantiles(counts, Q3, out, M_E2E_P50, n)
+    out[M_GOODPUT] = this.hasGood ? ratio(this.#sum(SUM_GOOD, counts), n) : Number.NaN
+    if (this.taskSpan === undefined) out.fill(Number.NaN, M_TASK_MEAN, M_TASK_SERVED_P90 + 1)
     else {
-      out[M_INDEX.task_mean] = per(span, sessions)
-      this.taskSpan.quantiles(counts, Q2, out, M_INDEX.task_p50, sessions)
-      out[M_INDEX.task_served_mean] = per(served, sessions)
-      this.taskServed!.quantiles(counts, Q2, out, M_INDEX.task_served_p50, sessions)
+      out[M_TASK_MEAN] = ratio(this.#sum(SUM_SPAN, counts), sessions)
+      this.taskSpan.quantiles(counts, Q2, out, M_TASK_P50, sessions)
+      out[M_TASK_SERVED_MEAN] = ratio(this.#sum(SUM_SERVED, counts), sessions)
+      this.taskServed!.quantiles(counts, Q2, out, M_TASK_SERVED_P50, sessions)
     }
-    out[M_INDEX.error_rate] = per(failed, n)
-    out[M_INDEX.fast_path_rate] = per(fast, n)
+    out[M_ERROR_RATE] = ratio(this.#sum(SUM_FAILED, counts), n)
+    out[M_FAST_PATH_RATE] = ratio(this.#sum(SUM_FAST, counts), n)
+  }
+
+  /** Sum `k` of the resample: Σ over clusters of draws × the cluster's sum, in cluster order. */
+  #sum(k: number, counts: Int32Array): number {
+    return this.#finite[k]! ? weightedSumFinite(this.sums[k]!, counts) : weightedSum(this.sums[k]!, counts)
   }
 
   #itl(counts: Int32Array, out: Float64Array): void {
     const offsets = this.gapOffsets
     if (offsets === undefined) {
-      out.fill(Number.NaN, M_INDEX.itl_p50, M_INDEX.itl_p99 + 1)
+      out.fill(Number.NaN, M_ITL_P50, M_ITL_P99 + 1)
       return
     }
     const h = this.#hist
-    const buckets = this.gapBuckets!
-    const cs = this.gapCounts!
-    let total = 0
-    for (let c = 0; c < counts.length; c++) {
-      const w = counts[c]!
-      if (w === 0) continue
-      for (let e = offsets[c]!; e < offsets[c + 1]!; e++) {
-        h[buckets[e]!]! += w * cs[e]!
-        total += w * cs[e]!
-      }
-    }
-    let k = 0
-    let cum = 0
-    for (let b = 0; b < GAP_BUCKETS && k < Q3.length; b++) {
-      cum += h[b]!
-      while (k < Q3.length && total > 0 && cum >= Q3[k]! * total * (1 - 1e-9)) {
-        out[M_INDEX.itl_p50 + k] = gapBucketMs(b) / 1000
-        k++
-      }
-    }
-    for (; k < Q3.length; k++) out[M_INDEX.itl_p50 + k] = Number.NaN
-    h.fill(0)
+    const total = mergeGapRows(counts, offsets, this.gapBuckets!, this.gapCounts!, h)
+    gapQuantilesInto(h, total, out, M_ITL_P50)
   }
+}
+
+/** How many entries each of `clusters` clusters has, given each entry's `cluster`. */
+function entriesPerCluster(cluster: Int32Array, clusters: number): Int32Array {
+  const per = new Int32Array(clusters)
+  for (let j = 0; j < cluster.length; j++) per[cluster[j]!]!++
+  return per
+}
+
+/** How many of the members have no value (`NaN`). */
+function countNaN(values: Float64Array, members: Int32Array): number {
+  let n = 0
+  for (let j = 0; j < members.length; j++) if (Number.isNaN(values[members[j]!]!)) n++
+  return n
+}
+
+/**
+ * The members of a column with a value (`kept`, with their clusters) and the clusters of those
+ * without (`NaN`: `excluded`), in member order.
+ */
+function split(
+  values: Float64Array,
+  members: Int32Array,
+  clusterOf: Int32Array,
+  kept: Float64Array,
+  keptCluster: Int32Array,
+  excluded: Int32Array,
+): void {
+  for (let j = 0, k = 0, x = 0; j < members.length; j++) {
+    const i = members[j]!
+    const v = values[i]!
+    if (Number.isNaN(v)) excluded[x++] = clusterOf[i]!
+    else {
+      kept[k] = v
+      keptCluster[k++] = clusterOf[i]!
+    }
+  }
+}
+
+/**
+ * `cluster[p]`: the cluster of the entry at place `p` of `sorted` (`kept` sorted): each entry of
+ * `kept` goes to the next free place of its value's run in `sorted`.
+ */
+function placeInRuns(
+  kept: Float64Array,
+  keptCluster: Int32Array,
+  sorted: Float64Array,
+  cluster: Int32Array,
+): void {
+  const m = kept.length
+  const placed = new Int32Array(m)
+  for (let k = 0; k < m; k++) {
+    const v = kept[k]!
+    let lo = 0
+    let hi = m
+    while (lo < hi) {
+      const mid = (lo + hi) >>> 1
+      if (sorted[mid]! < v) lo = mid + 1
+      else hi = mid
+    }
+    cluster[lo + placed[lo]!++] = keptCluster[k]!
+  }
+}
+
+/*
+ * The per-resample passes are small functions that end right after their loop: V8 compiles a long
+ * loop on the fly (on-stack replacement) before the code after it ever ran, and a method that went
+ * on after its loop left that compiled loop on every call (once per resample; it was most of the
+ * bootstrap's time in a fresh process).
+ */
+
+/**
+ * Σ `counts[c] · x[c]` over the clusters drawn, in cluster order (`x[c]` may be infinite: a
+ * cluster not drawn adds nothing, not `0 · ∞`).
+ */
+function weightedSum(x: Float64Array, counts: Int32Array): number {
+  let s = 0
+  for (let c = 0; c < counts.length; c++) {
+    const w = counts[c]!
+    if (w !== 0) s += w * x[c]!
+  }
+  return s
+}
+
+/**
+ * {@link weightedSum} of a finite `x`, without the branch: a cluster not drawn adds ±0, which
+ * leaves every sum as it was (the same bits).
+ */
+function weightedSumFinite(x: Float64Array, counts: Int32Array): number {
+  let s = 0
+  for (let c = 0; c < counts.length; c++) s += counts[c]! * x[c]!
+  return s
+}
+
+/** Clusters drawn in all (Σ `counts`). */
+function clusterDraws(counts: Int32Array): number {
+  let s = 0
+  for (let c = 0; c < counts.length; c++) s += counts[c]!
+  return s
+}
+
+/**
+ * Adds the gap rows of the clusters drawn, each `counts[c]` times, into the dense histogram `h`
+ * (in cluster order); returns the gaps added.
+ */
+function mergeGapRows(
+  counts: Int32Array,
+  offsets: Int32Array,
+  buckets: Uint16Array,
+  cs: Float64Array,
+  h: Float64Array,
+): number {
+  let total = 0
+  for (let c = 0; c < counts.length; c++) {
+    const w = counts[c]!
+    if (w === 0) continue
+    for (let e = offsets[c]!; e < offsets[c + 1]!; e++) {
+      h[buckets[e]!]! += w * cs[e]!
+      total += w * cs[e]!
+    }
+  }
+  return total
+}
+
+/**
+ * The gap quantiles {@link Q3} of the dense histogram `h` holding `total` gaps, in seconds, into
+ * `out[at…]` (`NaN` when empty); leaves `h` zeroed. Nearest rank over fractional counts: the first
+ * bucket whose cumulative count reaches q·total.
+ */
+function gapQuantilesInto(h: Float64Array, total: number, out: Float64Array, at: number): void {
+  for (let k = 0; k < Q3.length; k++) out[at + k] = Number.NaN
+  let k = 0
+  let cum = 0
+  for (let b = 0; b < h.length; b++) {
+    cum += h[b]!
+    h[b] = 0
+    while (k < Q3.length && total > 0 && cum >= Q3[k]! * total * (1 - 1e-9)) {
+      out[at + k] = gapBucketMs(b) / 1000
+      k++
+    }
+  }
+}
+
+function ratio(x: number, d: number): number {
+  return d === 0 ? Number.NaN : x / d
+}
+
+/**
+ * Each cluster's gap rows merged into one row of ascending buckets (compressed rows, one per
+ * cluster). `h`: a zeroed dense histogram to merge in (left zeroed).
+ */
+function mergeClusterGaps(
+  g: DecodeGapHistograms,
+  clusters: readonly Int32Array[],
+  h: Float64Array,
+): { offsets: Int32Array; buckets: Uint16Array; counts: Float64Array } {
+  const C = clusters.length
+  const offsets = new Int32Array(C + 1)
+  // A merged row has at most the entries of its turns' rows.
+  let bound = 0
+  for (let k = 0; k < C; k++) {
+    const members = clusters[k]!
+    for (let j = 0; j < members.length; j++) bound += g.offsets[members[j]! + 1]! - g.offsets[members[j]!]!
+  }
+  const buckets = new Uint16Array(bound)
+  const counts = new Float64Array(bound)
+  // The buckets a cluster touched, ascending (a few of the histogram's 768 per cluster).
+  const touched: number[] = []
+  let n = 0
+  for (let k = 0; k < C; k++) {
+    const members = clusters[k]!
+    if (members.length === 1 && ascendingPositive(g, members[0]!)) {
+      // One turn whose row is already merged: copied as it is.
+      const i = members[0]!
+      for (let e = g.offsets[i]!; e < g.offsets[i + 1]!; e++) {
+        buckets[n] = g.buckets[e]!
+        counts[n++] = g.counts[e]!
+      }
+      offsets[k + 1] = n
+      continue
+    }
+    for (let j = 0; j < members.length; j++) {
+      const i = members[j]!
+      for (let e = g.offsets[i]!; e < g.offsets[i + 1]!; e++) {
+        const b = g.buckets[e]!
+        if (h[b] === 0) touched.push(b)
+        h[b]! += g.counts[e]!
+      }
+    }
+    if (touched.length > 1) touched.sort((a, b) => a - b)
+    for (let t = 0; t < touched.length; t++) {
+      const b = touched[t]!
+      if (h[b]! > 0) {
+        buckets[n] = b
+        counts[n++] = h[b]!
+      }
+      h[b] = 0
+    }
+    touched.length = 0
+    offsets[k + 1] = n
+  }
+  return { offsets, buckets: buckets.slice(0, n), counts: counts.slice(0, n) }
 }
 
 /** Whether turn `i`'s gap row has strictly ascending buckets and positive counts (a merged row). */
@@ -512,8 +651,15 @@ const flattened = new WeakMap<ClusterLayout, { shape: string; flat: Flat }>()
 /** Clusters per seed, and turns in all: what a kept draw or flattening must match. */
 function shapeOf(layout: ClusterLayout): string {
   let turns = 0
-  for (const s of layout.seeds) for (const c of s) turns += c.length
+  for (const s of layout.seeds) turns += turnsOf(s)
   return `${layout.seeds.map((s) => s.length).join(',')}/${turns}`
+}
+
+/** Turns in the clusters `s`. */
+function turnsOf(s: readonly Int32Array[]): number {
+  let turns = 0
+  for (let k = 0; k < s.length; k++) turns += s[k]!.length
+  return turns
 }
 
 /**
@@ -641,6 +787,15 @@ export interface PolicyBootstrap {
   readonly estimates: Record<CiMetric, Estimate>
 }
 
+/**
+ * Resampled values computed elsewhere (another thread): those of resamples `from` to
+ * `from + samples[0].length − 1`, one array per metric (or per column and quantile).
+ */
+export interface ResampledRange {
+  readonly from: number
+  readonly samples: readonly Float64Array[]
+}
+
 /** A policy's {@link PolicyBootstrap} over `layout`, with the draws of `resamples` and `seed`. */
 export function bootstrapPolicy(
   c: PolicyColumns,
@@ -648,26 +803,125 @@ export function bootstrapPolicy(
   resamples: number,
   seed: number,
 ): PolicyBootstrap {
+  return new PolicyBootstrapper(c, layout, resamples, seed).finish()
+}
+
+/**
+ * {@link bootstrapPolicy} in parts: resamples computed here ({@link compute}) or on another thread
+ * ({@link resampleMetrics}, then {@link give}), then the estimates ({@link finish}); the same
+ * result whoever computed which resamples.
+ */
+export class PolicyBootstrapper {
+  readonly #prepared: PreparedPolicy
+  readonly #layout: ClusterLayout
+  readonly #seed: number
+  readonly #samples: Float64Array[]
+  /** Per resample, 1 once computed or given. */
+  readonly #done: Uint8Array
+  readonly #point: Float64Array
+
+  constructor(c: PolicyColumns, layout: ClusterLayout, resamples: number, seed: number) {
+    const M = CI_METRICS.length
+    const { clusters, clusterOf, all } = flatten(layout)
+    this.#prepared = new PreparedPolicy(c, all, clusterOf, clusters)
+    this.#layout = layout
+    this.#seed = seed
+    this.#samples = Array.from({ length: M }, () => new Float64Array(resamples))
+    this.#done = new Uint8Array(resamples)
+    this.#point = new Float64Array(M)
+    this.#prepared.metrics(new Int32Array(clusters.length).fill(1), this.#point)
+  }
+
+  /** Computes resamples `from` to `to − 1` (those not done yet). */
+  compute(from: number, to: number): void {
+    const draws = resamplesOf(this.#layout, this.#done.length, this.#seed)
+    const out = new Float64Array(CI_METRICS.length)
+    for (let b = Math.max(0, from); b < Math.min(to, this.#done.length); b++) {
+      if (this.#done[b] === 1) continue
+      this.#prepared.metrics(draws[b]!, out)
+      for (let m = 0; m < out.length; m++) this.#samples[m]![b] = out[m]!
+      this.#done[b] = 1
+    }
+  }
+
+  /** Takes resamples computed elsewhere ({@link resampleMetrics} on the same columns, layout and draws). */
+  give(range: ResampledRange): void {
+    giveRange(this.#samples, this.#done, range)
+  }
+
+  /** The bootstrap (the resamples neither computed nor given are computed now). */
+  finish(): PolicyBootstrap {
+    this.compute(0, this.#done.length)
+    const estimates = {} as Record<CiMetric, Estimate>
+    CI_METRICS.forEach((name, m) => {
+      const [lo, hi] = interval(this.#samples[m]!)
+      estimates[name] = { value: this.#point[m]!, lo, hi }
+    })
+    return { point: this.#point, samples: this.#samples, estimates }
+  }
+}
+
+/**
+ * The metrics of a policy's resamples `from` to `to − 1` with the cluster draws `draws` (indexed
+ * by resample; {@link drawResamples}): what {@link PolicyBootstrapper.compute} computes, on
+ * another thread. One array per metric of {@link CI_METRICS}.
+ */
+export function resampleMetrics(
+  c: PolicyColumns,
+  layout: ClusterLayout,
+  draws: readonly Int32Array[],
+  from: number,
+  to: number,
+): Float64Array[] {
   const M = CI_METRICS.length
   const { clusters, clusterOf, all } = flatten(layout)
   const prepared = new PreparedPolicy(c, all, clusterOf, clusters)
-  const ones = new Int32Array(clusters.length).fill(1)
-  const point = new Float64Array(M)
-  prepared.metrics(ones, point)
-  const samples = Array.from({ length: M }, () => new Float64Array(resamples))
+  const samples = Array.from({ length: M }, () => new Float64Array(to - from))
   const out = new Float64Array(M)
-  let b = 0
-  for (const counts of resamplesOf(layout, resamples, seed)) {
-    prepared.metrics(counts, out)
-    for (let m = 0; m < M; m++) samples[m]![b] = out[m]!
-    b++
+  for (let b = from; b < to; b++) {
+    prepared.metrics(draws[b]!, out)
+    for (let m = 0; m < M; m++) samples[m]![b - from] = out[m]!
   }
-  const estimates = {} as Record<CiMetric, Estimate>
-  CI_METRICS.forEach((name, m) => {
-    const [lo, hi] = interval(samples[m]!)
-    estimates[name] = { value: point[m]!, lo, hi }
-  })
-  return { point, samples, estimates }
+  return samples
+}
+
+/** Copies `range` into `samples` (ignored if its shape does not fit) and marks its resamples done. */
+function giveRange(samples: Float64Array[], done: Uint8Array, range: ResampledRange): void {
+  const n = Math.min(range.samples[0]?.length ?? 0, done.length - range.from)
+  if (range.from < 0 || range.samples.length !== samples.length || n <= 0) return
+  if (range.samples.some((x) => x.length < n)) return
+  for (let m = 0; m < samples.length; m++) samples[m]!.set(range.samples[m]!.subarray(0, n), range.from)
+  done.fill(1, range.from, range.from + n)
+}
+
+/**
+ * A layout in three flat arrays (what another thread can be given of it cheaply): the clusters per
+ * seed, and cluster `k`'s turns `all[starts[k]]` to `all[starts[k + 1] − 1]`, numbered seed by seed.
+ */
+export interface PackedLayout {
+  readonly clustersPerSeed: readonly number[]
+  readonly starts: Int32Array
+  readonly all: Int32Array
+}
+
+/** `layout` as a {@link PackedLayout}. */
+export function packLayout(layout: ClusterLayout): PackedLayout {
+  const { clusters, all } = flatten(layout)
+  const starts = new Int32Array(clusters.length + 1)
+  for (let k = 0; k < clusters.length; k++) starts[k + 1] = starts[k]! + clusters[k]!.length
+  return { clustersPerSeed: layout.seeds.map((s) => s.length), starts, all }
+}
+
+/** The layout of a {@link PackedLayout} (its clusters are views of `all`). */
+export function unpackLayout(p: PackedLayout): ClusterLayout {
+  const seeds: Int32Array[][] = []
+  let k = 0
+  for (const n of p.clustersPerSeed) {
+    const clusters: Int32Array[] = new Array(n)
+    for (let j = 0; j < n; j++, k++) clusters[j] = p.all.subarray(p.starts[k]!, p.starts[k + 1]!)
+    seeds.push(clusters)
+  }
+  return { seeds }
 }
 
 /**
@@ -738,25 +992,100 @@ export function stratumBootstrap(
   resamples: number,
   seed: number,
 ): Estimate[][] {
+  return new StratumBootstrapper(columns, members, layout, qs, resamples, seed).finish()
+}
+
+/**
+ * {@link stratumBootstrap} in parts, as {@link PolicyBootstrapper}: resamples computed here or on
+ * another thread ({@link resampleStratum}), then the estimates.
+ */
+export class StratumBootstrapper {
+  readonly #sorted: SortedColumn[]
+  readonly #qs: readonly number[]
+  readonly #layout: ClusterLayout
+  readonly #seed: number
+  /** One array per column and quantile (column-major). */
+  readonly #samples: Float64Array[]
+  readonly #done: Uint8Array
+  readonly #clusters: number
+
+  constructor(
+    columns: readonly Float64Array[],
+    members: Int32Array,
+    layout: ClusterLayout,
+    qs: readonly number[],
+    resamples: number,
+    seed: number,
+  ) {
+    const { clusters, clusterOf } = flatten(layout)
+    this.#sorted = columns.map((c) => new SortedColumn(c, members, clusterOf, clusters.length))
+    this.#qs = qs
+    this.#layout = layout
+    this.#seed = seed
+    this.#samples = columns.flatMap(() => qs.map(() => new Float64Array(resamples)))
+    this.#done = new Uint8Array(resamples)
+    this.#clusters = clusters.length
+  }
+
+  /** Computes resamples `from` to `to − 1` (those not done yet). */
+  compute(from: number, to: number): void {
+    const draws = resamplesOf(this.#layout, this.#done.length, this.#seed)
+    const qs = this.#qs
+    const out = new Float64Array(qs.length)
+    for (let b = Math.max(0, from); b < Math.min(to, this.#done.length); b++) {
+      if (this.#done[b] === 1) continue
+      this.#sorted.forEach((s, p) => {
+        s.quantiles(draws[b]!, qs, out, 0)
+        for (let k = 0; k < qs.length; k++) this.#samples[p * qs.length + k]![b] = out[k]!
+      })
+      this.#done[b] = 1
+    }
+  }
+
+  /** Takes resamples computed elsewhere ({@link resampleStratum} on the same columns, members, layout and draws). */
+  give(range: ResampledRange): void {
+    giveRange(this.#samples, this.#done, range)
+  }
+
+  /** Per column, an {@link Estimate} per quantile (the resamples not done yet are computed now). */
+  finish(): Estimate[][] {
+    this.compute(0, this.#done.length)
+    const qs = this.#qs
+    const ones = new Int32Array(this.#clusters).fill(1)
+    const point = new Float64Array(qs.length)
+    return this.#sorted.map((s, p) => {
+      s.quantiles(ones, qs, point, 0)
+      return qs.map((_, k) => {
+        const [lo, hi] = interval(this.#samples[p * qs.length + k]!)
+        return { value: point[k]!, lo, hi }
+      })
+    })
+  }
+}
+
+/**
+ * What {@link StratumBootstrapper.compute} computes, on another thread: the quantiles `qs` of each
+ * column over `members` in resamples `from` to `to − 1` with the cluster draws `draws` (indexed by
+ * resample), one array per column and quantile (column-major).
+ */
+export function resampleStratum(
+  columns: readonly Float64Array[],
+  members: Int32Array,
+  layout: ClusterLayout,
+  qs: readonly number[],
+  draws: readonly Int32Array[],
+  from: number,
+  to: number,
+): Float64Array[] {
   const { clusters, clusterOf } = flatten(layout)
   const sorted = columns.map((c) => new SortedColumn(c, members, clusterOf, clusters.length))
-  const ones = new Int32Array(clusters.length).fill(1)
-  const point = new Float64Array(qs.length)
-  const samples = columns.map(() => qs.map(() => new Float64Array(resamples)))
+  const samples = columns.flatMap(() => qs.map(() => new Float64Array(to - from)))
   const out = new Float64Array(qs.length)
-  let b = 0
-  for (const counts of resamplesOf(layout, resamples, seed)) {
+  for (let b = from; b < to; b++) {
     sorted.forEach((s, p) => {
-      s.quantiles(counts, qs, out, 0)
-      for (let k = 0; k < qs.length; k++) samples[p]![k]![b] = out[k]!
+      s.quantiles(draws[b]!, qs, out, 0)
+      for (let k = 0; k < qs.length; k++) samples[p * qs.length + k]![b - from] = out[k]!
     })
-    b++
   }
-  return sorted.map((s, p) => {
-    s.quantiles(ones, qs, point, 0)
-    return qs.map((_, k) => {
-      const [lo, hi] = interval(samples[p]![k]!)
-      return { value: point[k]!, lo, hi }
-    })
-  })
+  return samples
 }

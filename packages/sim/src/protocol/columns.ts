@@ -21,6 +21,15 @@ export function clusterLayout(trials: readonly (readonly TurnRecord[])[], bySess
   const seeds: Int32Array[][] = []
   let offset = 0
   for (const recs of trials) {
+    if (!bySession) {
+      // One cluster per request, in order: views of one array of their indices.
+      const ids = Int32Array.from({ length: recs.length }, (_, i) => offset + i)
+      const clusters: Int32Array[] = new Array(recs.length)
+      for (let i = 0; i < recs.length; i++) clusters[i] = ids.subarray(i, i + 1)
+      seeds.push(clusters)
+      offset += recs.length
+      continue
+    }
     const groups = new Map<number, number[]>()
     recs.forEach((r, i) => {
       const key = bySession && r.session >= 0 ? r.session : -1 - i

@@ -25,11 +25,16 @@ import {
   type PairedEstimate,
   type PolicyColumns,
   drawResamples,
+  type PackedLayout,
   type PolicyBootstrap,
-  bootstrapPolicy,
+  PolicyBootstrapper,
+  StratumBootstrapper,
   keepDraws,
+  packLayout,
   pairBootstraps,
-  stratumBootstrap,
+  resampleMetrics,
+  resampleStratum,
+  unpackLayout,
 } from './bootstrap.js'
 
 /**
@@ -438,39 +443,48 @@ function strataMembers(
   buckets: readonly [string, number, number][],
   key: (r: TurnRecord) => number,
 ): StratumMembers[] {
-  const out: StratumMembers[] = []
-  for (const [name, lo, hi] of buckets) {
-    const members: number[] = []
-    ref.forEach((r, i) => {
-      const k = key(r)
-      if (k >= lo && k < hi) members.push(i)
-    })
-    if (members.length === 0) continue
-    out.push({ bucket: name, idx: Int32Array.from(members), whole: members.length === ref.length })
+  // One pass: each turn's bucket (the buckets do not overlap), then each bucket's members in order.
+  const n = ref.length
+  const which = new Int8Array(n).fill(-1)
+  const sizes = new Int32Array(buckets.length)
+  for (let i = 0; i < n; i++) {
+    const k = key(ref[i]!)
+    for (let b = 0; b < buckets.length; b++) {
+      if (k >= buckets[b]![1] && k < buckets[b]![2]) {
+        which[i] = b
+        sizes[b]!++
+        break
+      }
+    }
   }
+  const idx = Array.from(sizes, (m) => new Int32Array(m))
+  const filled = new Int32Array(buckets.length)
+  for (let i = 0; i < n; i++) {
+    const b = which[i]!
+    if (b >= 0) idx[b]![filled[b]!++] = i
+  }
+  const out: StratumMembers[] = []
+  buckets.forEach(([name], b) => {
+    if (sizes[b] === 0) return
+    out.push({ bucket: name, idx: idx[b]!, whole: sizes[b] === n })
+  })
   return out
 }
 
 type StratumFigures = Stratum['policies'][string]
 
+/** The quantiles of a stratum's TTFT bootstrap (p50 and p90). */
+const STRATUM_QS = [0.5, 0.9] as const
+
 /**
- * One policy's figures in each stratum, read from its columns; `whole`: its main bootstrap's
- * estimates (a stratum of every turn, such as a trace's only turn index, is the whole sample: its
- * intervals are the main bootstrap's, from the same draws).
+ * One policy's figures in each stratum but its TTFT quantiles, read from its columns (they hold
+ * each turn's end-to-end time, TPOT, failure, fast path and SLO).
  */
 function stratumFigures(
   strata: readonly StratumMembers[],
   c: PolicyColumns,
-  layout: ClusterLayout,
-  resamples: number,
-  seed: number,
-  whole: Readonly<Record<CiMetric, Estimate>>,
-): StratumFigures[] {
-  return strata.map(({ idx, whole: all }) => {
-    const ttft = all
-      ? [whole.ttft_p50, whole.ttft_p90]
-      : stratumBootstrap([c.ttft], idx, layout, [0.5, 0.9], resamples, seed)[0]!
-    // The policy's columns hold each turn's end-to-end time, TPOT, failure, fast path and SLO.
+): Omit<StratumFigures, 'ttftP50' | 'ttftP90'>[] {
+  return strata.map(({ idx }) => {
     const n = idx.length
     const e = new Float64Array(n)
     let nTpot = 0
@@ -491,8 +505,6 @@ function stratumFigures(
       if (!Number.isNaN(x)) tp[j++] = x
     }
     return {
-      ttftP50: ttft[0]!,
-      ttftP90: ttft[1]!,
       tpotP90: quantileSorted(tp.sort(), 0.9),
       e2eP50: quantileSorted(e.sort(), 0.5),
       goodput: good / n,
@@ -500,6 +512,18 @@ function stratumFigures(
       fastPathRate: fast / n,
     }
   })
+}
+
+/**
+ * A stratum's TTFT p50 and p90 with intervals: with no bootstrap of its own (a stratum of every
+ * turn, such as a trace's only turn index, is the whole sample), the main bootstrap's `whole`
+ * estimates, from the same draws.
+ */
+function stratumTtft(
+  boot: StratumBootstrapper | undefined,
+  whole: Readonly<Record<CiMetric, Estimate>>,
+): readonly Estimate[] {
+  return boot === undefined ? [whole.ttft_p50, whole.ttft_p90] : boot.finish()[0]!
 }
 
 /** Every policy's figures (`figures[p]`, in stratum order) joined into strata, policies in label order. */
@@ -573,6 +597,12 @@ export async function runExperiment(
      * summary computes it after the runs. The result is the same either way.
      */
     readonly prepare?: (job: SummaryPrepJob) => Promise<SummaryPrep>
+    /**
+     * Computes a share of a policy's bootstrap on another thread ({@link computeResampleShare})
+     * while this thread computes the rest: the CLI's `run` gives it to the thread that prepared
+     * the summary. Unset, or if it fails, this thread computes everything. The same result either way.
+     */
+    readonly share?: (job: ResampleShareJob) => Promise<ResampleShare>
   } = {},
 ): Promise<ExperimentResult> {
   const plan = planExperiment(config)
@@ -583,7 +613,7 @@ export async function runExperiment(
   const kv = plan.cost.kvBytesPerToken
   const slo = plan.config.slo ?? DEFAULT_SLO
   const ended: RunResult[] = new Array(plan.tasks.length)
-  const summary = new SummaryBuilder(plan, false, prepared !== undefined)
+  const summary = new SummaryBuilder(plan, false, prepared !== undefined, options.share)
   prepared?.then((p) => summary.prepare(p))
   const returned = await runner(plan.tasks, options.onProgress ?? (() => {}), (task, result) => {
     ended[task] = result
@@ -592,7 +622,9 @@ export async function runExperiment(
   })
   const results = plan.tasks.map((_, i) => ended[i] ?? returned[i]!)
   options.onResults?.(results)
-  return summary.finish(results, await prepared)
+  const prep = await prepared
+  await summary.settled()
+  return summary.finish(results, prep)
 }
 
 /** Run metrics computed by `runExperiment` as each run ended, with the arguments they were computed with. */
@@ -715,6 +747,71 @@ export function prepareSummary(job: SummaryPrepJob): SummaryPrep {
   }
 }
 
+/**
+ * A share of one policy's bootstrap for another thread (`runExperiment`'s `share`): its per-turn
+ * columns, the bootstrap's clusters, and the members of the strata whose TTFT p50 and p90 get
+ * intervals; the thread computes resamples `0` to `to − 1` of all of them
+ * ({@link computeResampleShare}) while this one computes the others.
+ *
+ * @example
+ * ```ts
+ * import type { ResampleShareJob } from '@kvc/sim'
+ * const half = (job: ResampleShareJob) => job.to / job.resamples // 0.5
+ * ```
+ */
+export interface ResampleShareJob {
+  readonly columns: PolicyColumns
+  readonly layout: PackedLayout
+  readonly strata: readonly Int32Array[]
+  readonly resamples: number
+  readonly bootSeed: number
+  readonly to: number
+}
+
+/**
+ * What {@link computeResampleShare} gives back: the resampled metrics (one array per metric of
+ * `CI_METRICS`, resamples `0` to `to − 1`) and, per stratum of the job, its TTFT p50 and p90.
+ *
+ * @example
+ * ```ts
+ * import type { ResampleShare } from '@kvc/sim'
+ * const resamples = (s: ResampleShare) => s.metrics[0]?.length ?? 0
+ * ```
+ */
+export interface ResampleShare {
+  readonly metrics: readonly Float64Array[]
+  readonly strata: readonly (readonly Float64Array[])[]
+}
+
+/**
+ * Compute a {@link ResampleShareJob} (pure: the same job gives the same share on any thread).
+ * `draws`: the bootstrap's draws for the job's layout, count and seed when the thread has them
+ * (from its {@link prepareSummary}); else they are drawn again (the same ones).
+ *
+ * @example
+ * ```ts
+ * import { computeResampleShare } from '@kvc/sim'
+ * const ones = Float64Array.of(1, 1)
+ * const share = computeResampleShare({
+ *   columns: { ttft: ones, e2e: ones, elapsedTtft: ones, elapsed: ones, failed: new Uint8Array(2), fast: new Uint8Array(2) },
+ *   layout: { clustersPerSeed: [2], starts: Int32Array.of(0, 1, 2), all: Int32Array.of(0, 1) },
+ *   strata: [], resamples: 10, bootSeed: 1, to: 5,
+ * })
+ * share.metrics[0]!.length // 5
+ * ```
+ */
+export function computeResampleShare(job: ResampleShareJob, draws?: readonly Int32Array[]): ResampleShare {
+  const layout = unpackLayout(job.layout)
+  const d =
+    draws !== undefined && draws.length >= job.to
+      ? draws
+      : drawResamples(job.layout.clustersPerSeed, job.to, job.bootSeed)
+  return {
+    metrics: resampleMetrics(job.columns, layout, d, 0, job.to),
+    strata: job.strata.map((m) => resampleStratum([job.columns.ttft], m, layout, STRATUM_QS, d, 0, job.to)),
+  }
+}
+
 /** An experiment checked and turned into tasks (policy-major, then seed), ready to run. */
 export interface ExperimentPlan {
   readonly config: ExperimentConfig
@@ -822,6 +919,21 @@ interface PolicyPart {
   }
 }
 
+/** A policy's part waiting for the share of its bootstrap another thread computes. */
+interface PendingPart {
+  readonly pending: Promise<ResampleShare | undefined>
+  /**
+   * Computes here a few of the resamples given to the other thread, from the top of its range
+   * down; `false` when none was left.
+   */
+  readonly steal: () => boolean
+  /** The part, with that share (`undefined`: none came; this thread computes what is left). */
+  readonly complete: (share: ResampleShare | undefined) => PolicyPart
+}
+
+/** Resamples the main thread takes at a time from the other thread's share while it waits for it. */
+const STEAL_RESAMPLES = 8
+
 /**
  * An experiment's summary built as its runs end: once the reference policy's runs have all ended
  * (the bootstrap's clusters and the strata are its turns), each policy whose runs have all ended
@@ -837,14 +949,24 @@ class SummaryBuilder {
   readonly #bootSeed: number
   #ended: (RunResult | undefined)[]
   #ref: ReferenceParts | undefined
-  #parts: (PolicyPart | undefined)[]
+  #parts: (PolicyPart | PendingPart | undefined)[]
   #prep: SummaryPrep | undefined
+  readonly #share: ((job: ResampleShareJob) => Promise<ResampleShare>) | undefined
   /** Whether a preparation is on its way (parts wait for its draws). */
   #waiting: boolean
 
-  /** `preparing`: a preparation will come through {@link prepare}. */
-  constructor(plan: ExperimentPlan, lean: boolean, preparing = false) {
+  /**
+   * `preparing`: a preparation will come through {@link prepare}; `share`: computes a share of a
+   * policy's bootstrap on another thread (see `runExperiment`).
+   */
+  constructor(
+    plan: ExperimentPlan,
+    lean: boolean,
+    preparing = false,
+    share?: (job: ResampleShareJob) => Promise<ResampleShare>,
+  ) {
     this.#waiting = preparing
+    this.#share = share
     this.#plan = plan
     this.#lean = lean
     this.#S = plan.config.seeds.length
@@ -868,6 +990,26 @@ class SummaryBuilder {
   add(task: number, run: RunResult): void {
     this.#ended[task] = run
     this.#advance()
+  }
+
+  /** Resolves once every part waiting for another thread's share has it (or has given up on it). */
+  async settled(): Promise<void> {
+    for (let p = 0; p < this.#parts.length; p++) {
+      const x = this.#parts[p]
+      if (x !== undefined && 'pending' in x) {
+        // Meanwhile this thread computes the other thread's resamples itself, from the top down, a
+        // few at a time (yielding so that the share's message can come in): it never waits longer
+        // than it would take to compute them all, and a share that comes first ends it.
+        const box: { arrived: boolean; got?: ResampleShare } = { arrived: false }
+        void x.pending.then((got) => {
+          box.arrived = true
+          if (got !== undefined) box.got = got
+        })
+        await undefined // a share already here is taken first
+        while (!box.arrived && x.steal()) await new Promise((r) => setImmediate(r))
+        if (this.#parts[p] === x) this.#parts[p] = x.complete(box.got)
+      }
+    }
   }
 
   /**
@@ -907,7 +1049,7 @@ class SummaryBuilder {
     })
     if (this.#ref === undefined) this.#ref = this.#reference(byPolicy[0]!)
     const ref = this.#ref
-    const parts = specs.map((_, p) => this.#partOf(p)!)
+    const parts = specs.map((_, p) => this.#partOf(p, true)!)
     const slo = this.#slo
     const metrics = parts.flatMap((x) => x.metrics)
     const sessionsUnit = w0.sessions > 0
@@ -1028,18 +1170,28 @@ class SummaryBuilder {
     }
   }
 
-  /** Policy `p`'s part, computed now if its runs and the reference's have all ended. */
-  #partOf(p: number): PolicyPart | undefined {
+  /**
+   * Policy `p`'s part, computed now if its runs and the reference's have all ended. `wait`: a part
+   * still waiting for another thread's share is completed without it (this thread computes it).
+   */
+  #partOf(p: number, wait = false): PolicyPart | undefined {
     const kept = this.#parts[p]
-    if (kept !== undefined || this.#ref === undefined) return kept
+    if (kept !== undefined) {
+      if (!('pending' in kept)) return kept
+      if (!wait) return undefined
+      const part = kept.complete(undefined)
+      this.#parts[p] = part
+      return part
+    }
+    if (this.#ref === undefined) return undefined
     const runs = this.#runsOf(p)
     if (runs === undefined) return undefined
     const part = this.#policyPart(p, runs, this.#ref)
     this.#parts[p] = part
-    return part
+    return 'pending' in part ? (wait ? this.#partOf(p, true) : undefined) : part
   }
 
-  #policyPart(p: number, runs: readonly RunResult[], ref: ReferenceParts): PolicyPart {
+  #policyPart(p: number, runs: readonly RunResult[], ref: ReferenceParts): PolicyPart | PendingPart {
     const { config, specs, cost, resamples, w0 } = this.#plan
     const S = this.#S
     const slo = this.#slo
@@ -1047,7 +1199,48 @@ class SummaryBuilder {
     const spec = specs[p]!
     const sessionsUnit = w0.sessions > 0
     const columns = policyColumns(runs, ref.layout, slo, sessionsUnit)
-    const boot = bootstrapPolicy(columns, ref.layout, resamples, this.#bootSeed)
+    const booter = new PolicyBootstrapper(columns, ref.layout, resamples, this.#bootSeed)
+    const strataBoots = (strata: readonly StratumMembers[]) =>
+      strata.map((m) =>
+        m.whole
+          ? undefined
+          : new StratumBootstrapper([columns.ttft], m.idx, ref.layout, STRATUM_QS, resamples, this.#bootSeed),
+      )
+    const boots = {
+      turnIndex: strataBoots(ref.strata.turnIndex),
+      appendTokens: strataBoots(ref.strata.appendTokens),
+      overlap: strataBoots(ref.strata.overlap),
+    }
+    const shared = [...boots.turnIndex, ...boots.appendTokens, ...boots.overlap]
+    const sharedMembers = [...ref.strata.turnIndex, ...ref.strata.appendTokens, ...ref.strata.overlap]
+      .filter((m) => !m.whole)
+      .map((m) => m.idx)
+    // Half the resamples go to another thread when there is one; this thread computes the other half.
+    let pending: Promise<ResampleShare | undefined> | undefined
+    /** The other thread's resamples not taken back yet: `0 … next − 1`. */
+    let next = 0
+    if (this.#share !== undefined && resamples >= 2) {
+      const to = resamples >> 1
+      pending = this.#share({
+        columns,
+        layout: packLayout(ref.layout),
+        strata: sharedMembers,
+        resamples,
+        bootSeed: this.#bootSeed,
+        to,
+      }).catch(() => undefined)
+      booter.compute(to, resamples)
+      for (const b of shared) b?.compute(to, resamples)
+      next = to
+    }
+    const steal = (): boolean => {
+      if (next <= 0) return false
+      const from = Math.max(0, next - STEAL_RESAMPLES)
+      booter.compute(from, next)
+      for (const b of shared) b?.compute(from, next)
+      next = from
+      return true
+    }
     const ms = runs.map((r) => runMetricsOf(r, cost.kvBytesPerToken, slo))
     const sum = (f: (m: RunMetrics) => number) => ms.reduce((a, m) => a + f(m), 0)
     const failedByCause: Record<string, number> = {}
@@ -1089,64 +1282,90 @@ class SummaryBuilder {
     const tiers = runs.map(hostTierFigures)
     const peak = Math.max(...ms.map((m) => m.peakDecodeUsage))
     const points = config.usagePoints ?? 240
-    const summary: PolicySummary = {
-      policy: spec.label,
-      policyName: runs[0]!.policyName,
-      pathMode: runs[0]!.pathMode,
-      topology: runs[0]!.topology,
-      estimates: boot.estimates,
-      turns: sum((m) => m.turns),
-      failed: sum((m) => m.failed),
-      failedByCause: Object.fromEntries(Object.entries(failedByCause).sort(([a], [b]) => (a < b ? -1 : 1))),
-      paths: {
-        fast: sum((m) => m.paths.fast),
-        local: sum((m) => m.paths.local),
-        seed: sum((m) => m.paths.seed),
-        direct: sum((m) => m.paths.direct),
-      },
-      reseeds: sum((m) => m.reseeds),
-      migrations: sum((m) => m.migrations),
-      hostTier: {
-        loadBacks: tiers.reduce((a, f) => a + f.loadBacks, 0),
-        loadedBackTokens: tiers.reduce((a, f) => a + f.loadedBackTokens, 0) / S,
-        reprefilledTokens: tiers.reduce((a, f) => a + f.reprefilledTokens, 0) / S,
-        peerFetchedTokens: tiers.reduce((a, f) => a + f.peerFetchedTokens, 0) / S,
-      },
-      prefixHitRatio: sum((m) => m.prefixHitRatio) / S,
-      kvTransferGB: sum((m) => m.kvTransferBytes) / S / 1e9,
-      decodeEvictions: decEv,
-      decodeTokensPerEviction:
-        decEv === 0 ? 0 : sum((m) => m.decodeEvictions * m.decodeTokensPerEviction) / decEv,
-      prefillEvictions: preEv,
-      prefillTokensPerEviction:
-        preEv === 0 ? 0 : sum((m) => m.prefillEvictions * m.prefillTokensPerEviction) / preEv,
-      throughputTurnsPerS: sum((m) => m.throughputTurnsPerS) / S,
-      peakDecodeUsage: peak,
-      sessionFastPathHistogram: hist,
-      starvation: {
-        starved,
-        starvedMeanPeakInput: starved === 0 ? 0 : starvedPeak / starved,
-        lucky,
-        luckyMeanPeakInput: lucky === 0 ? 0 : luckyPeak / lucky,
-      },
-      usage: lean
-        ? []
-        : runs[0]!.usage
-            .filter((u) => u.role !== 'prefill')
-            .map((u) => ({ workerId: u.workerId, ...downsample(u.timesS, u.usage, points) })),
-      ttftCdf: lean ? [] : cdf(allRecs),
+    const usage = lean
+      ? []
+      : runs[0]!.usage
+          .filter((u) => u.role !== 'prefill')
+          .map((u) => ({ workerId: u.workerId, ...downsample(u.timesS, u.usage, points) }))
+    const ttftCdf = lean ? [] : cdf(allRecs)
+    // What the strata show besides TTFT needs no resample: computed before the share comes back.
+    const rest = {
+      turnIndex: stratumFigures(ref.strata.turnIndex, columns),
+      appendTokens: stratumFigures(ref.strata.appendTokens, columns),
+      overlap: stratumFigures(ref.strata.overlap, columns),
     }
-    const figures = (strata: readonly StratumMembers[]) =>
-      lean ? [] : stratumFigures(strata, columns, ref.layout, resamples, this.#bootSeed, boot.estimates)
-    return {
-      metrics: ms,
-      summary,
-      boot,
-      strata: {
-        turnIndex: figures(ref.strata.turnIndex),
-        appendTokens: figures(ref.strata.appendTokens),
-        overlap: figures(ref.strata.overlap),
-      },
+    const complete = (got: ResampleShare | undefined): PolicyPart => {
+      if (got !== undefined) {
+        booter.give({ from: 0, samples: got.metrics })
+        const given = shared.filter((b) => b !== undefined)
+        if (got.strata.length === given.length) {
+          for (let i = 0; i < given.length; i++) given[i]!.give({ from: 0, samples: got.strata[i]! })
+        }
+      }
+      const boot = booter.finish()
+      const summary: PolicySummary = {
+        policy: spec.label,
+        policyName: runs[0]!.policyName,
+        pathMode: runs[0]!.pathMode,
+        topology: runs[0]!.topology,
+        estimates: boot.estimates,
+        turns: sum((m) => m.turns),
+        failed: sum((m) => m.failed),
+        failedByCause: Object.fromEntries(Object.entries(failedByCause).sort(([a], [b]) => (a < b ? -1 : 1))),
+        paths: {
+          fast: sum((m) => m.paths.fast),
+          local: sum((m) => m.paths.local),
+          seed: sum((m) => m.paths.seed),
+          direct: sum((m) => m.paths.direct),
+        },
+        reseeds: sum((m) => m.reseeds),
+        migrations: sum((m) => m.migrations),
+        hostTier: {
+          loadBacks: tiers.reduce((a, f) => a + f.loadBacks, 0),
+          loadedBackTokens: tiers.reduce((a, f) => a + f.loadedBackTokens, 0) / S,
+          reprefilledTokens: tiers.reduce((a, f) => a + f.reprefilledTokens, 0) / S,
+          peerFetchedTokens: tiers.reduce((a, f) => a + f.peerFetchedTokens, 0) / S,
+        },
+        prefixHitRatio: sum((m) => m.prefixHitRatio) / S,
+        kvTransferGB: sum((m) => m.kvTransferBytes) / S / 1e9,
+        decodeEvictions: decEv,
+        decodeTokensPerEviction:
+          decEv === 0 ? 0 : sum((m) => m.decodeEvictions * m.decodeTokensPerEviction) / decEv,
+        prefillEvictions: preEv,
+        prefillTokensPerEviction:
+          preEv === 0 ? 0 : sum((m) => m.prefillEvictions * m.prefillTokensPerEviction) / preEv,
+        throughputTurnsPerS: sum((m) => m.throughputTurnsPerS) / S,
+        peakDecodeUsage: peak,
+        sessionFastPathHistogram: hist,
+        starvation: {
+          starved,
+          starvedMeanPeakInput: starved === 0 ? 0 : starvedPeak / starved,
+          lucky,
+          luckyMeanPeakInput: lucky === 0 ? 0 : luckyPeak / lucky,
+        },
+        usage,
+        ttftCdf,
+      }
+      // Each stratum's TTFT quantiles (bootstrapped), then its other figures.
+      const figures = (
+        rest: readonly Omit<StratumFigures, 'ttftP50' | 'ttftP90'>[],
+        sb: readonly (StratumBootstrapper | undefined)[],
+      ): StratumFigures[] =>
+        rest.map((r, k) => {
+          const ttft = stratumTtft(sb[k], boot.estimates)
+          return { ttftP50: ttft[0]!, ttftP90: ttft[1]!, ...r }
+        })
+      return {
+        metrics: ms,
+        summary,
+        boot,
+        strata: {
+          turnIndex: figures(rest.turnIndex, boots.turnIndex),
+          appendTokens: figures(rest.appendTokens, boots.appendTokens),
+          overlap: figures(rest.overlap, boots.overlap),
+        },
+      }
     }
+    return pending === undefined ? complete(undefined) : { pending, steal, complete }
   }
 }
