@@ -119,7 +119,7 @@ export function newTurn(spec: TurnSpec): Turn {
  * The record of an ended turn, built by a constructor rather than an object literal: a run keeps
  * every record to its end, V8 then pretenures the literal's allocation site into old space, and
  * creating each record cost about a microsecond and a half (measured: `#finalize` ≈ 50 ms of the
- * conversation trace run, ≈ 10 ms with this class). The own enumerable properties and their order
+ * conversation trace run, ≈ 20 ms with this class). The own enumerable properties and their order
  * are those of `TurnRecord`, so JSON output and structured clones are the same as a literal's.
  */
 class TurnRow implements TurnRecord {
