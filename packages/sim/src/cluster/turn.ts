@@ -115,6 +115,72 @@ export function newTurn(spec: TurnSpec): Turn {
   return turn
 }
 
+/**
+ * The record of an ended turn, built by a constructor rather than an object literal: a run keeps
+ * every record to its end, V8 then pretenures the literal's allocation site into old space, and
+ * creating each record cost about a microsecond and a half (measured: `#finalize` ≈ 50 ms of the
+ * conversation trace run, ≈ 20 ms with this class). The own enumerable properties and their order
+ * are those of `TurnRecord`, so JSON output and structured clones are the same as a literal's.
+ */
+class TurnRow implements TurnRecord {
+  readonly id: number
+  readonly session: number
+  readonly turnIndex: number
+  readonly inputLength: number
+  readonly outputLength: number
+  readonly appendTokens: number
+  readonly reuseFraction: number
+  readonly arrivalMs: number
+  readonly firstTokenMs: number
+  readonly endMs: number
+  readonly status: 'completed' | 'failed'
+  readonly cause: string | undefined
+  readonly lastError: string | undefined
+  readonly path: ServePath | undefined
+  readonly workerId: string | undefined
+  readonly prefillId: string | undefined
+  readonly migrated: boolean
+  readonly cachedTokens: number
+  readonly matchedTokens: number
+  readonly computedTokens: number
+  readonly transferredTokens: number
+  readonly attempts: number
+
+  constructor(
+    turn: Turn,
+    status: 'completed' | 'failed',
+    cause: string | undefined,
+    path: ServePath | undefined,
+    workerId: string | undefined,
+    prefillId: string | undefined,
+  ) {
+    const s = turn.spec
+    const completed = status === 'completed'
+    this.id = turn.id
+    this.session = s.session
+    this.turnIndex = s.turnIndex
+    this.inputLength = s.inputLength
+    this.outputLength = s.outputLength
+    this.appendTokens = s.appendTokens
+    this.reuseFraction = s.reuseFraction
+    this.arrivalMs = turn.arrivalMs
+    this.firstTokenMs = completed ? turn.firstTokenMs : Number.NaN
+    this.endMs = turn.endMs
+    this.status = status
+    this.cause = completed ? undefined : cause
+    this.lastError = turn.lastError
+    this.path = completed ? path : undefined
+    this.workerId = completed ? workerId : undefined
+    this.prefillId = completed ? prefillId : undefined
+    this.migrated = completed && turn.migratedFrom !== undefined
+    this.cachedTokens = turn.cached
+    this.matchedTokens = turn.matched
+    this.computedTokens = turn.computed
+    this.transferredTokens = turn.transferred
+    this.attempts = turn.dispatch?.record.attempts ?? 0
+  }
+}
+
 /** The record of an ended turn (its fields for the path taken only when it completed). */
 export function turnRecord(
   turn: Turn,
@@ -124,29 +190,5 @@ export function turnRecord(
   workerId: string | undefined,
   prefillId: string | undefined,
 ): TurnRecord {
-  const s = turn.spec
-  return {
-    id: turn.id,
-    session: s.session,
-    turnIndex: s.turnIndex,
-    inputLength: s.inputLength,
-    outputLength: s.outputLength,
-    appendTokens: s.appendTokens,
-    reuseFraction: s.reuseFraction,
-    arrivalMs: turn.arrivalMs,
-    firstTokenMs: status === 'completed' ? turn.firstTokenMs : Number.NaN,
-    endMs: turn.endMs,
-    status,
-    cause: status === 'failed' ? cause : undefined,
-    lastError: turn.lastError,
-    path: status === 'completed' ? path : undefined,
-    workerId: status === 'completed' ? workerId : undefined,
-    prefillId: status === 'completed' ? prefillId : undefined,
-    migrated: status === 'completed' && turn.migratedFrom !== undefined,
-    cachedTokens: turn.cached,
-    matchedTokens: turn.matched,
-    computedTokens: turn.computed,
-    transferredTokens: turn.transferred,
-    attempts: turn.dispatch?.record.attempts ?? 0,
-  }
+  return new TurnRow(turn, status, cause, path, workerId, prefillId)
 }

@@ -19,6 +19,8 @@ export class DecodeBatches {
   readonly #host: SimHost
   /** Every turn's inter-token gaps (ITL), without per-token work. */
   readonly gaps: DecodeGapRecorder
+  /** `tick`'s ended sequences, reused from tick to tick (a tick never runs inside another). */
+  readonly #ended: DecodeSeq[] = []
 
   constructor(ctx: SimContext, host: SimHost) {
     this.#ctx = ctx
@@ -53,7 +55,8 @@ export class DecodeBatches {
   tick(w: SimWorker, gen: number): void {
     if (!w.alive || gen !== w.decodeGen) return
     this.advance(w)
-    const done: DecodeSeq[] = []
+    const done = this.#ended
+    done.length = 0
     const d = w.decode
     while (d.length > 0 && d[d.length - 1]!.finishStep <= w.stepsDone + 1e-7) {
       const s = d.pop()!
@@ -63,10 +66,13 @@ export class DecodeBatches {
     }
     this.refresh(w)
     const turns = this.#ctx.turns
-    for (const s of done) {
+    const n = done.length
+    for (let i = 0; i < n; i++) {
+      const s = done[i]!
       const turn = turns[s.turn.id]!
       if (s.seq === turn.seq && turn.stage === 'decode') this.#finish(w, turn)
     }
+    done.length = 0
   }
 
   /** The turn's output tokens (cache units at block granularity): the workload's, else unique ones. */

@@ -123,6 +123,10 @@ export function gapHistogramQuantiles(hist: Float64Array, total: number, qs: rea
  */
 export class DecodeGapRecorder {
   readonly #cum: (Float64Array | undefined)[] = []
+  // Per worker: the lowest and highest bucket its histogram ever touched (the rest is zero), so a
+  // snapshot copies and a finish scans only that range. Snapshots outside a join are all zero.
+  readonly #lo: number[] = []
+  readonly #hi: number[] = []
   // Per worker: the stall under way, its step time before, and the turns that joined during it.
   readonly #stallMs: number[] = []
   readonly #joinedInStall: { turn: number; stallMs: number }[][] = []
@@ -147,8 +151,16 @@ export class DecodeGapRecorder {
     if (h === undefined) {
       h = new Float64Array(GAP_BUCKETS)
       this.#cum[w] = h
+      this.#lo[w] = GAP_BUCKETS
+      this.#hi[w] = -1
     }
     return h
+  }
+
+  /** Worker `w`'s histogram (made by `#hist`) touches bucket `b`. */
+  #touch(w: number, b: number): void {
+    if (b < this.#lo[w]!) this.#lo[w] = b
+    if (b > this.#hi[w]!) this.#hi[w] = b
   }
 
   /**
@@ -158,7 +170,8 @@ export class DecodeGapRecorder {
   advance(w: number, dtMs: number, stepMs: number, batch: number): void {
     if (batch === 0) {
       this.#stallMs[w] = 0
-      this.#joinedInStall[w] = []
+      const list = this.#joinedInStall[w]
+      if (list !== undefined) list.length = 0
       return
     }
     if (!(dtMs > 0)) return
@@ -168,7 +181,10 @@ export class DecodeGapRecorder {
     }
     // The step under way when the stall began ends in this segment, stretched by the stall.
     if ((this.#stallMs[w] ?? 0) > 0) this.#endStall(w, stepMs)
-    this.#hist(w)[gapBucket(stepMs)]! += dtMs / stepMs
+    const h = this.#hist(w)
+    const b = gapBucket(stepMs)
+    this.#touch(w, b)
+    h[b]! += dtMs / stepMs
   }
 
   /**
@@ -181,8 +197,11 @@ export class DecodeGapRecorder {
     const stall = this.#stallMs[w]!
     const plain = gapBucket(stepMs)
     const stretched = gapBucket(stepMs + stall)
+    this.#touch(w, plain)
+    this.#touch(w, stretched)
     h[plain]! -= 1
     h[stretched]! += 1
+    // The corrections below stay between `plain` and `stretched`, inside the touched range.
     for (const j of this.#joinedInStall[w] ?? []) {
       const s = this.#snap[j.turn]
       if (s === undefined) continue
@@ -195,15 +214,19 @@ export class DecodeGapRecorder {
       }
     }
     this.#stallMs[w] = 0
-    this.#joinedInStall[w] = []
+    const list = this.#joinedInStall[w]
+    if (list !== undefined) list.length = 0
   }
 
   /** Turn `turn` produced its first token on worker `w` and joins its batch. */
   join(w: number, turn: number): void {
     const s = this.#free.pop() ?? new Float64Array(GAP_BUCKETS)
-    s.set(this.#hist(w))
+    const h = this.#hist(w)
+    const lo = this.#lo[w]!
+    const hi = this.#hi[w]!
+    if (lo <= hi) s.set(h.subarray(lo, hi + 1), lo)
     const old = this.#snap[turn]
-    if (old !== undefined) this.#free.push(old)
+    if (old !== undefined) this.#free.push(old.fill(0))
     this.#snap[turn] = s
     const stall = this.#stallMs[w] ?? 0
     if (stall > 0) {
@@ -224,7 +247,10 @@ export class DecodeGapRecorder {
     const h = this.#hist(w)
     this.#rowStart[turn] = this.#used
     let n = 0
-    for (let b = 0; b < GAP_BUCKETS; b++) {
+    // Outside the worker's touched range both are zero (`s` was written only inside it).
+    const lo = this.#lo[w]!
+    const hi = this.#hi[w]!
+    for (let b = lo; b <= hi; b++) {
       const d = h[b]! - s[b]!
       if (d > 1e-6) {
         this.#push(b, d)
@@ -232,6 +258,7 @@ export class DecodeGapRecorder {
       }
     }
     this.#rowLen[turn] = n
+    if (lo <= hi) s.fill(0, lo, hi + 1)
     this.#free.push(s)
   }
 
@@ -240,7 +267,7 @@ export class DecodeGapRecorder {
     const s = this.#snap[turn]
     if (s === undefined) return
     this.#snap[turn] = undefined
-    this.#free.push(s)
+    this.#free.push(s.fill(0))
   }
 
   #push(b: number, c: number): void {

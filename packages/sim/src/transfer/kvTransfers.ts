@@ -10,6 +10,8 @@ import { openRequest } from '../prefill/openRequest.js'
 
 /** A P→D link: one transfer on the wire at a time; down while it flaps. */
 interface Link {
+  /** `p.id-d.id`, the target a `link-flap` fault names. */
+  readonly key: string
   busyUntil: number
   downUntil: number
 }
@@ -25,7 +27,8 @@ export class KvTransfers {
   readonly #host: SimHost
   readonly #faults: ActiveFaults
   readonly #decode: DecodeBatches
-  readonly #links = new Map<string, Link>()
+  /** The P→D links, by P's index then D's, each made on first use. */
+  readonly #links: (Link | undefined)[][] = []
   /** Transfers not yet done or failed, by id. */
   readonly #inFlight = new Map<number, Transfer>()
   #seq = 0
@@ -38,11 +41,15 @@ export class KvTransfers {
   }
 
   #link(p: SimWorker, d: SimWorker): Link {
-    const k = `${p.id}-${d.id}`
-    let l = this.#links.get(k)
+    let row = this.#links[p.idx]
+    if (row === undefined) {
+      row = []
+      this.#links[p.idx] = row
+    }
+    let l = row[d.idx]
     if (l === undefined) {
-      l = { busyUntil: 0, downUntil: 0 }
-      this.#links.set(k, l)
+      l = { key: `${p.id}-${d.id}`, busyUntil: 0, downUntil: 0 }
+      row[d.idx] = l
     }
     return l
   }
@@ -142,7 +149,7 @@ export class KvTransfers {
     t.state = 'wire'
     turn.stage = 'wire'
     d.transfersOnWire++
-    if (this.#flapsNow(p, d, link)) {
+    if (this.#flapsNow(link)) {
       ctx.counters.transferErrors++
       this.#host.failPhysical(turn, 'transfer_error', 'link down')
       return
@@ -158,9 +165,9 @@ export class KvTransfers {
   }
 
   /** The link is down (a flap in force, a timed one, or one starting now by probability). */
-  #flapsNow(p: SimWorker, d: SimWorker, link: Link): boolean {
+  #flapsNow(link: Link): boolean {
     const now = this.#ctx.now
-    if (now < link.downUntil || this.#faults.inWindow('link-flap', `${p.id}-${d.id}`)) return true
+    if (now < link.downUntil || this.#faults.inWindow('link-flap', link.key)) return true
     if (this.#faults.strikes('link-flap')) {
       link.downUntil = now + this.#faults.durationOf('link-flap')
       return true
