@@ -310,3 +310,44 @@ describe('policy parts of the summary computed as runs end', { timeout: 180_000 
     })
   }
 })
+
+describe('computeResampleShare refuses a job it cannot compute', () => {
+  const ones = Float64Array.of(1, 2)
+  const good: ResampleShareJob = {
+    columns: {
+      ttft: ones,
+      e2e: ones,
+      elapsedTtft: ones,
+      elapsed: ones,
+      failed: new Uint8Array(2),
+      fast: new Uint8Array(2),
+    },
+    layout: { clustersPerSeed: [2], starts: Int32Array.of(0, 1, 2), all: Int32Array.of(0, 1) },
+    strata: [Int32Array.of(1)],
+    resamples: 10,
+    bootSeed: 1,
+    to: 5,
+  }
+  it('computes a well-formed job', () => {
+    expect(computeResampleShare(good).metrics[0]!.length).toBe(5)
+  })
+  const bad: [string, ResampleShareJob][] = [
+    ['to beyond the resamples', { ...good, to: 11 }],
+    ['a fractional to', { ...good, to: 2.5 }],
+    ['no resamples', { ...good, resamples: 0, to: 0 }],
+    [
+      'a request index outside the columns',
+      { ...good, layout: { ...good.layout, all: Int32Array.of(0, 2) } },
+    ],
+    [
+      'bounds that do not end at all.length',
+      { ...good, layout: { ...good.layout, starts: Int32Array.of(0, 1, 3) } },
+    ],
+    ['too few bounds', { ...good, layout: { ...good.layout, starts: Int32Array.of(0, 2) } }],
+    ['a stratum index outside the columns', { ...good, strata: [Int32Array.of(-1)] }],
+    ['a column of another length', { ...good, columns: { ...good.columns, e2e: Float64Array.of(1) } }],
+  ]
+  it.each(bad)('%s: a typed error naming it', (_, job) => {
+    expect(() => computeResampleShare(job)).toThrow(expect.objectContaining({ code: 'INVALID_OPTION' }))
+  })
+})

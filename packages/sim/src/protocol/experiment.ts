@@ -801,6 +801,7 @@ export interface ResampleShare {
  * ```
  */
 export function computeResampleShare(job: ResampleShareJob, draws?: readonly Int32Array[]): ResampleShare {
+  checkShareJob(job)
   const layout = unpackLayout(job.layout)
   const d =
     draws !== undefined && draws.length >= job.to
@@ -810,6 +811,65 @@ export function computeResampleShare(job: ResampleShareJob, draws?: readonly Int
     metrics: resampleMetrics(job.columns, layout, d, 0, job.to),
     strata: job.strata.map((m) => resampleStratum([job.columns.ttft], m, layout, STRATUM_QS, d, 0, job.to)),
   }
+}
+
+/**
+ * A {@link ResampleShareJob} that can be computed (throws `INVALID_OPTION` naming the bad value):
+ * `to` an integer in [0, resamples], the packed layout's bounds consistent with its clusters, and
+ * every request index of the layout and the strata inside the columns.
+ */
+function checkShareJob(job: ResampleShareJob): void {
+  const { layout, columns, strata } = job
+  checkOption(
+    Number.isInteger(job.resamples) && job.resamples >= 1,
+    'resamples must be an integer ≥ 1',
+    job.resamples,
+  )
+  checkOption(
+    Number.isInteger(job.to) && job.to >= 0 && job.to <= job.resamples,
+    'to must be an integer in [0, resamples]',
+    job.to,
+  )
+  let clusters = 0
+  for (const n of layout.clustersPerSeed) {
+    checkOption(
+      Number.isInteger(n) && n >= 1,
+      'clustersPerSeed must hold integers ≥ 1',
+      layout.clustersPerSeed,
+    )
+    clusters += n
+  }
+  const { starts, all } = layout
+  checkOption(
+    starts.length === clusters + 1,
+    'starts must hold one bound per cluster and a last one',
+    starts.length,
+  )
+  checkOption(
+    starts[0] === 0 && starts[clusters] === all.length,
+    'starts must run from 0 to all.length',
+    starts,
+  )
+  for (let k = 0; k < clusters; k++)
+    checkOption(starts[k]! <= starts[k + 1]!, 'starts must not decrease', starts)
+  const n = columns.ttft.length
+  for (const c of [
+    columns.e2e,
+    columns.elapsedTtft,
+    columns.elapsed,
+    columns.failed,
+    columns.fast,
+    columns.tpot,
+    columns.good,
+  ])
+    checkOption(
+      c === undefined || c.length === n,
+      `every column must hold ${n} requests, as ttft does`,
+      c?.length,
+    )
+  const inside = (a: Int32Array) => a.every((i) => i >= 0 && i < n)
+  checkOption(inside(all), `the layout's request indices must lie in [0, ${n})`, all)
+  for (const m of strata) checkOption(inside(m), `a stratum's request indices must lie in [0, ${n})`, m)
 }
 
 /** An experiment checked and turned into tasks (policy-major, then seed), ready to run. */
